@@ -1,0 +1,103 @@
+"""Recorded crawls in, frontier files out: the file source and sink of `frontierflow replay`.
+
+The source reads FetchEvents from an Avro container file or JSON lines, from any record
+position, and turns what cannot be decoded into `Failed` items for the dead-letter output.
+The sink appends frontier entries (Avro container or JSON lines) and dead letters (JSON
+lines); its position is the byte length of both files after a flush, and `rewind` cuts
+them back to a committed position, so a step redone after a crash writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO
+
+from frontierflow.pipelines.engine import Failed, InputItem
+from frontierflow.pipelines.strategies.base import FrontierChange, Removal
+from frontierflow.schemas.codecs import (
+    CodecError,
+    iter_log_from,
+    record_from_dict,
+    record_to_json,
+    write_container,
+)
+from frontierflow.schemas.records import DeadLetter, FetchEvent
+
+_POSITION = struct.Struct("<QQ")
+
+
+def read_fetch_events(path: Path, start: int = 0) -> Iterator[InputItem]:
+    """(position, FetchEvent or Failed, raw bytes) for every record from `start` on."""
+    if not path.exists():
+        raise FileNotFoundError(f"no such log: {path}")
+    for position, record, raw in iter_log_from(path, "FetchEvent", start):
+        if isinstance(record, CodecError):
+            yield position, Failed("CodecError", str(record), raw), raw
+            continue
+        try:
+            yield position, record_from_dict(FetchEvent, record), raw
+        except CodecError as exc:
+            yield position, Failed("CodecError", str(exc), raw), raw
+
+
+class FileSink:
+    """Frontier entries to `out` (.avro: Avro container, else JSON lines), dead letters to
+    `dead_letters` (JSON lines). Removals are not written: a file holds upserts only, and
+    the replay's final frontier is the latest entry per URL not fetched since."""
+
+    def __init__(self, out: Path, dead_letters: Path, *, fsync: bool = False) -> None:
+        self.out = out
+        self.dead_path = dead_letters
+        self.avro = out.suffix == ".avro"
+        self.fsync = fsync
+        self._out: IO[bytes] | None = None
+        self._dead: IO[bytes] | None = None
+        self._has_header = False
+
+    def rewind(self, position: bytes | None) -> None:
+        """Cut both files back to `position` (None: start them empty) and open them."""
+        out_size, dead_size = (0, 0) if position is None else _POSITION.unpack(position)
+        self.close()
+        for path, size in ((self.out, out_size), (self.dead_path, dead_size)):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("ab") as f:
+                f.truncate(size)
+        self._out = self.out.open("a+b")
+        self._dead = self.dead_path.open("ab")
+        self._has_header = out_size > 0
+
+    def write(self, changes: Sequence[FrontierChange], dead: Sequence[DeadLetter]) -> None:
+        if self._out is None or self._dead is None:
+            raise RuntimeError("FileSink.write before rewind")
+        entries = [c.to_avro() for c in changes if not isinstance(c, Removal)]
+        if entries:
+            if self.avro:
+                write_container(self._out, "FrontierEntry", entries, append=self._has_header)
+                self._has_header = True
+            else:
+                lines = "".join(record_to_json(e, "FrontierEntry") + "\n" for e in entries)
+                self._out.write(lines.encode())
+        if dead:
+            text = "".join(record_to_json(d.to_avro(), "DeadLetter") + "\n" for d in dead)
+            self._dead.write(text.encode())
+
+    def flush(self) -> bytes:
+        """Flush both files (and fsync them if asked); their sizes are the position."""
+        if self._out is None or self._dead is None:
+            raise RuntimeError("FileSink.flush before rewind")
+        return _POSITION.pack(self._sync(self._out), self._sync(self._dead))
+
+    def _sync(self, handle: IO[bytes]) -> int:
+        handle.flush()
+        if self.fsync:
+            os.fsync(handle.fileno())
+        return handle.seek(0, os.SEEK_END)
+
+    def close(self) -> None:
+        for handle in (self._out, self._dead):
+            if handle is not None:
+                handle.close()
+        self._out = self._dead = None

@@ -1,0 +1,187 @@
+"""The `frontierflow` command: replay a recorded crawl, simulate crawls, benchmark."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+log = logging.getLogger("frontierflow")
+
+
+def _csv(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def _ints(value: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in _csv(value))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated node ids: {value}") from exc
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="frontierflow", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    rp = sub.add_parser("replay", help="replay a FetchEvent log into frontier entries")
+    rp.add_argument("log", type=Path, help="FetchEvents: Avro container file or JSON lines")
+    rp.add_argument("--strategy", default="ieca")
+    rp.add_argument("--state-dir", type=Path, required=True, help="RocksDB state directory")
+    rp.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="FrontierEntries: .avro for an Avro container file, else JSON lines",
+    )
+    rp.add_argument(
+        "--dead-letters",
+        type=Path,
+        default=None,
+        help="dead-letter JSON lines (default: OUT.dead-letters.jsonl)",
+    )
+    rp.add_argument(
+        "--budget",
+        type=int,
+        default=1_000_000,
+        help="crawl budget in pages, for IECA's δ_t and the PageRank interval",
+    )
+    rp.add_argument("--step-size", type=int, default=500, help="events per committed step")
+    rp.add_argument("--seed", type=int, default=0, help="seed of the random strategy")
+
+    sp = sub.add_parser("simulate", help="closed-loop crawls over a web graph")
+    sp.add_argument(
+        "--graph",
+        default="uk-2007-05@100000",
+        help="edge list (.tsv[.gz]), BVGraph basename/.graph, or a bundled name",
+    )
+    sp.add_argument(
+        "--strategies",
+        type=_csv,
+        default=("ieca", "bfs", "backlink", "opic", "pagerank", "partial-pagerank", "random"),
+    )
+    sp.add_argument("--stop-at", type=float, default=0.45, help="fraction of pages to crawl")
+    sp.add_argument("--out", type=Path, required=True, help="output directory")
+    sp.add_argument("--seeds", type=_ints, default=None, help="seed node ids (default: 0)")
+    sp.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help="budget the constants scale to (default: the graph's size)",
+    )
+    sp.add_argument("--points", type=int, default=90, help="points on each curve")
+    sp.add_argument("--seed", type=int, default=0, help="seed of the random strategy")
+    sp.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    bp = sub.add_parser("bench", help="IECA throughput with RocksDB state vs pass-through")
+    bp.add_argument("--events", type=int, default=20_000)
+    bp.add_argument("--outlinks", type=int, default=30)
+    bp.add_argument("--urls", type=int, default=200_000, help="distinct URLs in the log")
+    bp.add_argument("--step-size", type=int, default=500)
+    bp.add_argument("--repeats", type=int, default=3, help="runs of each; medians reported")
+    bp.add_argument("--work-dir", type=Path, default=None)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    commands: dict[str, Callable[[argparse.Namespace], int]] = {
+        "replay": _replay,
+        "simulate": _simulate,
+        "bench": _bench,
+    }
+    try:
+        return commands[args.command](args)
+    except (ValueError, FileNotFoundError) as exc:
+        log.error("%s", exc)
+        return 2
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from frontierflow.pipelines.replay import replay_log
+
+    stats = replay_log(
+        args.log,
+        strategy_name=args.strategy,
+        state_dir=args.state_dir,
+        out=args.out,
+        dead_letters=args.dead_letters,
+        budget=args.budget,
+        step_size=args.step_size,
+        seed=args.seed,
+    )
+    log.info(
+        "replayed %d events (%d duplicates, %d dead letters): %d entries, %d removals",
+        stats.events,
+        stats.duplicates,
+        stats.dead_letters,
+        stats.entries,
+        stats.removals,
+    )
+    return 0
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from frontierflow.connectors.webgraph import read_graph
+    from frontierflow.pipelines.evaluate import HotPagesSetup, default_seeds, run_hot_pages
+
+    graph = read_graph(args.graph)
+    setup = HotPagesSetup(
+        strategies=args.strategies,
+        stop_at=args.stop_at,
+        seeds=args.seeds or default_seeds(graph),
+        budget=args.budget,
+        points=args.points,
+        random_seed=args.seed,
+        graph_name=str(args.graph),
+    )
+    progress = None if args.no_progress else _progress_bars
+    curves = run_hot_pages(graph, setup, args.out, progress=progress)
+    for curve in sorted(curves, key=lambda c: -c.hot_fraction[-1]):
+        print(
+            f"{curve.strategy:>18}  {curve.hot_fraction[-1]:6.1%} hot pages at "
+            f"{curve.crawled_fraction[-1]:.1%} crawled"
+        )
+    print(f"wrote {args.out / 'hot_pages.csv'}, summary.md, hot_pages.png")
+    return 0
+
+
+def _progress_bars(name: str, total: int) -> Callable[..., None]:
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=f"{name:>18}", unit="page", mininterval=0.5, leave=True)
+
+    def update(node: int, progress: object) -> None:
+        bar.update(1)
+        if bar.n >= total:
+            bar.close()
+
+    return update
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from frontierflow.pipelines.bench import BenchSetup, run_bench
+
+    report = run_bench(
+        BenchSetup(
+            events=args.events,
+            outlinks=args.outlinks,
+            urls=args.urls,
+            step_size=args.step_size,
+            repeats=args.repeats,
+        ),
+        work_dir=args.work_dir,
+    )
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

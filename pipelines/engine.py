@@ -1,0 +1,327 @@
+"""The embedded engine: strategy operators over a state store, one atomic commit per step.
+
+A step takes a batch of input items (decoded FetchEvents, or dead letters the source could
+not decode), applies the strategy to every keyed message in input order, and commits. The
+commit order (see `Engine._commit`) makes a kill -9 at any point harmless: outputs are
+flushed first, then state, input position and output position land in one write batch;
+on restart the sink is rewound to the committed output position and the input is read
+again from the committed input position, so the redone step writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from frontierflow.pipelines.strategies.base import (
+    CrawlClock,
+    FrontierChange,
+    GlobalStrategy,
+    Message,
+    Strategy,
+)
+from frontierflow.pipelines.validate import InvalidEvent, Limits, validate_event
+from frontierflow.schemas.records import DeadLetter, FetchEvent
+from frontierflow.state.store import META_FAMILY, StateStore, Transaction, with_meta
+
+log = logging.getLogger(__name__)
+
+S = TypeVar("S")
+
+CRAWLED_FAMILY = "crawled"
+"""Engine-owned: URL → the last cycle it was fetched in, to count pages and drop repeats."""
+
+INPUT_POSITION = b"input.position"
+OUTPUT_POSITION = b"output.position"
+_U64 = struct.Struct("<Q")
+_I32 = struct.Struct("<i")
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """An input item the source could not decode; it becomes a dead letter."""
+
+    error_class: str
+    message: str
+    raw: bytes
+
+
+InputItem = tuple[int, FetchEvent | Failed, bytes]
+"""(position in the input, the decoded event or the failure, the raw bytes)."""
+
+
+class Sink(Protocol):
+    """Where frontier changes and dead letters go. Positions are opaque bytes."""
+
+    def write(self, changes: Sequence[FrontierChange], dead: Sequence[DeadLetter]) -> None: ...
+
+    def flush(self) -> bytes: ...
+
+    def rewind(self, position: bytes | None) -> None: ...
+
+
+@dataclass(slots=True)
+class EngineStats:
+    """Counters since the engine started (not persisted)."""
+
+    events: int = 0
+    duplicates: int = 0
+    dead_letters: int = 0
+    links: int = 0
+    entries: int = 0
+    removals: int = 0
+    recomputations: int = 0
+    steps: int = 0
+    dead_reasons: dict[str, int] = field(default_factory=dict)
+
+
+class Engine(Generic[S]):
+    """Runs one strategy over a store; see the module docstring for the commit protocol."""
+
+    def __init__(
+        self,
+        strategy: Strategy[S],
+        store: StateStore,
+        sink: Sink,
+        *,
+        source_name: str = "input",
+        limits: Limits | None = None,
+        before_commit: Callable[[str], None] | None = None,
+    ) -> None:
+        missing = {strategy.family, CRAWLED_FAMILY} - set(store.families)
+        if missing:
+            raise ValueError(f"store lacks families {sorted(missing)}")
+        self.strategy = strategy
+        self.store = store
+        self.sink = sink
+        self.source_name = source_name
+        self.limits = limits if limits is not None else Limits()
+        self.stats = EngineStats()
+        self._global: GlobalStrategy[S] | None = (
+            strategy if hasattr(strategy, "recompute") else None  # type: ignore[assignment]
+        )
+        self._before_commit = before_commit or (lambda _phase: None)
+        self.sink.rewind(self.store.get(META_FAMILY, OUTPUT_POSITION))
+
+    @staticmethod
+    def families_for(strategy: Strategy[Any]) -> tuple[str, ...]:
+        """The column families a store must have to run `strategy`."""
+        return with_meta((strategy.family, CRAWLED_FAMILY))
+
+    def input_position(self) -> int:
+        """The position of the first input item not yet committed (0 on a fresh store)."""
+        raw = self.store.get(META_FAMILY, INPUT_POSITION)
+        return 0 if raw is None else _U64.unpack(raw)[0]
+
+    def crawled(self, crawl_id: str = "default") -> int:
+        """Distinct pages fetched so far in `crawl_id` (the IECA clock)."""
+        raw = self.store.get(META_FAMILY, _crawled_key(crawl_id))
+        return 0 if raw is None else _U64.unpack(raw)[0]
+
+    def seed(
+        self, urls: Iterable[str], crawl_id: str = "default", cycle: int = 0, now_ms: int = 0
+    ) -> None:
+        """Inject starting pages as one committed step (no input position moves)."""
+        step = _Step(self)
+        for url in urls:
+            clock = CrawlClock(step.crawled(crawl_id), now_ms)
+            step.apply(url, self.strategy.seed(url, crawl_id, cycle), clock)
+        self._commit(step, next_position=None)
+
+    def run_step(self, items: Sequence[InputItem]) -> None:
+        """Apply a batch of input items and commit them as one step."""
+        if not items:
+            return
+        step = _Step(self)
+        step.prefetch(items)
+        for position, item, raw in items:
+            if isinstance(item, Failed):
+                step.dead(position, item.error_class, item.message, raw)
+                continue
+            try:
+                event = validate_event(item, self.limits)
+            except InvalidEvent as exc:
+                step.dead(position, "InvalidEvent", str(exc), raw)
+                continue
+            step.event(event)
+        self._commit(step, next_position=items[-1][0] + 1)
+
+    def _commit(self, step: _Step[S], next_position: int | None) -> None:
+        """Commit one step, in this order:
+
+        1. write the step's frontier changes and dead letters to the sink and flush it;
+        2. put the step's states, crawl counters, the next input position and the sink's
+           flushed position into the step's transaction;
+        3. commit that transaction: one RocksDB write batch.
+        A crash before 3 leaves the old positions: the sink is rewound past what 1 wrote
+        and the input is read again. A crash after 3 has nothing left to redo.
+        """
+        self.sink.write(list(step.changes.values()), step.dead_letters)
+        self._before_commit("flushing")
+        out_position = self.sink.flush()
+        self._before_commit("flushed")
+        txn = step.txn
+        step.write_states()
+        if next_position is not None:
+            txn.put(META_FAMILY, INPUT_POSITION, _U64.pack(next_position))
+        txn.put(META_FAMILY, OUTPUT_POSITION, out_position)
+        txn.commit()
+        self._before_commit("committed")
+        self.stats.steps += 1
+        for change in step.changes.values():
+            if hasattr(change, "priority"):
+                self.stats.entries += 1
+            else:
+                self.stats.removals += 1
+
+
+class _Step(Generic[S]):
+    """The working set of one step: decoded states, counters, outputs, one transaction."""
+
+    def __init__(self, engine: Engine[S]) -> None:
+        self.engine = engine
+        self.strategy = engine.strategy
+        self.txn: Transaction = engine.store.transaction()
+        self.states: dict[str, S | None] = {}
+        self.dirty: set[str] = set()
+        self.last_crawled: dict[str, int | None] = {}
+        self.crawl_counts: dict[str, int] = {}
+        self.changes: dict[str, FrontierChange] = {}
+        self.dead_letters: list[DeadLetter] = []
+
+    def prefetch(self, items: Sequence[InputItem]) -> None:
+        """Read every state the step will touch in two batched reads."""
+        keys: dict[str, None] = {}
+        pages: dict[str, None] = {}
+        for _, item, _ in items:
+            if isinstance(item, FetchEvent):
+                pages[item.url] = None
+                keys[item.url] = None
+                keys.update(dict.fromkeys(item.outlinks))
+        self._load_states(list(keys))
+        raw = self.txn.get_many(CRAWLED_FAMILY, [u.encode() for u in pages])
+        for url, value in zip(pages, raw, strict=True):
+            self.last_crawled[url] = None if value is None else _I32.unpack(value)[0]
+
+    def _load_states(self, keys: list[str]) -> None:
+        wanted = [k for k in keys if k not in self.states]
+        if not wanted:
+            return
+        raw = self.txn.get_many(self.strategy.family, [k.encode() for k in wanted])
+        decode = self.strategy.decode_state
+        for key, value in zip(wanted, raw, strict=True):
+            self.states[key] = None if value is None else decode(value)
+
+    def crawled(self, crawl_id: str) -> int:
+        count = self.crawl_counts.get(crawl_id)
+        if count is None:
+            count = self.engine.crawled(crawl_id)
+            self.crawl_counts[crawl_id] = count
+        return count
+
+    def event(self, event: FetchEvent) -> None:
+        """Apply one valid FetchEvent: count the page, then its Fetched and Link messages."""
+        stats = self.engine.stats
+        url = event.url
+        if url not in self.last_crawled:
+            self._load_crawled(url)
+        last = self.last_crawled[url]
+        if last is not None and last >= event.cycle:
+            stats.duplicates += 1  # fetched already in this cycle: applying it twice would
+            return  # count the page twice and feed its links twice
+        self.last_crawled[url] = event.cycle
+        count = self.crawled(event.crawl_id) + 1
+        self.crawl_counts[event.crawl_id] = count
+        clock = CrawlClock(count, event.fetched_at)
+        routed = self.strategy.route(event)
+        self._load_states([url, *routed.fetched.outlinks])
+        self.apply(url, routed.fetched, clock)
+        for link in routed.links:
+            self.apply(link.child, link, clock)
+        stats.events += 1
+        stats.links += len(routed.links)
+        glob = self.engine._global
+        if glob is not None and count % glob.interval == 0:
+            self.recompute(glob, clock)
+
+    def _load_crawled(self, url: str) -> None:
+        value = self.txn.get(CRAWLED_FAMILY, url.encode())
+        self.last_crawled[url] = None if value is None else _I32.unpack(value)[0]
+
+    def apply(self, key: str, message: Message, clock: CrawlClock) -> None:
+        if key not in self.states:
+            self._load_states([key])
+        state, change = self.strategy.apply(key, self.states[key], message, clock)
+        self.states[key] = state
+        self.dirty.add(key)
+        if change is not None:
+            self.changes.pop(key, None)  # keep the order of the latest change
+            self.changes[key] = change
+
+    def recompute(self, glob: GlobalStrategy[S], clock: CrawlClock) -> None:
+        """A global recomputation over every state, this step's uncommitted ones included."""
+        decode = self.strategy.decode_state
+        snapshot: dict[str, S] = {
+            k.decode(): decode(v) for k, v in self.engine.store.items(self.strategy.family)
+        }
+        for key in self.dirty:
+            state = self.states[key]
+            if state is not None:
+                snapshot[key] = state
+        new_states, changes = glob.recompute(snapshot.items(), clock)
+        for key, state in new_states.items():
+            self.states[key] = state
+            self.dirty.add(key)
+        for change in changes:
+            self.changes.pop(change.url, None)
+            self.changes[change.url] = change
+        self.engine.stats.recomputations += 1
+
+    def dead(self, position: int, error_class: str, message: str, raw: bytes) -> None:
+        letter = DeadLetter(
+            source=self.engine.source_name,
+            partition=None,
+            offset=position,
+            error_class=error_class,
+            message=message,
+            raw=raw,
+            at=0,
+        )
+        self.dead_letters.append(letter)
+        stats = self.engine.stats
+        stats.dead_letters += 1
+        stats.dead_reasons[error_class] = stats.dead_reasons.get(error_class, 0) + 1
+
+    def write_states(self) -> None:
+        encode = self.strategy.encode_state
+        family = self.strategy.family
+        for key in self.dirty:
+            state = self.states[key]
+            if state is None:
+                self.txn.delete(family, key.encode())
+            else:
+                self.txn.put(family, key.encode(), encode(state))
+        for url, cycle in self.last_crawled.items():
+            if cycle is not None:
+                self.txn.put(CRAWLED_FAMILY, url.encode(), _I32.pack(cycle))
+        for crawl_id, count in self.crawl_counts.items():
+            self.txn.put(META_FAMILY, _crawled_key(crawl_id), _U64.pack(count))
+
+
+def _crawled_key(crawl_id: str) -> bytes:
+    return b"crawled/" + crawl_id.encode()
+
+
+def apply_all(engine: Engine[Any], items: Iterable[InputItem], step_size: int) -> None:
+    """Feed `items` to `engine` in steps of `step_size` items."""
+    batch: list[InputItem] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= step_size:
+            engine.run_step(batch)
+            batch = []
+    if batch:
+        engine.run_step(batch)

@@ -1,0 +1,99 @@
+"""IECA as a streaming operator: distances per URL, priority = −distance (seed 001).
+
+Routing reads the parent's distance from the echo of the frontier entry that led to the
+fetch (`ieca.d`), so a Link message to each child carries d_i and log10 O(i) and only the
+child's own state is touched. A page with no distance in its echo (a seed, or a page a
+fetcher found by itself) counts as a starting page at the seed distance.
+"""
+
+from __future__ import annotations
+
+from frontierflow.pipelines.strategies.base import (
+    CrawlClock,
+    EntryFactory,
+    Fetched,
+    FrontierChange,
+    Link,
+    Message,
+    Removal,
+    Seed,
+    StrategyBase,
+    echo_float,
+    fmt_float,
+)
+from frontierflow.schemas.records import FetchEvent
+from frontierflow.state.ieca import (
+    NOT_CRAWLED,
+    UNKNOWN,
+    IecaDistance,
+    IecaParams,
+    decode_ieca,
+    encode_ieca,
+    link_weight,
+)
+
+ECHO_DISTANCE = "ieca.d"
+
+
+class IecaStrategy(StrategyBase[IecaDistance]):
+    """Logarithmic-distance ordering; every change re-emits the URL's entry."""
+
+    name = "ieca"
+    family = "ieca"
+
+    def __init__(self, params: IecaParams) -> None:
+        self.params = params
+        self._entries = EntryFactory(self.name)
+
+    def link_payload(self, event: FetchEvent, outdegree: int) -> tuple[float, float]:
+        d_parent = echo_float(event.echo, ECHO_DISTANCE, self.params.seed_distance)
+        return d_parent, link_weight(outdegree)
+
+    def apply(
+        self, key: str, state: IecaDistance | None, message: Message, clock: CrawlClock
+    ) -> tuple[IecaDistance | None, FrontierChange | None]:
+        current = state if state is not None else IecaDistance()
+        if isinstance(message, Link):
+            new = current.after_link(
+                message.value, message.weight, message.cycle, clock.crawled, self.params
+            )
+            if new == current:
+                return current, None
+            return new, self._entry(
+                key, new, message.crawl_id, message.cycle, message.parent, clock
+            )
+        if isinstance(message, Fetched):
+            distance = current.distance
+            if distance == UNKNOWN:
+                distance = self.params.seed_distance
+            return IecaDistance(distance, max(current.crawled_cycle, message.cycle)), Removal(key)
+        return self._seed(key, current, message, clock)
+
+    def _seed(
+        self, key: str, current: IecaDistance, message: Seed, clock: CrawlClock
+    ) -> tuple[IecaDistance, FrontierChange | None]:
+        if current.crawled_in(message.cycle):
+            return current, None
+        new = IecaDistance(self.params.seed_distance, current.crawled_cycle)
+        return new, self._entry(key, new, message.crawl_id, message.cycle, None, clock)
+
+    def _entry(
+        self,
+        url: str,
+        state: IecaDistance,
+        crawl_id: str,
+        cycle: int,
+        via: str | None,
+        clock: CrawlClock,
+    ) -> FrontierChange:
+        echo = {ECHO_DISTANCE: fmt_float(state.distance)}
+        return self._entries.entry(url, -state.distance, crawl_id, cycle, via, clock, echo)
+
+    def encode_state(self, state: IecaDistance) -> bytes:
+        return encode_ieca(state)
+
+    def decode_state(self, data: bytes) -> IecaDistance:
+        return decode_ieca(data)
+
+
+__all__ = ["ECHO_DISTANCE", "NOT_CRAWLED", "IecaStrategy"]

@@ -1,0 +1,184 @@
+"""Typed Python views of the wire records.
+
+Each dataclass mirrors one Avro schema in this folder field for field; `to_avro` gives the
+dict fastavro writes and `from_avro` takes the dict fastavro reads. Operators work on these
+types, never on raw dicts, so a misspelt field is a type error and not a silent None.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class FetchEvent:
+    """One fetched page, as a fetcher reports it (schema `FetchEvent`)."""
+
+    url: str
+    fetched_at: int
+    status: int
+    fetcher_id: str
+    host: str
+    via: str | None = None
+    crawl_id: str = "default"
+    cycle: int = 0
+    outlinks: tuple[str, ...] = ()
+    terms: dict[str, int] | None = None
+    text: str | None = None
+    content_hash: str | None = None
+    published_at: int | None = None
+    bytes: int = 0
+    fetch_ms: float = 0.0
+    echo: dict[str, str] = field(default_factory=dict)
+
+    def to_avro(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "fetched_at": self.fetched_at,
+            "status": self.status,
+            "fetcher_id": self.fetcher_id,
+            "host": self.host,
+            "via": self.via,
+            "crawl_id": self.crawl_id,
+            "cycle": self.cycle,
+            "outlinks": list(self.outlinks),
+            "terms": self.terms,
+            "text": self.text,
+            "content_hash": self.content_hash,
+            "published_at": self.published_at,
+            "bytes": self.bytes,
+            "fetch_ms": self.fetch_ms,
+            "echo": self.echo,
+        }
+
+    @classmethod
+    def from_avro(cls, d: dict[str, Any]) -> FetchEvent:
+        return cls(
+            url=d["url"],
+            fetched_at=_millis(d["fetched_at"]),
+            status=d["status"],
+            fetcher_id=d["fetcher_id"],
+            host=d["host"],
+            via=d.get("via"),
+            crawl_id=d.get("crawl_id", "default"),
+            cycle=d.get("cycle", 0),
+            outlinks=tuple(d.get("outlinks") or ()),
+            terms=d.get("terms"),
+            text=d.get("text"),
+            content_hash=d.get("content_hash"),
+            published_at=_millis_or_none(d.get("published_at")),
+            bytes=d.get("bytes", 0),
+            fetch_ms=d.get("fetch_ms", 0.0),
+            echo=dict(d.get("echo") or {}),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FrontierEntry:
+    """What to fetch next (schema `FrontierEntry`); key = `url`, larger priority = sooner."""
+
+    url: str
+    host: str
+    priority: float
+    strategy: str
+    crawl_id: str
+    cycle: int
+    via: str | None
+    emitted_at: int
+    echo: dict[str, str] = field(default_factory=dict)
+
+    def to_avro(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "host": self.host,
+            "priority": self.priority,
+            "strategy": self.strategy,
+            "crawl_id": self.crawl_id,
+            "cycle": self.cycle,
+            "via": self.via,
+            "emitted_at": self.emitted_at,
+            "echo": self.echo,
+        }
+
+    @classmethod
+    def from_avro(cls, d: dict[str, Any]) -> FrontierEntry:
+        return cls(
+            url=d["url"],
+            host=d["host"],
+            priority=d["priority"],
+            strategy=d["strategy"],
+            crawl_id=d["crawl_id"],
+            cycle=d["cycle"],
+            via=d.get("via"),
+            emitted_at=_millis(d["emitted_at"]),
+            echo=dict(d.get("echo") or {}),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingDecision:
+    """A thread-count decision for one fetcher over one window (schema `ScalingDecision`)."""
+
+    fetcher_id: str
+    window_start: int
+    window_end: int
+    pages: int
+    crawl_speed: float
+    speed_mean: float
+    speed_stddev: float
+    e_cs: float
+    e_cs_sign: int
+    threads_before: int
+    threads_after: int
+    learning: bool
+    reason: str
+
+    def to_avro(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    @classmethod
+    def from_avro(cls, d: dict[str, Any]) -> ScalingDecision:
+        values = {name: d[name] for name in cls.__slots__}
+        values["window_start"] = _millis(values["window_start"])
+        values["window_end"] = _millis(values["window_end"])
+        return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """Input that could not be used, with the reason and the raw bytes (schema `DeadLetter`)."""
+
+    source: str
+    partition: int | None
+    offset: int | None
+    error_class: str
+    message: str
+    raw: bytes
+    at: int
+
+    def to_avro(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    @classmethod
+    def from_avro(cls, d: dict[str, Any]) -> DeadLetter:
+        values = {name: d[name] for name in cls.__slots__}
+        values["at"] = _millis(values["at"])
+        return cls(**values)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _millis(value: Any) -> int:
+    """Epoch millis from an int or a datetime (naive = UTC, as fastavro writes it); exact."""
+    if isinstance(value, int):
+        return value
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return (value - _EPOCH) // timedelta(milliseconds=1)
+
+
+def _millis_or_none(value: Any) -> int | None:
+    return None if value is None else _millis(value)

@@ -1,0 +1,221 @@
+"""IECA's equations (seed 001) with values worked out by hand, and the operator on a walk."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from frontierflow.pipelines.engine import Engine
+from frontierflow.pipelines.strategies.base import CrawlClock, Link, Removal, Seed
+from frontierflow.pipelines.strategies.ieca import ECHO_DISTANCE, IecaStrategy
+from frontierflow.schemas.records import FetchEvent, FrontierEntry
+from frontierflow.state.ieca import (
+    UNKNOWN,
+    IecaDistance,
+    IecaParams,
+    alpha,
+    decode_ieca,
+    delta_t,
+    encode_ieca,
+    link_weight,
+    new_distance,
+    pc_coefficient,
+    structure_term,
+    updated_distance,
+)
+from frontierflow.state.memory import InMemoryStore
+
+LOG2 = math.log10(2)
+LOG3 = math.log10(3)
+P = IecaParams(budget=1000, k=25)
+
+
+def test_fig1_example_v_is_closer_than_t() -> None:
+    # Fig. 1: p has 2 links, q (child of p) has 3, s (child of p) has 2 in the text's
+    # second path: d_pt = log 2 + log 3, d_pv = log 2 + log 2. With δ = 0 and d_p = 0,
+    # eq. 13 is the plain sum of link weights (eq. 2).
+    d_q = new_distance(0.0, link_weight(2), delta=0.0)
+    d_t = new_distance(d_q, link_weight(3), delta=0.0)
+    d_v = new_distance(d_q, link_weight(2), delta=0.0)
+    assert d_t == pytest.approx(LOG2 + LOG3)
+    assert d_v == pytest.approx(LOG2 + LOG2)
+    assert d_v < d_t
+
+
+def test_link_weight_is_log10_outdegree() -> None:
+    assert link_weight(1) == 0.0
+    assert link_weight(10) == pytest.approx(1.0)
+    assert link_weight(0) == 0.0  # no links: nothing is ever weighted by it
+
+
+def test_eq13_new_page() -> None:
+    # (1 − 0.35)·0.3 + log10 2 = 0.195 + 0.30103
+    assert new_distance(0.3, LOG2, 0.35) == pytest.approx(0.195 + 0.3010299957)
+
+
+def test_eq10_alpha_one() -> None:
+    # d_j = 0.8, d_i = 0.4, O(i) = 10, δ = 0.35, α = 1:
+    # learned = 1·(1 + 0.65·0.4) = 1.26; 0.65·1.26 = 0.819; f = 2; 0.35·log10 2 = 0.10536
+    assert updated_distance(0.8, 0.4, 1.0, 0.35, 1.0) == pytest.approx(0.819 - 0.35 * LOG2)
+
+
+def test_eq10_alpha_decayed() -> None:
+    a = math.exp(-0.1)
+    learned = (1 - a) * 0.8 + a * 1.26
+    expected = 0.65 * learned - 0.35 * LOG2
+    assert updated_distance(0.8, 0.4, 1.0, 0.35, a) == pytest.approx(expected)
+    assert expected == pytest.approx(0.6851856, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("d_child", "d_parent", "f"),
+    [
+        (0.8, 0.4, 2.0),  # same sign: d_j / d_i
+        (-0.8, -0.4, 2.0),  # both negative: same sign
+        (0.5, -0.4, 2.25),  # signs differ: (d_j − d_i) / |d_i| = 0.9 / 0.4
+        (-0.5, 0.4, -2.25),  # signs differ: (−0.9) / 0.4
+        (0.0, 0.4, 0.0),  # zero counts as non-negative: 0 / 0.4
+    ],
+)
+def test_eq8_pc_coefficient(d_child: float, d_parent: float, f: float) -> None:
+    assert pc_coefficient(d_child, d_parent) == pytest.approx(f)
+
+
+@pytest.mark.parametrize(
+    ("d_child", "d_parent", "term"),
+    [
+        (0.8, 0.4, LOG2),
+        (0.5, -0.4, math.log10(2.25)),
+        (-0.5, 0.4, 0.0),  # f < 0: log undefined → guard gives 0
+        (0.0, 0.4, 0.0),  # f = 0: log undefined → 0
+        (0.7, 0.0, 0.0),  # d_i = 0: f undefined → 0
+    ],
+)
+def test_structure_term_guards(d_child: float, d_parent: float, term: float) -> None:
+    assert structure_term(d_child, d_parent) == pytest.approx(term)
+
+
+def test_eq10_with_guard_keeps_learned_part_only() -> None:
+    # d_i = 0: the structure term is 0, so d = 0.65·(1·(log10 10 + 0)) = 0.65
+    assert updated_distance(0.7, 0.0, 1.0, 0.35, 1.0) == pytest.approx(0.65)
+
+
+def test_eq12_delta_steps_every_k_pages() -> None:
+    assert delta_t(0, P) == pytest.approx(0.35)
+    assert delta_t(24, P) == pytest.approx(0.35)  # not updated before size % k == 0
+    assert delta_t(25, P) == pytest.approx(0.35 - 0.28 * 0.025)
+    assert delta_t(999, P) == pytest.approx(0.35 - 0.28 * 0.975)
+    assert delta_t(1000, P) == pytest.approx(0.07)
+    assert delta_t(5000, P) == pytest.approx(0.07)  # past the budget: held at the end value
+
+
+def test_eq5_alpha() -> None:
+    assert alpha(24, P) == 1.0
+    assert alpha(25, P) == pytest.approx(math.exp(-0.1))
+    assert alpha(50, P) == pytest.approx(math.exp(-0.2))
+
+
+def test_params_scale_k_with_budget_and_refuse_nonsense() -> None:
+    assert IecaParams.for_budget(10_000_000).k == 250_000  # the paper's k
+    assert IecaParams.for_budget(100_000).k == 2_500
+    with pytest.raises(ValueError, match="budget and k"):
+        IecaParams(budget=0)
+    with pytest.raises(ValueError, match="delta_t"):
+        IecaParams(delta_start=0.2, delta_slope=0.28)
+
+
+def test_state_encoding_round_trip() -> None:
+    for state in (IecaDistance(), IecaDistance(0.49, 3), IecaDistance(-1.5, -1)):
+        assert decode_ieca(encode_ieca(state)) == state
+    assert len(encode_ieca(IecaDistance())) == 12
+
+
+def test_operator_skips_pages_crawled_this_cycle() -> None:
+    strategy = IecaStrategy(P)
+    crawled = IecaDistance(0.4, 0)
+    link = Link("https://b/", "https://a/", "c", 0, 0.3, LOG2)
+    state, change = strategy.apply("https://b/", crawled, link, CrawlClock(1, 0))
+    assert state == crawled and change is None
+    # the same page in the next cycle is known and not crawled: eq. 10 applies
+    link1 = Link("https://b/", "https://a/", "c", 1, 0.3, LOG2)
+    state, change = strategy.apply("https://b/", crawled, link1, CrawlClock(1, 0))
+    assert state is not None and state.distance == pytest.approx(
+        updated_distance(0.4, 0.3, LOG2, 0.35, 1.0)
+    )
+    assert isinstance(change, FrontierEntry) and change.priority == -state.distance
+
+
+def _event(url: str, outlinks: tuple[str, ...], echo: dict[str, str], at: int) -> FetchEvent:
+    return FetchEvent(
+        url=url,
+        fetched_at=at,
+        status=200,
+        fetcher_id="f",
+        host="h",
+        crawl_id="c",
+        outlinks=outlinks,
+        echo=echo,
+    )
+
+
+class _Collect:
+    def __init__(self) -> None:
+        self.changes: list[object] = []
+
+    def write(self, changes: object, dead: object) -> None:
+        self.changes.extend(changes)  # type: ignore[call-overload]
+
+    def flush(self) -> bytes:
+        return b""
+
+    def rewind(self, position: bytes | None) -> None:
+        return None
+
+
+def test_walk_through_the_engine() -> None:
+    """Seed A; fetch A → {B, C}; fetch B → {C}. Values by hand with δ = 0.35, α = 1."""
+    strategy = IecaStrategy(P)
+    sink = _Collect()
+    engine = Engine(strategy, InMemoryStore(Engine.families_for(strategy)), sink)
+    a, b, c = "https://a.example/", "https://b.example/", "https://c.example/"
+    engine.seed([a], crawl_id="c")
+    seed_entry = sink.changes[-1]
+    assert isinstance(seed_entry, FrontierEntry) and seed_entry.priority == -0.3
+
+    engine.run_step([(0, _event(a, (b, c), seed_entry.echo, 1), b"")])
+    by_url = {ch.url: ch for ch in sink.changes[1:]}
+    assert isinstance(by_url[a], Removal)
+    d_b = 0.65 * 0.3 + LOG2  # eq. 13: 0.49603
+    entry_b = by_url[b]
+    assert isinstance(entry_b, FrontierEntry)
+    assert entry_b.priority == pytest.approx(-d_b)
+    assert float(entry_b.echo[ECHO_DISTANCE]) == pytest.approx(d_b)
+
+    engine.run_step([(1, _event(b, (c,), entry_b.echo, 2), b"")])
+    # eq. 10 for C (known, d = d_b) from B (d_i = d_b, O = 1 → weight 0), 2 pages crawled:
+    # learned = 1·(0 + 0.65·d_b); 0.65·learned; f = d_b / d_b = 1 → log 0.
+    entry_c = sink.changes[-1]
+    assert isinstance(entry_c, FrontierEntry) and entry_c.url == c
+    assert entry_c.priority == pytest.approx(-(0.65 * 0.65 * d_b))
+    assert engine.crawled("c") == 2
+
+
+def test_duplicate_fetch_in_same_cycle_is_ignored() -> None:
+    strategy = IecaStrategy(P)
+    sink = _Collect()
+    engine = Engine(strategy, InMemoryStore(Engine.families_for(strategy)), sink)
+    a, b = "https://a.example/", "https://b.example/"
+    event = _event(a, (b,), {}, 1)
+    engine.run_step([(0, event, b""), (1, event, b"")])
+    assert engine.crawled("c") == 1
+    assert engine.stats.duplicates == 1
+    assert [type(ch) for ch in sink.changes] == [Removal, FrontierEntry]
+
+
+def test_seed_state_and_unknown_distance() -> None:
+    strategy = IecaStrategy(P)
+    state, change = strategy.apply("https://s/", None, Seed("https://s/", "c", 0), CrawlClock(0, 0))
+    assert state == IecaDistance(0.3, -1)
+    assert isinstance(change, FrontierEntry) and change.via is None
+    assert IecaDistance().distance == UNKNOWN

@@ -1,0 +1,188 @@
+"""`frontierflow replay` survives kill -9 anywhere: same output and state as one clean run.
+
+A child process replays a log and SIGKILLs itself at a chosen point of the commit protocol
+(after writing outputs, after flushing them, after committing the batch) in a chosen step;
+the next run with the same state directory must finish with exactly the records and the
+state of an uninterrupted run. The kill is real; only its timing is chosen.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from frontierflow.pipelines.cli import main
+from frontierflow.pipelines.engine import Engine
+from frontierflow.pipelines.strategies import build_strategy
+from frontierflow.schemas.codecs import read_container, write_container
+from frontierflow.state.rocksdb import RocksDBStore
+
+STEP = 40
+EVENTS = 600
+
+
+def _write_log(path: Path, events: int = EVENTS, avro: bool = False) -> None:
+    rng = random.Random(7)
+    urls = [f"https://h{i % 37}.example.org/page/{i}" for i in range(900)]
+    records = []
+    for i in range(events):
+        url = urls[rng.randrange(len(urls))]
+        records.append(
+            {
+                "url": url,
+                "fetched_at": 1_700_000_000_000 + i,
+                "status": 200,
+                "fetcher_id": "f1",
+                "host": url.split("/")[2],
+                "crawl_id": "c",
+                "cycle": 0,
+                "outlinks": rng.sample(urls, rng.randrange(0, 40)),
+                "echo": {"ieca.d": repr(rng.uniform(0.1, 3.0))} if i % 3 else {},
+            }
+        )
+    if avro:
+        write_container(path, "FetchEvent", records)
+        return
+    lines = [json.dumps(r) for r in records]
+    lines.insert(100, "{broken json")
+    lines.insert(
+        300,
+        json.dumps(
+            {
+                "url": "ftp://nope/",
+                "fetched_at": 1,
+                "status": 200,
+                "fetcher_id": "f",
+                "host": "nope",
+            }
+        ),
+    )
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _replay_args(log: Path, state: Path, out: Path) -> list[str]:
+    return [
+        "replay",
+        str(log),
+        "--strategy",
+        "ieca",
+        "--state-dir",
+        str(state),
+        "--out",
+        str(out),
+        "--budget",
+        "1000",
+        "--step-size",
+        str(STEP),
+    ]
+
+
+_CHILD = """
+import os, signal, sys
+from pathlib import Path
+from frontierflow.pipelines.replay import replay_log
+phase, nth = sys.argv[1], int(sys.argv[2])
+seen = 0
+def hook(p):
+    global seen
+    if p == phase:
+        seen += 1
+        if seen == nth:
+            os.kill(os.getpid(), signal.SIGKILL)
+replay_log(Path(sys.argv[3]), strategy_name="ieca", state_dir=Path(sys.argv[4]),
+           out=Path(sys.argv[5]), budget=1000, step_size=int(sys.argv[6]), before_commit=hook)
+"""
+
+
+def _killed_run(phase: str, nth: int, log: Path, state: Path, out: Path) -> int:
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, phase, str(nth), str(log), str(state), str(out), str(STEP)],
+        capture_output=True,
+        timeout=300,
+    )
+    return proc.returncode
+
+
+def _state_dump(state_dir: Path) -> dict[str, dict[bytes, bytes]]:
+    strategy = build_strategy("ieca", budget=1000)
+    families = Engine.families_for(strategy)
+    with RocksDBStore(state_dir, families) as store:
+        return {f: dict(store.items(f)) for f in families}
+
+
+def _records(out: Path) -> list[dict[str, object]]:
+    if out.suffix == ".avro":
+        return list(read_container(out))
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+@pytest.fixture
+def reference(tmp_path: Path) -> tuple[Path, list[dict[str, object]], dict, bytes]:
+    log = tmp_path / "events.jsonl"
+    _write_log(log)
+    out = tmp_path / "ref" / "frontier.avro"
+    assert main(_replay_args(log, tmp_path / "ref-state", out)) == 0
+    dead = out.with_name(out.name + ".dead-letters.jsonl").read_bytes()
+    return log, _records(out), _state_dump(tmp_path / "ref-state"), dead
+
+
+def test_reference_run_is_not_trivial(reference: tuple) -> None:
+    _log, records, state, dead = reference
+    assert len(records) > 1000
+    assert len(state["ieca"]) > 800
+    assert [json.loads(x)["error_class"] for x in dead.decode().splitlines()] == [
+        "CodecError",
+        "InvalidEvent",
+    ]
+
+
+@pytest.mark.parametrize("phase", ["flushing", "flushed", "committed"])
+@pytest.mark.parametrize("nth", [1, 7])
+def test_kill_at_each_commit_phase(tmp_path: Path, reference: tuple, phase: str, nth: int) -> None:
+    log, ref_records, ref_state, ref_dead = reference
+    state, out = tmp_path / "state", tmp_path / "run" / "frontier.avro"
+    assert _killed_run(phase, nth, log, state, out) == -signal.SIGKILL
+    assert main(_replay_args(log, state, out)) == 0
+    assert _records(out) == ref_records
+    assert _state_dump(state) == ref_state
+    assert out.with_name(out.name + ".dead-letters.jsonl").read_bytes() == ref_dead
+
+
+def test_killed_again_and_again(tmp_path: Path, reference: tuple) -> None:
+    """Five kills at random points in a row, each run resuming the previous one."""
+    log, ref_records, ref_state, _ = reference
+    state, out = tmp_path / "state", tmp_path / "run" / "frontier.avro"
+    rng = random.Random(2024)
+    for _ in range(5):
+        phase = rng.choice(["flushing", "flushed", "committed"])
+        assert _killed_run(phase, rng.randrange(1, 4), log, state, out) == -signal.SIGKILL
+    assert main(_replay_args(log, state, out)) == 0
+    assert _records(out) == ref_records
+    assert _state_dump(state) == ref_state
+
+
+def test_second_run_on_finished_state_changes_nothing(tmp_path: Path, reference: tuple) -> None:
+    log, ref_records, ref_state, _ = reference
+    state, out = tmp_path / "state", tmp_path / "frontier.avro"
+    assert main(_replay_args(log, state, out)) == 0
+    assert main(_replay_args(log, state, out)) == 0
+    assert _records(out) == ref_records
+    assert _state_dump(state) == ref_state
+
+
+def test_jsonl_output_is_byte_identical_after_a_kill(tmp_path: Path) -> None:
+    log = tmp_path / "events.avro"
+    _write_log(log, avro=True)
+    ref_out = tmp_path / "ref.jsonl"
+    assert main(_replay_args(log, tmp_path / "ref-state", ref_out)) == 0
+    state, out = tmp_path / "state", tmp_path / "run.jsonl"
+    assert _killed_run("flushed", 4, log, state, out) == -signal.SIGKILL
+    assert main(_replay_args(log, state, out)) == 0
+    assert out.read_bytes() == ref_out.read_bytes()
+    assert len(out.read_bytes().splitlines()) > 1000
