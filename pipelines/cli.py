@@ -67,6 +67,22 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", type=Path, required=True, help="output directory")
     sp.add_argument("--seeds", type=_ints, default=None, help="seed node ids (default: 0)")
     sp.add_argument(
+        "--random-seeds",
+        type=int,
+        default=None,
+        metavar="N",
+        help="instead of --seeds: N nodes with outlinks drawn at random (--seed)",
+    )
+    sp.add_argument(
+        "--ieca-beta", type=float, default=None, help="IECA's β of eq. 5 (default: the paper's 0.1)"
+    )
+    sp.add_argument(
+        "--ieca-k",
+        type=int,
+        default=None,
+        help="IECA's k: δ_t and t step every k pages (default: budget / 40)",
+    )
+    sp.add_argument(
         "--budget",
         type=int,
         default=None,
@@ -130,13 +146,28 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _simulate(args: argparse.Namespace) -> int:
     from frontierflow.connectors.webgraph import read_graph
-    from frontierflow.pipelines.evaluate import HotPagesSetup, default_seeds, run_hot_pages
+    from frontierflow.pipelines.evaluate import (
+        HotPagesSetup,
+        default_seeds,
+        random_seeds,
+        run_hot_pages,
+    )
 
     graph = read_graph(args.graph)
+    if args.random_seeds is not None:
+        seeds = random_seeds(graph, args.random_seeds, args.seed)
+    else:
+        seeds = args.seeds or default_seeds(graph)
+    ieca_overrides = {
+        name: value
+        for name, value in (("beta", args.ieca_beta), ("k", args.ieca_k))
+        if value is not None
+    }
     setup = HotPagesSetup(
         strategies=args.strategies,
         stop_at=args.stop_at,
-        seeds=args.seeds or default_seeds(graph),
+        seeds=seeds,
+        ieca_overrides=ieca_overrides,
         budget=args.budget,
         points=args.points,
         random_seed=args.seed,

@@ -23,6 +23,7 @@ from frontierflow.pipelines.strategies.base import (
     Message,
     Strategy,
 )
+from frontierflow.pipelines.urls import is_http_url
 from frontierflow.pipelines.validate import InvalidEvent, Limits, validate_event
 from frontierflow.schemas.records import DeadLetter, FetchEvent
 from frontierflow.state.store import META_FAMILY, StateStore, Transaction, with_meta
@@ -127,6 +128,8 @@ class Engine(Generic[S]):
         """Inject starting pages as one committed step (no input position moves)."""
         step = _Step(self)
         for url in urls:
+            if not is_http_url(url, self.limits.max_url_chars):
+                raise ValueError(f"seed is not an absolute http(s) URL: {url[:200]!r}")
             clock = CrawlClock(step.crawled(crawl_id), now_ms)
             step.apply(url, self.strategy.seed(url, crawl_id, cycle), clock)
         self._commit(step, next_position=None)
@@ -239,8 +242,16 @@ class _Step(Generic[S]):
         routed = self.strategy.route(event)
         self._load_states([url, *routed.fetched.outlinks])
         self.apply(url, routed.fetched, clock)
+        # the hot loop: `apply` inlined, every state already loaded above
+        states, dirty, changes = self.states, self.dirty, self.changes
+        strategy_apply = self.strategy.apply
         for link in routed.links:
-            self.apply(link.child, link, clock)
+            key = link.child
+            state, change = strategy_apply(key, states[key], link, clock)
+            states[key] = state
+            dirty.add(key)
+            if change is not None:
+                changes[key] = change
         stats.events += 1
         stats.links += len(routed.links)
         glob = self.engine._global
@@ -258,7 +269,6 @@ class _Step(Generic[S]):
         self.states[key] = state
         self.dirty.add(key)
         if change is not None:
-            self.changes.pop(key, None)  # keep the order of the latest change
             self.changes[key] = change
 
     def recompute(self, glob: GlobalStrategy[S], clock: CrawlClock) -> None:
@@ -276,7 +286,6 @@ class _Step(Generic[S]):
             self.states[key] = state
             self.dirty.add(key)
         for change in changes:
-            self.changes.pop(change.url, None)
             self.changes[change.url] = change
         self.engine.stats.recomputations += 1
 

@@ -29,6 +29,7 @@ from frontierflow.pipelines.report import (
     write_summary_md,
 )
 from frontierflow.pipelines.strategies import build_strategy
+from frontierflow.state.ieca import IecaParams
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,8 @@ class HotPagesSetup:
     points: int = 90
     random_seed: int = 0
     graph_name: str = "graph"
+    ieca_overrides: dict[str, float] = field(default_factory=dict)
+    """IECA constants that differ from the paper's scaled ones (`beta`, `k`)."""
     extra_context: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -71,6 +74,15 @@ def default_seeds(graph: WebGraph, count: int = 1) -> tuple[int, ...]:
     return tuple(out[:count])
 
 
+def random_seeds(graph: WebGraph, count: int, seed: int = 0) -> tuple[int, ...]:
+    """`count` distinct nodes with outlinks, drawn uniformly with a seeded generator."""
+    candidates = np.flatnonzero(graph.outdegrees() > 0)
+    if not 0 < count <= len(candidates):
+        raise ValueError(f"cannot draw {count} seeds from {len(candidates)} nodes with links")
+    rng = np.random.default_rng(seed)
+    return tuple(sorted(int(x) for x in rng.choice(candidates, count, replace=False)))
+
+
 def run_hot_pages(
     graph: WebGraph,
     setup: HotPagesSetup,
@@ -86,11 +98,14 @@ def run_hot_pages(
     stop_count = max(1, round(setup.stop_at * n))
     budget = setup.budget or n
     global_rank = rank_positions(pagerank(graph))
+    ieca = IecaParams.for_budget(budget, **setup.ieca_overrides)
     checkpoints = _checkpoints(stop_count, setup.points)
     curves: list[HotPagesCurve] = []
     timings: dict[str, str] = {}
     for name in setup.strategies:
-        strategy = build_strategy(name, budget=budget, crawl_id="sim", seed=setup.random_seed)
+        strategy = build_strategy(
+            name, budget=budget, crawl_id="sim", seed=setup.random_seed, ieca=ieca
+        )
         started = time.perf_counter()
         on_fetch = progress(name, stop_count) if progress is not None else None
         order = simulate_crawl(
@@ -109,6 +124,9 @@ def run_hot_pages(
         "graph": f"{setup.graph_name} ({n:,} pages, {graph.num_arcs:,} links)",
         "seeds": ", ".join(map(str, setup.seeds[:10])) + (" …" if len(setup.seeds) > 10 else ""),
         "crawl budget for the strategies' constants": f"{budget:,} pages (k = {budget // 40:,})",
+        "IECA constants": f"k = {ieca.k:,}, β = {ieca.beta}, δ_t from "
+        f"{ieca.delta_start} to {ieca.delta_start - ieca.delta_slope:.2f}, seeds at "
+        f"{ieca.seed_distance}",
         "hot pages": "top-K by global PageRank (damping 0.85), K = pages crawled",
         "run time per strategy": ", ".join(f"{k} {v}" for k, v in timings.items()),
         **setup.extra_context,

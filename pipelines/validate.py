@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from urllib.parse import urlsplit
 
+from frontierflow.pipelines.urls import is_http_url
 from frontierflow.schemas.records import FetchEvent
 
 
@@ -32,18 +32,6 @@ class Limits:
         for name in ("max_outlinks", "max_text_chars", "max_terms", "max_url_chars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
-
-
-def is_http_url(url: str, max_chars: int = 8_192) -> bool:
-    """An absolute http or https URL with a host, no longer than `max_chars`."""
-    if not url or len(url) > max_chars or not url.startswith(("http://", "https://")):
-        return False
-    try:
-        parts = urlsplit(url)
-        _ = parts.port  # raises ValueError on a malformed port
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 _DEFAULT_LIMITS = Limits()

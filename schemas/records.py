@@ -75,9 +75,13 @@ class FetchEvent:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FrontierEntry:
-    """What to fetch next (schema `FrontierEntry`); key = `url`, larger priority = sooner."""
+    """What to fetch next (schema `FrontierEntry`); key = `url`, larger priority = sooner.
+
+    Not frozen, unlike the other records: operators build one per changed link, and a
+    frozen dataclass pays for `object.__setattr__` on every field. Treat it as immutable.
+    """
 
     url: str
     host: str

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 UNKNOWN = math.inf
 NOT_CRAWLED = -1
@@ -49,9 +50,12 @@ class IecaParams:
 
     @classmethod
     def for_budget(cls, budget: int, **overrides: float) -> IecaParams:
-        """Paper constants with k scaled to the budget as 250,000 is to 10M pages."""
-        k = max(1, budget // 40)
-        return cls(budget=budget, k=k, **overrides)  # type: ignore[arg-type]
+        """Paper constants with k scaled to the budget as 250,000 is to 10M pages;
+        `overrides` replace any constant (`k` given here is taken as is)."""
+        values: dict[str, float] = {"k": max(1, budget // 40), **overrides}
+        if "k" in values:
+            values["k"] = int(values["k"])
+        return cls(budget=budget, **values)  # type: ignore[arg-type]
 
 
 def delta_t(crawled: int, p: IecaParams) -> float:
@@ -120,9 +124,12 @@ def updated_distance(
     return (1.0 - delta) * learned - delta * structure_term(d_child, d_parent)
 
 
-@dataclass(frozen=True, slots=True)
-class IecaDistance:
-    """IECA state of one URL: its distance (∞ unknown) and the last cycle it was crawled."""
+class IecaDistance(NamedTuple):
+    """IECA state of one URL: its distance (∞ unknown) and the last cycle it was crawled.
+
+    A NamedTuple rather than a frozen dataclass: one is made per link, and tuples are
+    several times cheaper to build.
+    """
 
     distance: float = UNKNOWN
     crawled_cycle: int = NOT_CRAWLED
@@ -131,20 +138,24 @@ class IecaDistance:
         return self.crawled_cycle >= cycle
 
     def after_link(
-        self, d_parent: float, weight: float, cycle: int, crawled: int, p: IecaParams
+        self, d_parent: float, weight: float, cycle: int, delta: float, a: float
     ) -> IecaDistance:
-        """The state after a link from a parent at distance d_parent (eqs. 13 and 10).
+        """The state after a link from a parent at distance d_parent (eqs. 13 and 10),
+        with δ_t = `delta` (eq. 12) and α = `a` (eq. 5) taken from the crawl clock.
 
         A page already crawled in this cycle keeps its state (Algorithm 1, line 16).
         """
-        if self.crawled_in(cycle):
+        if self.crawled_cycle >= cycle:
             return self
-        delta = delta_t(crawled, p)
         if self.distance == UNKNOWN:
-            d = new_distance(d_parent, weight, delta)
-        else:
-            d = updated_distance(self.distance, d_parent, weight, delta, alpha(crawled, p))
+            return IecaDistance((1.0 - delta) * d_parent + weight, self.crawled_cycle)
+        d = updated_distance(self.distance, d_parent, weight, delta, a)
         return IecaDistance(d, self.crawled_cycle)
+
+
+def clock_coefficients(crawled: int, p: IecaParams) -> tuple[float, float]:
+    """(δ_t, α) for a crawl that has fetched `crawled` pages (eqs. 12 and 5)."""
+    return delta_t(crawled, p), alpha(crawled, p)
 
 
 _STATE = struct.Struct("<di")

@@ -7,13 +7,12 @@ all fit this record and its 12-byte encoding.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 NOT_CRAWLED = -1
 
 
-@dataclass(frozen=True, slots=True)
-class ScoredUrl:
+class ScoredUrl(NamedTuple):
     """A URL's score under a baseline and the last cycle it was crawled (−1: never)."""
 
     score: float

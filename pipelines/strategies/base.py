@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
-from urllib.parse import urlsplit
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
+from frontierflow.pipelines.urls import host_of
 from frontierflow.schemas.records import FetchEvent, FrontierEntry
 
 S = TypeVar("S")
@@ -33,8 +33,7 @@ class CrawlClock:
     now_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class Seed:
+class Seed(NamedTuple):
     """Put `url` into the frontier as a starting page of `cycle`."""
 
     url: str
@@ -43,8 +42,7 @@ class Seed:
     value: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class Fetched:
+class Fetched(NamedTuple):
     """`url` was fetched in `cycle`; `outlinks` are its distinct outlinks in page order."""
 
     url: str
@@ -53,12 +51,12 @@ class Fetched:
     outlinks: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Link:
+class Link(NamedTuple):
     """`parent` links to `child` (the key). `value` and `weight` are the strategy's payload.
 
     Each strategy documents what it sends: IECA the parent's distance and log10 O(parent),
-    OPIC the parent's cash share, breadth-first the parent's depth, and so on.
+    OPIC the parent's cash share, breadth-first the parent's depth, and so on. Messages
+    are NamedTuples: one is built per link, and tuples are the cheapest records to build.
     """
 
     child: str
@@ -128,11 +126,6 @@ def distinct_outlinks(outlinks: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(outlinks))
 
 
-def host_of(url: str) -> str:
-    """The host part of an absolute URL, lowercased; empty if there is none."""
-    return (urlsplit(url).hostname or "").lower()
-
-
 @dataclass(frozen=True, slots=True)
 class EntryFactory:
     """Builds FrontierEntries of one strategy; one place that fills the common fields."""
@@ -159,6 +152,21 @@ class EntryFactory:
             via=via,
             emitted_at=clock.now_ms,
             echo=dict(echo),
+        )
+
+    def entry_owning_echo(
+        self,
+        url: str,
+        priority: float,
+        crawl_id: str,
+        cycle: int,
+        via: str | None,
+        now_ms: int,
+        echo: dict[str, str],
+    ) -> FrontierEntry:
+        """Like `entry`, for a hot path whose `echo` is a fresh dict the entry may keep."""
+        return FrontierEntry(
+            url, host_of(url), priority, self.strategy, crawl_id, cycle, via, now_ms, echo
         )
 
 

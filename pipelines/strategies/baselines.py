@@ -51,9 +51,10 @@ class ScoredStrategy(StrategyBase[ScoredUrl]):
         self, key: str, state: ScoredUrl | None, message: Message, clock: CrawlClock
     ) -> tuple[ScoredUrl | None, FrontierChange | None]:
         if isinstance(message, Fetched):
-            score = state.score if state is not None else self.seed_score_for(key)
+            kept = state.score if state is not None else self.seed_score_for(key)
             cycle = message.cycle if state is None else max(state.crawled_cycle, message.cycle)
-            return ScoredUrl(score, cycle), Removal(key)
+            return ScoredUrl(kept, cycle), Removal(key)
+        score: float | None
         if state is not None and state.crawled_in(message.cycle):
             return state, None
         if isinstance(message, Link):

@@ -27,12 +27,14 @@ from frontierflow.state.ieca import (
     UNKNOWN,
     IecaDistance,
     IecaParams,
+    clock_coefficients,
     decode_ieca,
     encode_ieca,
     link_weight,
 )
 
 ECHO_DISTANCE = "ieca.d"
+_UNSEEN = IecaDistance()
 
 
 class IecaStrategy(StrategyBase[IecaDistance]):
@@ -44,6 +46,15 @@ class IecaStrategy(StrategyBase[IecaDistance]):
     def __init__(self, params: IecaParams) -> None:
         self.params = params
         self._entries = EntryFactory(self.name)
+        self._coefficients_at = -1
+        self._coefficients = clock_coefficients(0, params)
+
+    def coefficients(self, crawled: int) -> tuple[float, float]:
+        """(δ_t, α) at `crawled` pages; remembered, as every link of an event asks."""
+        if crawled != self._coefficients_at:
+            self._coefficients = clock_coefficients(crawled, self.params)
+            self._coefficients_at = crawled
+        return self._coefficients
 
     def link_payload(self, event: FetchEvent, outdegree: int) -> tuple[float, float]:
         d_parent = echo_float(event.echo, ECHO_DISTANCE, self.params.seed_distance)
@@ -52,16 +63,23 @@ class IecaStrategy(StrategyBase[IecaDistance]):
     def apply(
         self, key: str, state: IecaDistance | None, message: Message, clock: CrawlClock
     ) -> tuple[IecaDistance | None, FrontierChange | None]:
-        current = state if state is not None else IecaDistance()
+        current = state if state is not None else _UNSEEN
         if isinstance(message, Link):
-            new = current.after_link(
-                message.value, message.weight, message.cycle, clock.crawled, self.params
-            )
-            if new == current:
+            delta, a = self.coefficients(clock.crawled)
+            new = current.after_link(message.value, message.weight, message.cycle, delta, a)
+            if new is current:
                 return current, None
-            return new, self._entry(
-                key, new, message.crawl_id, message.cycle, message.parent, clock
+            echo = {ECHO_DISTANCE: repr(new.distance)}
+            entry = self._entries.entry_owning_echo(
+                key,
+                -new.distance,
+                message.crawl_id,
+                message.cycle,
+                message.parent,
+                clock.now_ms,
+                echo,
             )
+            return new, entry
         if isinstance(message, Fetched):
             distance = current.distance
             if distance == UNKNOWN:
