@@ -306,16 +306,22 @@ class _Step(Generic[S]):
 
     def write_states(self) -> None:
         encode = self.strategy.encode_state
-        family = self.strategy.family
-        for key in self.dirty:
-            state = self.states[key]
-            if state is None:
-                self.txn.delete(family, key.encode())
-            else:
-                self.txn.put(family, key.encode(), encode(state))
-        for url, cycle in self.last_crawled.items():
-            if cycle is not None:
-                self.txn.put(CRAWLED_FAMILY, url.encode(), _I32.pack(cycle))
+        states = self.states
+        self.txn.put_many(
+            self.strategy.family,
+            (
+                (key.encode(), None if (state := states[key]) is None else encode(state))
+                for key in self.dirty
+            ),
+        )
+        self.txn.put_many(
+            CRAWLED_FAMILY,
+            (
+                (url.encode(), _I32.pack(cycle))
+                for url, cycle in self.last_crawled.items()
+                if cycle is not None
+            ),
+        )
         for crawl_id, count in self.crawl_counts.items():
             self.txn.put(META_FAMILY, _crawled_key(crawl_id), _U64.pack(count))
 

@@ -34,6 +34,8 @@ class Transaction(Protocol):
 
     def put(self, family: str, key: bytes, value: bytes) -> None: ...
 
+    def put_many(self, family: str, items: Iterable[tuple[bytes, bytes | None]]) -> None: ...
+
     def delete(self, family: str, key: bytes) -> None: ...
 
     def commit(self) -> None: ...
@@ -151,6 +153,17 @@ class BufferedTransaction(ABC):
         check_bytes("key", key)
         check_bytes("value", value)
         self._overlay.setdefault(family, {})[key] = value
+
+    def put_many(self, family: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Buffer many writes at once (None: delete); one check for the whole batch."""
+        self._check_usable(family)
+        overlay = self._overlay.setdefault(family, {})
+        for key, value in items:
+            if type(key) is not bytes or (value is not None and type(value) is not bytes):
+                check_bytes("key", key)
+                if value is not None:
+                    check_bytes("value", value)
+            overlay[key] = value
 
     def delete(self, family: str, key: bytes) -> None:
         """Buffer the deletion of `key` from `family` (a missing key is fine)."""

@@ -425,3 +425,19 @@ def test_u64_rejects_out_of_range(value: int) -> None:
 def test_u64_rejects_wrong_length() -> None:
     with pytest.raises(StateCodecError, match="needs 8 bytes, got 7"):
         decode_u64(b"\x00" * 7)
+
+
+def test_put_many_writes_and_deletes_in_one_go(store: StateStore) -> None:
+    with store.transaction() as tx:
+        tx.put("ieca", b"gone", b"x")
+    tx = store.transaction()
+    tx.put_many("ieca", [(b"a", b"1"), (b"b", b"2"), (b"gone", None)])
+    assert tx.get_many("ieca", [b"a", b"b", b"gone"]) == [b"1", b"2", None]
+    tx.commit()
+    assert store.get_many("ieca", [b"a", b"b", b"gone"]) == [b"1", b"2", None]
+
+
+def test_put_many_refuses_non_bytes(store: StateStore) -> None:
+    tx = store.transaction()
+    with pytest.raises(TypeError):
+        tx.put_many("ieca", [("text", b"1")])  # type: ignore[list-item]
