@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
-from frontierflow.pipelines.engine import Failed, InputItem
+from frontierflow.pipelines.engine import Failed, InputItem, Position
 from frontierflow.pipelines.strategies.base import FrontierChange, Removal
 from frontierflow.schemas.codecs import (
     CodecError,
@@ -33,7 +33,8 @@ def read_fetch_events(path: Path, start: int = 0) -> Iterator[InputItem]:
     """(position, FetchEvent or Failed, raw bytes) for every record from `start` on."""
     if not path.exists():
         raise FileNotFoundError(f"no such log: {path}")
-    for position, record, raw in iter_log_from(path, "FetchEvent", start):
+    for index, record, raw in iter_log_from(path, "FetchEvent", start):
+        position = Position(None, index)
         if isinstance(record, CodecError):
             yield position, Failed("CodecError", str(record), raw), raw
             continue

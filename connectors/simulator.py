@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from frontierflow.connectors.webgraph import WebGraph
-from frontierflow.pipelines.engine import Engine
+from frontierflow.pipelines.engine import Engine, Position
 from frontierflow.pipelines.strategies.base import FrontierChange, Removal, Strategy
 from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry
 from frontierflow.state.memory import InMemoryStore
@@ -126,7 +126,7 @@ def simulate_crawl(
             outlinks=outlinks,
             echo=entry.echo,
         )
-        engine.run_step([(crawled, event, b"")])
+        engine.run_step([(Position(None, crawled), event, b"")])
         order[crawled] = node
         crawled += 1
         if on_fetch is not None:

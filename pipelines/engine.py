@@ -14,7 +14,7 @@ import logging
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from frontierflow.pipelines.strategies.base import (
     CrawlClock,
@@ -50,8 +50,16 @@ class Failed:
     raw: bytes
 
 
-InputItem = tuple[int, FetchEvent | Failed, bytes]
-"""(position in the input, the decoded event or the failure, the raw bytes)."""
+class Position(NamedTuple):
+    """Where an input item came from: a Kafka partition and offset, or (None, record index)
+    in a file."""
+
+    partition: int | None
+    offset: int
+
+
+InputItem = tuple[Position, FetchEvent | Failed, bytes]
+"""(where in the input, the decoded event or the failure, the raw bytes)."""
 
 
 class Sink(Protocol):
@@ -113,9 +121,14 @@ class Engine(Generic[S]):
         return with_meta((strategy.family, CRAWLED_FAMILY))
 
     def input_position(self) -> int:
-        """The position of the first input item not yet committed (0 on a fresh store)."""
-        raw = self.store.get(META_FAMILY, INPUT_POSITION)
+        """For a one-partition source (a file): the index of the first item not yet
+        committed (0 on a fresh store)."""
+        raw = self.input_checkpoint()
         return 0 if raw is None else _U64.unpack(raw)[0]
+
+    def input_checkpoint(self) -> bytes | None:
+        """The source's resume token committed with the last step (None: from the start)."""
+        return self.store.get(META_FAMILY, INPUT_POSITION)
 
     def crawled(self, crawl_id: str = "default") -> int:
         """Distinct pages fetched so far in `crawl_id` (the IECA clock)."""
@@ -132,12 +145,15 @@ class Engine(Generic[S]):
                 raise ValueError(f"seed is not an absolute http(s) URL: {url[:200]!r}")
             clock = CrawlClock(step.crawled(crawl_id), now_ms)
             step.apply(url, self.strategy.seed(url, crawl_id, cycle), clock)
-        self._commit(step, next_position=None)
+        self._commit(step, checkpoint=None)
 
-    def run_step(self, items: Sequence[InputItem]) -> None:
-        """Apply a batch of input items and commit them as one step."""
+    def run_step(self, items: Sequence[InputItem], checkpoint: bytes | None = None) -> None:
+        """Apply a batch of input items and commit them as one step, with `checkpoint` as
+        the source's resume token (default, for a file: the index after the last item)."""
         if not items:
             return
+        if checkpoint is None:
+            checkpoint = _U64.pack(items[-1][0].offset + 1)
         step = _Step(self)
         step.prefetch(items)
         for position, item, raw in items:
@@ -150,9 +166,9 @@ class Engine(Generic[S]):
                 step.dead(position, "InvalidEvent", str(exc), raw)
                 continue
             step.event(event)
-        self._commit(step, next_position=items[-1][0] + 1)
+        self._commit(step, checkpoint)
 
-    def _commit(self, step: _Step[S], next_position: int | None) -> None:
+    def _commit(self, step: _Step[S], checkpoint: bytes | None) -> None:
         """Commit one step, in this order:
 
         1. write the step's frontier changes and dead letters to the sink and flush it;
@@ -168,8 +184,8 @@ class Engine(Generic[S]):
         self._before_commit("flushed")
         txn = step.txn
         step.write_states()
-        if next_position is not None:
-            txn.put(META_FAMILY, INPUT_POSITION, _U64.pack(next_position))
+        if checkpoint is not None:
+            txn.put(META_FAMILY, INPUT_POSITION, checkpoint)
         txn.put(META_FAMILY, OUTPUT_POSITION, out_position)
         txn.commit()
         self._before_commit("committed")
@@ -289,11 +305,11 @@ class _Step(Generic[S]):
             self.changes[change.url] = change
         self.engine.stats.recomputations += 1
 
-    def dead(self, position: int, error_class: str, message: str, raw: bytes) -> None:
+    def dead(self, position: Position, error_class: str, message: str, raw: bytes) -> None:
         letter = DeadLetter(
             source=self.engine.source_name,
-            partition=None,
-            offset=position,
+            partition=position.partition,
+            offset=position.offset,
             error_class=error_class,
             message=message,
             raw=raw,

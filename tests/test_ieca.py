@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from frontierflow.pipelines.engine import Engine
+from frontierflow.pipelines.engine import Engine, Position
 from frontierflow.pipelines.strategies.base import CrawlClock, Link, Removal, Seed
 from frontierflow.pipelines.strategies.ieca import ECHO_DISTANCE, IecaStrategy
 from frontierflow.schemas.records import FetchEvent, FrontierEntry
@@ -183,7 +183,7 @@ def test_walk_through_the_engine() -> None:
     seed_entry = sink.changes[-1]
     assert isinstance(seed_entry, FrontierEntry) and seed_entry.priority == -0.3
 
-    engine.run_step([(0, _event(a, (b, c), seed_entry.echo, 1), b"")])
+    engine.run_step([(Position(None, 0), _event(a, (b, c), seed_entry.echo, 1), b"")])
     by_url = {ch.url: ch for ch in sink.changes[1:]}
     assert isinstance(by_url[a], Removal)
     d_b = 0.65 * 0.3 + LOG2  # eq. 13: 0.49603
@@ -192,7 +192,7 @@ def test_walk_through_the_engine() -> None:
     assert entry_b.priority == pytest.approx(-d_b)
     assert float(entry_b.echo[ECHO_DISTANCE]) == pytest.approx(d_b)
 
-    engine.run_step([(1, _event(b, (c,), entry_b.echo, 2), b"")])
+    engine.run_step([(Position(None, 1), _event(b, (c,), entry_b.echo, 2), b"")])
     # eq. 10 for C (known, d = d_b) from B (d_i = d_b, O = 1 → weight 0), 2 pages crawled:
     # learned = 1·(0 + 0.65·d_b); 0.65·learned; f = d_b / d_b = 1 → log 0.
     entry_c = sink.changes[-1]
@@ -207,7 +207,7 @@ def test_duplicate_fetch_in_same_cycle_is_ignored() -> None:
     engine = Engine(strategy, InMemoryStore(Engine.families_for(strategy)), sink)
     a, b = "https://a.example/", "https://b.example/"
     event = _event(a, (b,), {}, 1)
-    engine.run_step([(0, event, b""), (1, event, b"")])
+    engine.run_step([(Position(None, 0), event, b""), (Position(None, 1), event, b"")])
     assert engine.crawled("c") == 1
     assert engine.stats.duplicates == 1
     assert [type(ch) for ch in sink.changes] == [Removal, FrontierEntry]
