@@ -52,6 +52,46 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--step-size", type=int, default=500, help="events per committed step")
     rp.add_argument("--seed", type=int, default=0, help="seed of the random strategy")
 
+    lp = sub.add_parser("run", help="the live engine: fetch-events in, frontier out (Kafka)")
+    lp.add_argument("--bootstrap-servers", required=True, help="HOST:PORT[,HOST:PORT…]")
+    lp.add_argument("--strategy", default="ieca")
+    lp.add_argument("--state-dir", type=Path, required=True, help="RocksDB state directory")
+    lp.add_argument(
+        "--budget",
+        type=int,
+        default=1_000_000,
+        help="crawl budget in pages, for IECA's δ_t and the PageRank interval",
+    )
+    lp.add_argument("--step-size", type=int, default=500, help="events per committed step")
+    lp.add_argument(
+        "--metrics-port", type=int, default=None, help="serve Prometheus metrics on 127.0.0.1:PORT"
+    )
+    lp.add_argument(
+        "--exit-when-idle", action="store_true", help="stop once fetch-events is read to its end"
+    )
+    lp.add_argument("--group-id", default="frontierflow")
+    lp.add_argument(
+        "--partitions",
+        type=int,
+        default=1,
+        help="partitions of the topics the job creates when missing",
+    )
+    for topic, default in (
+        ("fetch-events", "fetch-events"),
+        ("frontier", "frontier"),
+        ("fetcher-control", "fetcher-control"),
+        ("dead-letter", "dead-letter"),
+    ):
+        lp.add_argument(f"--topic-{topic}", default=default, help=f"default: {default}")
+    lp.add_argument(
+        "--kafka",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="kafka-python client setting (TLS, SASL), e.g. security_protocol=SASL_SSL; repeatable",
+    )
+    lp.add_argument("--seed", type=int, default=0, help="seed of the random strategy")
+
     sp = sub.add_parser("simulate", help="closed-loop crawls over a web graph")
     sp.add_argument(
         "--graph",
@@ -110,6 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
         "replay": _replay,
+        "run": _run,
         "simulate": _simulate,
         "bench": _bench,
     }
@@ -142,6 +183,49 @@ def _replay(args: argparse.Namespace) -> int:
         stats.removals,
     )
     return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
+    from frontierflow.pipelines.live import LiveOptions, run_live
+    from frontierflow.pipelines.strategies import build_strategy
+
+    settings = KafkaSettings(
+        bootstrap_servers=args.bootstrap_servers,
+        topics=KafkaTopics(
+            fetch_events=args.topic_fetch_events,
+            frontier=args.topic_frontier,
+            fetcher_control=args.topic_fetcher_control,
+            dead_letter=args.topic_dead_letter,
+        ),
+        client=_client_settings(args.kafka),
+        group_id=args.group_id,
+        partitions=args.partitions,
+    )
+    options = LiveOptions(
+        step_size=args.step_size,
+        metrics_port=args.metrics_port,
+        exit_when_idle=args.exit_when_idle,
+    )
+    strategy = build_strategy(args.strategy, budget=args.budget, seed=args.seed)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    run_live(settings, strategy, args.state_dir, options, stop)
+    return 0
+
+
+def _client_settings(pairs: Sequence[str]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ValueError(f"--kafka takes KEY=VALUE, got {pair!r}")
+        out[key.strip()] = int(value) if value.strip().isdigit() else value
+    return out
 
 
 def _simulate(args: argparse.Namespace) -> int:

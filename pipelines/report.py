@@ -36,9 +36,17 @@ def write_summary_md(
     rows = sorted(curves, key=lambda c: -c.hot_fraction[-1])
     lines = [f"# Hot pages crawled at {stop_at:.0%} of the graph", ""]
     lines += [f"- {name}: {value}" for name, value in context.items()]
-    lines += ["", "| strategy | crawled | hot pages crawled |", "|---|---:|---:|"]
+    lines += [
+        "",
+        "| strategy | crawled | hot pages crawled | mean over the crawl |",
+        "|---|---:|---:|---:|",
+    ]
     for c in rows:
-        lines.append(f"| {c.strategy} | {c.crawled_fraction[-1]:.1%} | {c.hot_fraction[-1]:.1%} |")
+        mean = sum(c.hot_fraction) / len(c.hot_fraction)
+        lines.append(
+            f"| {c.strategy} | {c.crawled_fraction[-1]:.1%} | {c.hot_fraction[-1]:.1%} "
+            f"| {mean:.1%} |"
+        )
     path.write_text("\n".join(lines) + "\n")
 
 

@@ -50,6 +50,10 @@ class InMemoryStore:
         """Every committed (key, value) of `family` in bytewise key order (a snapshot)."""
         return iter(sorted(self._family(family).items()))
 
+    def estimate_keys(self, family: str) -> int:
+        """The number of keys in `family` (exact here)."""
+        return len(self._family(family))
+
     def transaction(self) -> InMemoryTransaction:
         """A new transaction whose `commit` applies all its changes together."""
         self._check_open()

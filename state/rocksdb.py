@@ -170,6 +170,11 @@ class RocksDBStore:
         self._view(family)
         return self._iter_items(family)
 
+    def estimate_keys(self, family: str) -> int:
+        """RocksDB's estimate of the keys in `family` (cheap; exact only after compaction)."""
+        value = self._view(family).property_int_value("rocksdb.estimate-num-keys")
+        return int(value or 0)
+
     def transaction(self) -> RocksDBTransaction:
         """A new transaction whose `commit` writes one atomic batch."""
         self._check_open()

@@ -159,7 +159,10 @@ def test_cli_simulate_small_graph(tmp_path: Path) -> None:
         "0.375000",
         "0.500000",
     ]
-    assert "| strategy | crawled | hot pages crawled |" in (out / "summary.md").read_text()
+    assert (
+        "| strategy | crawled | hot pages crawled | mean over the crawl |"
+        in (out / "summary.md").read_text()
+    )
     assert (out / "hot_pages.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -441,3 +441,12 @@ def test_put_many_refuses_non_bytes(store: StateStore) -> None:
     tx = store.transaction()
     with pytest.raises(TypeError):
         tx.put_many("ieca", [("text", b"1")])  # type: ignore[list-item]
+
+
+def test_estimate_keys_counts_committed_keys(store: StateStore) -> None:
+    with store.transaction() as tx:
+        tx.put_many("ieca", [(b"k%d" % i, b"v") for i in range(100)])
+    estimate = store.estimate_keys("ieca")
+    assert 50 <= estimate <= 150  # RocksDB estimates; the in-memory store is exact
+    if isinstance(store, InMemoryStore):
+        assert estimate == 100

@@ -62,11 +62,13 @@ if ! classpath_ok; then
   log "resolving the broker's jars with Maven (first run only)..."
   mkdir -p "$CP_CACHE"
   tmp_cp="$(mktemp "$CP_CACHE/.classpath.XXXXXX")"
-  # -B: batch mode, no colours; stdout goes to stderr so that stdout stays one line.
-  if ! mvn -B -q -f "$POM" dependency:build-classpath \
-        -Dmdep.outputFile="$tmp_cp" -Dmdep.includeScope=runtime >&2; then
+  # Maven's own output is kept aside and shown only if it fails (stdout stays one line).
+  mvn_log="$CP_CACHE/mvn.log"
+  if ! mvn -B -q -Dstyle.color=never -f "$POM" dependency:build-classpath \
+        -Dmdep.outputFile="$tmp_cp" -Dmdep.includeScope=runtime >"$mvn_log" 2>&1; then
+    tail -n 40 "$mvn_log" >&2
     rm -f "$tmp_cp"
-    die "Maven could not resolve $POM"
+    die "Maven could not resolve $POM (full output: $mvn_log)"
   fi
   mv -f "$tmp_cp" "$CP_FILE"   # atomic: concurrent starts never see half a file
   classpath_ok || die "classpath resolved but jars are missing: $CP_FILE"
@@ -178,13 +180,19 @@ EOF
 BOOTSTRAP="127.0.0.1:$PORT"
 
 # ---------------------------------------------------------------- readiness probe
-# One metadata request through kafka-python: the broker is up when it answers.
+# One metadata request through kafka-python: the broker is up when it answers. Its last
+# error is kept in DATA_DIR/probe.err, shown if the broker never answers.
+PROBE_ERR="$DATA_DIR/probe.err"
 probe() {
-  "$PYTHON" - "$BOOTSTRAP" <<'EOF' >/dev/null 2>&1
+  "$PYTHON" - "$BOOTSTRAP" <<'EOF' >/dev/null 2>"$PROBE_ERR"
 import sys
 from kafka.admin import KafkaAdminClient
+# Short timeouts, under whichever names this kafka-python version knows (2.x or 3.x).
+wanted = {"request_timeout_ms": 5000, "bootstrap_timeout_ms": 3000,
+          "api_version_auto_timeout_ms": 3000}
+opts = {k: v for k, v in wanted.items() if k in KafkaAdminClient.DEFAULT_CONFIG}
 admin = KafkaAdminClient(bootstrap_servers=sys.argv[1], client_id="frontierflow-start-probe",
-                         request_timeout_ms=5000, api_version_auto_timeout_ms=3000)
+                         **opts)
 try:
     admin.list_topics()
 finally:
@@ -192,22 +200,24 @@ finally:
 EOF
 }
 
+stop_and_fail() {
+  log "$1; last lines of $BROKER_LOG:"
+  tail -n 40 "$BROKER_LOG" >&2 || true
+  log "last readiness probe error:"
+  tail -n 3 "$PROBE_ERR" >&2 || true
+  "$HERE/stop.sh" "$DATA_DIR" || true
+  exit 1
+}
+
 wait_ready() {
   local pid="$1" deadline=$((SECONDS + START_TIMEOUT))
-  while ! probe; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      log "broker exited during startup; last lines of $BROKER_LOG:"
-      tail -n 40 "$BROKER_LOG" >&2 || true
-      rm -f "$PID_FILE"
-      exit 1
-    fi
-    if (( SECONDS >= deadline )); then
-      log "broker did not answer on $BOOTSTRAP within ${START_TIMEOUT}s; last lines of $BROKER_LOG:"
-      tail -n 40 "$BROKER_LOG" >&2 || true
-      exit 1
-    fi
+  until probe; do
+    kill -0 "$pid" 2>/dev/null || stop_and_fail "broker exited during startup"
+    (( SECONDS < deadline )) ||
+      stop_and_fail "broker did not answer on $BOOTSTRAP within ${START_TIMEOUT}s"
     sleep 0.5
   done
+  rm -f "$PROBE_ERR"
 }
 
 finish() {

@@ -1,0 +1,273 @@
+"""Kafka in and out, with kafka-python: the live path between fetchers and frontierflow.
+
+The source reads every partition of `fetch-events` by manual assignment, from offsets the
+engine keeps in its own RocksDB checkpoint (the consumer group's commits are written for
+monitoring only), and turns records that do not decode into `Failed` items. The sink
+writes frontier entries keyed by URL to the compacted `frontier` topic (a tombstone when a
+URL is fetched), and dead letters to `dead-letter`; `flush` returns only once the broker
+has acknowledged everything, so the engine commits state after its outputs are safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+from frontierflow.pipelines.engine import Failed, InputItem, Position
+from frontierflow.pipelines.strategies.base import FrontierChange, Removal
+from frontierflow.schemas.codecs import AvroCodec, CodecError, json_to_record, record_from_dict
+from frontierflow.schemas.records import DeadLetter, FetchEvent, ScalingDecision
+
+log = logging.getLogger(__name__)
+
+CLIENT_SETTINGS = frozenset(
+    {
+        "security_protocol",
+        "ssl_context",
+        "ssl_check_hostname",
+        "ssl_cafile",
+        "ssl_certfile",
+        "ssl_keyfile",
+        "ssl_password",
+        "ssl_crlfile",
+        "ssl_ciphers",
+        "sasl_mechanism",
+        "sasl_plain_username",
+        "sasl_plain_password",
+        "sasl_kerberos_service_name",
+        "sasl_kerberos_domain_name",
+        "sasl_oauth_token_provider",
+        "client_id",
+        "request_timeout_ms",
+        "api_version",
+        "connections_max_idle_ms",
+        "metadata_max_age_ms",
+        "reconnect_backoff_ms",
+        "reconnect_backoff_max_ms",
+        "retry_backoff_ms",
+    }
+)
+"""Connection settings passed through to every kafka-python client (TLS, SASL, timeouts)."""
+
+
+class SinkError(RuntimeError):
+    """The broker did not acknowledge every output of a step; the step is not committed."""
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaTopics:
+    """Topic names; every one is configuration."""
+
+    fetch_events: str = "fetch-events"
+    frontier: str = "frontier"
+    fetcher_control: str = "fetcher-control"
+    dead_letter: str = "dead-letter"
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSettings:
+    """Where the broker is and how to talk to it.
+
+    `client` holds kafka-python connection settings (TLS, SASL, timeouts: see
+    `CLIENT_SETTINGS`), given unchanged to the consumer, producer and admin client.
+    """
+
+    bootstrap_servers: str
+    topics: KafkaTopics = field(default_factory=KafkaTopics)
+    client: Mapping[str, Any] = field(default_factory=dict)
+    group_id: str = "frontierflow"
+    partitions: int = 1
+    """Partitions of the topics this job creates when they are missing."""
+    replication_factor: int = 1
+
+    def __post_init__(self) -> None:
+        unknown = set(self.client) - CLIENT_SETTINGS
+        if unknown:
+            raise ValueError(f"unknown Kafka client settings: {sorted(unknown)}")
+        if not self.bootstrap_servers:
+            raise ValueError("bootstrap servers are required")
+        if self.partitions < 1 or self.replication_factor < 1:
+            raise ValueError("partitions and replication factor must be >= 1")
+
+    def connection(self) -> dict[str, Any]:
+        return {"bootstrap_servers": self.bootstrap_servers.split(","), **self.client}
+
+
+def ensure_topics(settings: KafkaSettings) -> None:
+    """Create the job's topics if they are missing; `frontier` is compacted."""
+    admin = KafkaAdminClient(**settings.connection())
+    try:
+        existing = set(admin.list_topics())
+        t = settings.topics
+        wanted = [
+            (t.fetch_events, {}),
+            (t.frontier, {"cleanup.policy": "compact"}),
+            (t.fetcher_control, {"cleanup.policy": "compact"}),
+            (t.dead_letter, {}),
+        ]
+        new = [
+            NewTopic(name, settings.partitions, settings.replication_factor, topic_configs=conf)
+            for name, conf in wanted
+            if name not in existing
+        ]
+        if new:
+            with contextlib.suppress(TopicAlreadyExistsError):  # made by another meanwhile
+                admin.create_topics(new)
+            log.info("created topics %s", [n.name for n in new])
+    finally:
+        admin.close()
+
+
+_COUNT = struct.Struct("<I")
+_PAIR = struct.Struct("<iq")
+
+
+def encode_offsets(offsets: Mapping[int, int]) -> bytes:
+    """The source's checkpoint: the next offset to read of every partition, sorted."""
+    items = sorted(offsets.items())
+    return _COUNT.pack(len(items)) + b"".join(_PAIR.pack(p, o) for p, o in items)
+
+
+def decode_offsets(data: bytes | None) -> dict[int, int]:
+    if not data:
+        return {}
+    (count,) = _COUNT.unpack_from(data)
+    if len(data) != _COUNT.size + count * _PAIR.size:
+        raise ValueError("corrupt Kafka checkpoint: wrong length")
+    return {p: o for p, o in _PAIR.iter_unpack(data[_COUNT.size :])}
+
+
+def decode_fetch_event(value: bytes | None) -> FetchEvent | Failed:
+    """A record's value as a FetchEvent: Avro single-object, or a JSON object."""
+    if value is None:
+        return Failed("CodecError", "empty value (a tombstone) on the fetch-events topic", b"")
+    try:
+        if value[:1] == b"{":
+            return record_from_dict(FetchEvent, json_to_record(value, "FetchEvent"))
+        return record_from_dict(FetchEvent, AvroCodec.for_name("FetchEvent").decode(value))
+    except CodecError as exc:
+        return Failed("CodecError", str(exc), value)
+
+
+class KafkaFetchEventSource:
+    """Reads `fetch-events` from the engine's checkpoint on; see the module docstring."""
+
+    def __init__(self, settings: KafkaSettings, checkpoint: bytes | None) -> None:
+        self.settings = settings
+        self.topic = settings.topics.fetch_events
+        self.consumer = KafkaConsumer(
+            group_id=settings.group_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            **settings.connection(),
+        )
+        partitions = self.consumer.partitions_for_topic(self.topic)
+        if not partitions:
+            self.consumer.close()
+            raise KafkaError(f"topic {self.topic!r} has no partitions (does it exist?)")
+        self.partitions = [TopicPartition(self.topic, p) for p in sorted(partitions)]
+        self.consumer.assign(self.partitions)
+        self.next_offsets = decode_offsets(checkpoint)
+        for tp in self.partitions:
+            if tp.partition in self.next_offsets:
+                self.consumer.seek(tp, self.next_offsets[tp.partition])
+            else:
+                self.consumer.seek_to_beginning(tp)
+
+    def poll(self, max_records: int, timeout_ms: int) -> tuple[list[InputItem], bytes]:
+        """Up to `max_records` items and the checkpoint that follows them."""
+        batches = self.consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+        items: list[InputItem] = []
+        for tp in sorted(batches, key=lambda t: t.partition):
+            for record in batches[tp]:
+                value = record.value
+                items.append(
+                    (Position(tp.partition, record.offset), decode_fetch_event(value), value or b"")
+                )
+                self.next_offsets[tp.partition] = record.offset + 1
+        return items, encode_offsets(self.next_offsets)
+
+    def lag(self) -> int:
+        """Records in the topic not yet read (asks the broker for the end offsets)."""
+        ends = self.consumer.end_offsets(self.partitions)
+        return sum(max(0, end - self.consumer.position(tp)) for tp, end in ends.items())
+
+    def commit_for_monitoring(self) -> None:
+        """Tell the group where we are (informational: restarts use the checkpoint)."""
+        try:
+            self.consumer.commit()
+        except KafkaError as exc:
+            log.debug("group offset commit failed (informational only): %s", exc)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class KafkaSink:
+    """Frontier changes and dead letters to Kafka; `flush` waits for every acknowledgement."""
+
+    def __init__(self, settings: KafkaSettings, flush_timeout_s: float = 30.0) -> None:
+        self.settings = settings
+        self.flush_timeout_s = flush_timeout_s
+        self.producer = KafkaProducer(
+            acks="all",
+            linger_ms=5,
+            compression_type="lz4",
+            **settings.connection(),
+        )
+        self._pending: list[Any] = []
+        self._entry_codec = AvroCodec.for_name("FrontierEntry")
+        self._dead_codec = AvroCodec.for_name("DeadLetter")
+        self._decision_codec = AvroCodec.for_name("ScalingDecision")
+
+    def write(self, changes: Sequence[FrontierChange], dead: Sequence[DeadLetter]) -> None:
+        topics = self.settings.topics
+        send, pending = self.producer.send, self._pending
+        encode = self._entry_codec.encode
+        for change in changes:
+            key = change.url.encode()
+            if isinstance(change, Removal):
+                pending.append(send(topics.frontier, key=key, value=None))
+            else:
+                pending.append(send(topics.frontier, key=key, value=encode(change.to_avro())))
+        for letter in dead:
+            value = self._dead_codec.encode(letter.to_avro())
+            pending.append(send(topics.dead_letter, value=value))
+
+    def write_decisions(self, decisions: Sequence[ScalingDecision]) -> None:
+        for d in decisions:
+            value = self._decision_codec.encode(d.to_avro())
+            self._pending.append(
+                self.producer.send(
+                    self.settings.topics.fetcher_control, key=d.fetcher_id.encode(), value=value
+                )
+            )
+
+    def flush(self) -> bytes:
+        """Wait until the broker acknowledged every record sent; SinkError otherwise."""
+        pending, self._pending = self._pending, []
+        try:
+            self.producer.flush(timeout=self.flush_timeout_s)
+        except KafkaError as exc:
+            raise SinkError(f"outputs not acknowledged: {exc}") from exc
+        for future in pending:
+            if not future.is_done:
+                raise SinkError("outputs not acknowledged before the flush timeout")
+            if future.failed():
+                raise SinkError(f"output not written: {future.exception}")
+        return b""
+
+    def rewind(self, position: bytes | None) -> None:
+        """Nothing to cut: outputs are upserts by key, so re-sent ones are harmless."""
+        return None
+
+    def close(self) -> None:
+        self.producer.close(timeout=5)

@@ -1,0 +1,210 @@
+"""`frontierflow run`: the live embedded engine between Kafka topics.
+
+A loop polls a batch of FetchEvents, applies the strategy, writes frontier changes and dead
+letters to Kafka, waits for the broker's acknowledgements, then commits state and the
+input offsets in one RocksDB write batch (`Engine._commit`). If the broker goes away the
+step is not committed; the loop closes its clients, waits, reconnects and re-reads from
+the committed offsets, so nothing is lost and nothing is applied twice. Outputs of a step
+that was re-done are sent again: they are upserts by URL, so the frontier is unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafka.errors import KafkaError
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from frontierflow.connectors.kafka import (
+    KafkaFetchEventSource,
+    KafkaSettings,
+    KafkaSink,
+    SinkError,
+    ensure_topics,
+)
+from frontierflow.pipelines.engine import Engine, EngineStats
+from frontierflow.pipelines.strategies.base import Strategy
+from frontierflow.state.rocksdb import RocksDBStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LiveOptions:
+    """How the live loop runs."""
+
+    step_size: int = 500
+    poll_timeout_ms: int = 200
+    metrics_port: int | None = None
+    """Serve Prometheus metrics on 127.0.0.1:PORT (0: any free port)."""
+    metrics_host: str = "127.0.0.1"
+    exit_when_idle: bool = False
+    """Stop once every partition is read to its end (for batch-like runs and tests)."""
+    retry_backoff_s: float = 1.0
+    progress_every_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.step_size < 1 or self.poll_timeout_ms < 1:
+            raise ValueError("step size and poll timeout must be >= 1")
+        if self.retry_backoff_s <= 0:
+            raise ValueError("retry backoff must be > 0")
+
+
+class LiveMetrics:
+    """The job's Prometheus metrics, in a registry of its own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.events = Counter("frontierflow_events", "FetchEvents applied", registry=r)
+        self.duplicates = Counter(
+            "frontierflow_duplicate_events",
+            "FetchEvents of pages already fetched this cycle",
+            registry=r,
+        )
+        self.entries = Counter("frontierflow_frontier_entries", "entries written", registry=r)
+        self.removals = Counter(
+            "frontierflow_frontier_tombstones", "tombstones written", registry=r
+        )
+        self.dead = Counter(
+            "frontierflow_dead_letters", "inputs sent to dead-letter", ["error_class"], registry=r
+        )
+        self.lag = Gauge("frontierflow_input_lag", "fetch-events records not yet read", registry=r)
+        self.state_keys = Gauge(
+            "frontierflow_state_keys", "estimated keys of the strategy's state", registry=r
+        )
+        self.step_seconds = Histogram(
+            "frontierflow_step_seconds", "time per committed step", registry=r
+        )
+        self.reconnects = Counter(
+            "frontierflow_broker_reconnects", "times the job waited for the broker", registry=r
+        )
+        self._last = EngineStats()
+
+    def observe(self, stats: EngineStats) -> None:
+        """Advance the counters by what the engine counted since the last call."""
+        last = self._last
+        self.events.inc(stats.events - last.events)
+        self.duplicates.inc(stats.duplicates - last.duplicates)
+        self.entries.inc(stats.entries - last.entries)
+        self.removals.inc(stats.removals - last.removals)
+        for reason, count in stats.dead_reasons.items():
+            self.dead.labels(reason).inc(count - last.dead_reasons.get(reason, 0))
+        self._last = EngineStats(
+            events=stats.events,
+            duplicates=stats.duplicates,
+            entries=stats.entries,
+            removals=stats.removals,
+            dead_reasons=dict(stats.dead_reasons),
+        )
+
+
+def run_live(
+    settings: KafkaSettings,
+    strategy: Strategy[object],
+    state_dir: Path,
+    options: LiveOptions,
+    stop: threading.Event | None = None,
+    *,
+    on_step: Callable[[EngineStats], None] | None = None,
+    before_commit: Callable[[str], None] | None = None,
+) -> EngineStats:
+    """Run until `stop` is set (or, with `exit_when_idle`, until the input is drained).
+
+    `on_step` sees the counters after every committed step; `before_commit` is the
+    engine's hook into its commit protocol (tests use it to die at chosen points).
+    """
+    hooks = _Hooks(on_step or (lambda _stats: None), before_commit)
+    stop = stop or threading.Event()
+    metrics = LiveMetrics()
+    if options.metrics_port is not None:
+        server, _ = start_http_server(
+            options.metrics_port, addr=options.metrics_host, registry=metrics.registry
+        )
+        log.info("metrics on http://%s:%d/metrics", options.metrics_host, server.server_port)
+    with RocksDBStore(state_dir, Engine.families_for(strategy)) as store:
+        stats = EngineStats()
+        while not stop.is_set():
+            try:
+                stats = _run_connected(
+                    settings, strategy, store, options, metrics, stop, stats, hooks
+                )
+                break
+            except (KafkaError, SinkError, OSError) as exc:
+                metrics.reconnects.inc()
+                log.warning("broker unavailable (%s); retrying from the last checkpoint", exc)
+                stop.wait(options.retry_backoff_s)
+        return stats
+
+
+def _run_connected(
+    settings: KafkaSettings,
+    strategy: Strategy[object],
+    store: RocksDBStore,
+    options: LiveOptions,
+    metrics: LiveMetrics,
+    stop: threading.Event,
+    previous: EngineStats,
+    hooks: _Hooks,
+) -> EngineStats:
+    ensure_topics(settings)
+    sink = KafkaSink(settings)
+    engine = Engine(
+        strategy,
+        store,
+        sink,
+        source_name=settings.topics.fetch_events,
+        before_commit=hooks.before_commit,
+    )
+    engine.stats = previous
+    source = KafkaFetchEventSource(settings, engine.input_checkpoint())
+    last_report = time.monotonic()
+    try:
+        while not stop.is_set():
+            items, checkpoint = source.poll(options.step_size, options.poll_timeout_ms)
+            if items:
+                started = time.perf_counter()
+                engine.run_step(items, checkpoint)
+                metrics.step_seconds.observe(time.perf_counter() - started)
+                metrics.observe(engine.stats)
+                hooks.on_step(engine.stats)
+                source.commit_for_monitoring()
+            now = time.monotonic()
+            report = now - last_report >= options.progress_every_s
+            if report or (not items and options.exit_when_idle):
+                lag = source.lag()
+                metrics.lag.set(lag)
+                metrics.state_keys.set(store.estimate_keys(strategy.family))
+                if report:
+                    _log_progress(engine.stats, lag)
+                    last_report = now
+                if not items and options.exit_when_idle and lag == 0:
+                    break
+        _log_progress(engine.stats, source.lag())
+        return engine.stats
+    finally:
+        source.close()
+        sink.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Hooks:
+    on_step: Callable[[EngineStats], None]
+    before_commit: Callable[[str], None] | None
+
+
+def _log_progress(stats: EngineStats, lag: int) -> None:
+    log.info(
+        "%d events (%d duplicates, %d dead letters), %d entries, %d tombstones; lag %d",
+        stats.events,
+        stats.duplicates,
+        stats.dead_letters,
+        stats.entries,
+        stats.removals,
+        lag,
+    )

@@ -1,0 +1,15 @@
+"""Shared pytest setup.
+
+tests/ is not a package; pytest (rootdir-based, "prepend" import mode) puts this folder on
+sys.path before importing this conftest, so the plugin module tests/kafka_broker.py is
+importable by its bare name.
+"""
+
+import pytest
+
+# The session-scoped `kafka_broker` fixture: a real broker from infra/kafka.
+pytest_plugins = ["kafka_broker"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "kafka: needs the real broker from infra/kafka")
