@@ -139,6 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--step-size", type=int, default=500)
     bp.add_argument("--repeats", type=int, default=3, help="runs of each; medians reported")
     bp.add_argument("--work-dir", type=Path, default=None)
+    kp = sub.add_parser("bench-kafka", help="Kafka → frontierflow → Kafka vs a no-work ceiling")
+    kp.add_argument("--bootstrap-servers", required=True, help="HOST:PORT of a broker")
+    kp.add_argument("--events", type=int, default=10_000)
+    kp.add_argument("--step-size", type=int, default=500)
+    kp.add_argument("--latency-seconds", type=float, default=15.0)
     return parser
 
 
@@ -153,6 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run": _run,
         "simulate": _simulate,
         "bench": _bench,
+        "bench-kafka": _bench_kafka,
     }
     try:
         return commands[args.command](args)
@@ -295,6 +301,22 @@ def _bench(args: argparse.Namespace) -> int:
         work_dir=args.work_dir,
     )
     print(report)
+    return 0
+
+
+def _bench_kafka(args: argparse.Namespace) -> int:
+    from frontierflow.pipelines.bench_kafka import KafkaBenchSetup, run_kafka_bench
+
+    print(
+        run_kafka_bench(
+            KafkaBenchSetup(
+                bootstrap_servers=args.bootstrap_servers,
+                events=args.events,
+                step_size=args.step_size,
+                latency_seconds=args.latency_seconds,
+            )
+        )
+    )
     return 0
 
 

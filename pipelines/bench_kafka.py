@@ -1,0 +1,253 @@
+"""`frontierflow bench-kafka`: Kafka → frontierflow → Kafka against a no-work ceiling.
+
+Three measurements on one broker, in one run, each on topics of its own:
+
+1. throughput: N FetchEvents are produced first, then `frontierflow run --exit-when-idle`
+   (IECA, RocksDB state, its own process) drains them; events/s and entries/s are
+   counted between its first and last committed step;
+2. ceiling: kafka-python alone consumes the same N events and produces the same output
+   records the job wrote (copied from its frontier topic), doing no other work;
+3. latency: events produced at half the measured throughput to a job already running;
+   latency = the frontier record's Kafka timestamp (set by the job's producer when it
+   sends) minus the event's `fetched_at` (set by the bench's producer when it sends).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics, ensure_topics
+from frontierflow.pipelines.bench import BenchSetup, _events
+from frontierflow.schemas.codecs import AvroCodec
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaBenchSetup:
+    bootstrap_servers: str
+    events: int = 10_000
+    outlinks: int = 30
+    urls: int = 200_000
+    step_size: int = 500
+    latency_seconds: float = 15.0
+
+    def __post_init__(self) -> None:
+        if self.events < 1 or self.latency_seconds <= 0:
+            raise ValueError("events and latency seconds must be positive")
+
+
+def run_kafka_bench(setup: KafkaBenchSetup) -> str:
+    gen = BenchSetup(events=setup.events, outlinks=setup.outlinks, urls=setup.urls)
+    codec = AvroCodec.for_name("FetchEvent")
+    values = [codec.encode(e) for e in _events(gen, seed=1)]
+    with tempfile.TemporaryDirectory() as tmp:
+        job = _settings(setup.bootstrap_servers)
+        _produce(job, values)
+        seconds, entries = _timed_job(job, Path(tmp) / "state", setup.step_size, len(values))
+        outputs = _read_all(job, job.topics.frontier)
+        ceiling = _ceiling(setup.bootstrap_servers, job, outputs, len(values))
+        rate = len(values) / seconds
+        latencies = _latency(setup, Path(tmp) / "state-latency", rate / 2, values)
+    lat = sorted(latencies)
+    p50 = statistics.median(lat) if lat else float("nan")
+    p99 = lat[int(0.99 * (len(lat) - 1))] if lat else float("nan")
+    ceiling_rate = len(values) / ceiling
+    return "\n".join(
+        [
+            f"{len(values):,} FetchEvents ({setup.outlinks} outlinks each) through one broker; "
+            f"{len(outputs):,} frontier records out",
+            f"{'run':<34}{'events/s':>10}{'records out/s':>15}",
+            f"{'frontierflow run (ieca, RocksDB)':<34}{rate:>10,.0f}{entries / seconds:>15,.0f}",
+            f"{'kafka-python, no work (ceiling)':<34}{ceiling_rate:>10,.0f}"
+            f"{len(outputs) / ceiling:>15,.0f}",
+            f"ratio to the ceiling: {rate / ceiling_rate:.2f} (target >= 0.50)",
+            f"latency produce -> frontier entry at {rate / 2:,.0f} events/s: "
+            f"p50 {p50:,.0f} ms, p99 {p99:,.0f} ms ({len(lat):,} entries)",
+        ]
+    )
+
+
+def _settings(bootstrap: str) -> KafkaSettings:
+    prefix = "bench-" + uuid.uuid4().hex[:8]
+    topics = KafkaTopics(
+        f"{prefix}-fetch-events", f"{prefix}-frontier", f"{prefix}-control", f"{prefix}-dead"
+    )
+    return KafkaSettings(bootstrap, topics, group_id=prefix)
+
+
+def _produce(settings: KafkaSettings, values: list[bytes]) -> None:
+    ensure_topics(settings)
+    producer = KafkaProducer(
+        bootstrap_servers=settings.bootstrap_servers,
+        acks="all",
+        linger_ms=5,
+        compression_type="lz4",
+    )
+    for v in values:
+        producer.send(settings.topics.fetch_events, value=v)
+    producer.flush()
+    producer.close()
+
+
+def _job_command(settings: KafkaSettings, state: Path, step: int, idle_exit: bool) -> list[str]:
+    t = settings.topics
+    cmd = [
+        sys.executable,
+        "-m",
+        "frontierflow.pipelines.cli",
+        "run",
+        "--bootstrap-servers",
+        settings.bootstrap_servers,
+        "--strategy",
+        "ieca",
+        "--state-dir",
+        str(state),
+        "--step-size",
+        str(step),
+        "--group-id",
+        settings.group_id,
+        "--topic-fetch-events",
+        t.fetch_events,
+        "--topic-frontier",
+        t.frontier,
+        "--topic-fetcher-control",
+        t.fetcher_control,
+        "--topic-dead-letter",
+        t.dead_letter,
+    ]
+    return [*cmd, "--exit-when-idle"] if idle_exit else cmd
+
+
+def _timed_job(settings: KafkaSettings, state: Path, step: int, n: int) -> tuple[float, int]:
+    """Run the job to the end of the input; (seconds per event × n, output records).
+
+    Timed by the job's own output: from its first frontier record to its last, a span in
+    which it processed every event but those of its first step (so process start-up and
+    topic set-up are not counted).
+    """
+    subprocess.run(_job_command(settings, state, step, True), check=True, capture_output=True)
+    times = [ts for ts, _, _ in _consume(settings.bootstrap_servers, settings.topics.frontier)]
+    span_s = (max(times) - min(times)) / 1000
+    return span_s * n / max(1, n - step), len(times)
+
+
+def _read_all(settings: KafkaSettings, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+    return [(k, v) for _, k, v in _consume(settings.bootstrap_servers, topic)]
+
+
+def _consume(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+    consumer.assign(parts)
+    consumer.seek_to_beginning(*parts)
+    ends = consumer.end_offsets(parts)
+    out: list[tuple[int, bytes | None, bytes | None]] = []
+    while any(consumer.position(tp) < ends[tp] for tp in parts):
+        for records in consumer.poll(timeout_ms=500, max_records=10_000).values():
+            out.extend((r.timestamp, r.key, r.value) for r in records)
+    consumer.close()
+    return out
+
+
+def _ceiling(bootstrap: str, job: KafkaSettings, outputs: list[Any], n_in: int) -> float:
+    """Seconds for kafka-python to consume the job's input and produce its output."""
+    out_topic = job.topics.frontier + "-ceiling"
+    ensure_topics(
+        KafkaSettings(
+            bootstrap, KafkaTopics(out_topic, out_topic + "-f", out_topic + "-c", out_topic + "-d")
+        )
+    )
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    parts = [
+        TopicPartition(job.topics.fetch_events, p)
+        for p in sorted(consumer.partitions_for_topic(job.topics.fetch_events))
+    ]
+    consumer.assign(parts)
+    consumer.seek_to_beginning(*parts)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", linger_ms=5, compression_type="lz4"
+    )
+    per_event = len(outputs) / n_in
+    started = time.perf_counter()
+    seen, sent = 0, 0
+    while seen < n_in:
+        for records in consumer.poll(timeout_ms=500, max_records=500).values():
+            for _record in records:
+                seen += 1
+                upto = round(seen * per_event)
+                for key, value in outputs[sent:upto]:
+                    producer.send(out_topic, key=key, value=value)
+                sent = upto
+    producer.flush()
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    producer.close()
+    return elapsed
+
+
+def _latency(setup: KafkaBenchSetup, state: Path, rate: float, values: list[bytes]) -> list[int]:
+    """Per frontier entry: ms from the event's produce time to the entry's send time."""
+    settings = _settings(setup.bootstrap_servers)
+    ensure_topics(settings)
+    job = subprocess.Popen(
+        _job_command(settings, state, setup.step_size, False),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    codec = AvroCodec.for_name("FetchEvent")
+    producer = KafkaProducer(bootstrap_servers=setup.bootstrap_servers, acks="all", linger_ms=0)
+    count = max(1, int(rate * setup.latency_seconds))
+    started = time.monotonic()
+    try:
+        for i in range(count):
+            due = started + i / rate
+            wait = due - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)  # pacing the load, not waiting for a result
+            record = codec.decode(values[i % len(values)])
+            record["fetched_at"] = int(time.time() * 1000)
+            record["url"] = f"{record['url']}?latency={i}"
+            producer.send(settings.topics.fetch_events, value=codec.encode(record))
+        producer.flush()
+        _wait_drained(settings, count)
+    finally:
+        job.send_signal(signal.SIGTERM)
+        job.wait(timeout=60)
+        producer.close()
+    entry_codec = AvroCodec.for_name("FrontierEntry")
+    out = []
+    for ts, _key, value in _consume(setup.bootstrap_servers, settings.topics.frontier):
+        if value is not None:
+            out.append(ts - entry_codec.decode(value)["emitted_at"])
+    return out
+
+
+def _wait_drained(settings: KafkaSettings, events: int) -> None:
+    """Until the job has sent a tombstone for every produced event (its fetch took effect)."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=settings.bootstrap_servers,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    consumer.subscribe([settings.topics.frontier])
+    tombstones = 0
+    deadline = time.monotonic() + 600
+    while tombstones < events and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            tombstones += sum(1 for r in records if r.value is None)
+    consumer.close()
+
+
+if __name__ == "__main__":
+    print(run_kafka_bench(KafkaBenchSetup(bootstrap_servers=os.environ["BOOTSTRAP"])))
