@@ -22,6 +22,20 @@ def _ints(value: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected comma-separated node ids: {value}") from exc
 
 
+def _add_engine_args(parser: argparse.ArgumentParser) -> None:
+    """The options every engine run takes: strategy, state, budget, step, random seed."""
+    parser.add_argument("--strategy", default="ieca")
+    parser.add_argument("--state-dir", type=Path, required=True, help="RocksDB state directory")
+    parser.add_argument(
+        "--budget",
+        type=int,
+        default=1_000_000,
+        help="crawl budget in pages, for IECA's δ_t and the PageRank interval",
+    )
+    parser.add_argument("--step-size", type=int, default=500, help="events per committed step")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random strategy")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="frontierflow", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -29,8 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("replay", help="replay a FetchEvent log into frontier entries")
     rp.add_argument("log", type=Path, help="FetchEvents: Avro container file or JSON lines")
-    rp.add_argument("--strategy", default="ieca")
-    rp.add_argument("--state-dir", type=Path, required=True, help="RocksDB state directory")
+    _add_engine_args(rp)
     rp.add_argument(
         "--out",
         type=Path,
@@ -44,25 +57,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="dead-letter JSON lines (default: OUT.dead-letters.jsonl)",
     )
     rp.add_argument(
-        "--budget",
-        type=int,
-        default=1_000_000,
-        help="crawl budget in pages, for IECA's δ_t and the PageRank interval",
+        "--runner",
+        choices=("embedded", "beam"),
+        default="embedded",
+        help="embedded engine (RocksDB, resumable) or an Apache Beam pipeline",
     )
-    rp.add_argument("--step-size", type=int, default=500, help="events per committed step")
-    rp.add_argument("--seed", type=int, default=0, help="seed of the random strategy")
+    rp.add_argument(
+        "--beam-option",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="Beam pipeline option, e.g. --beam-option=--runner=FlinkRunner "
+        "(repeatable); with --runner beam, OUT is a file prefix",
+    )
 
     lp = sub.add_parser("run", help="the live engine: fetch-events in, frontier out (Kafka)")
     lp.add_argument("--bootstrap-servers", required=True, help="HOST:PORT[,HOST:PORT…]")
-    lp.add_argument("--strategy", default="ieca")
-    lp.add_argument("--state-dir", type=Path, required=True, help="RocksDB state directory")
-    lp.add_argument(
-        "--budget",
-        type=int,
-        default=1_000_000,
-        help="crawl budget in pages, for IECA's δ_t and the PageRank interval",
-    )
-    lp.add_argument("--step-size", type=int, default=500, help="events per committed step")
+    _add_engine_args(lp)
     lp.add_argument(
         "--metrics-port", type=int, default=None, help="serve Prometheus metrics on 127.0.0.1:PORT"
     )
@@ -90,7 +101,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="kafka-python client setting (TLS, SASL), e.g. security_protocol=SASL_SSL; repeatable",
     )
-    lp.add_argument("--seed", type=int, default=0, help="seed of the random strategy")
 
     sp = sub.add_parser("simulate", help="closed-loop crawls over a web graph")
     sp.add_argument(
@@ -168,6 +178,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    if args.runner == "beam":
+        from frontierflow.pipelines.beam_replay import run_beam_replay
+
+        run_beam_replay(
+            args.log,
+            strategy_name=args.strategy,
+            out_prefix=str(args.out),
+            budget=args.budget,
+            seed=args.seed,
+            beam_args=list(args.beam_option),
+        )
+        log.info("wrote %s-frontier*.jsonl, -state*.jsonl, -dead-letters*.jsonl", args.out)
+        return 0
     from frontierflow.pipelines.replay import replay_log
 
     stats = replay_log(

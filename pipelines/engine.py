@@ -247,10 +247,9 @@ class _Step(Generic[S]):
         url = event.url
         if url not in self.last_crawled:
             self._load_crawled(url)
-        last = self.last_crawled[url]
-        if last is not None and last >= event.cycle:
-            stats.duplicates += 1  # fetched already in this cycle: applying it twice would
-            return  # count the page twice and feed its links twice
+        if is_repeat_fetch(self.last_crawled[url], event.cycle):
+            stats.duplicates += 1
+            return
         self.last_crawled[url] = event.cycle
         count = self.crawled(event.crawl_id) + 1
         self.crawl_counts[event.crawl_id] = count
@@ -340,6 +339,12 @@ class _Step(Generic[S]):
         )
         for crawl_id, count in self.crawl_counts.items():
             self.txn.put(META_FAMILY, _crawled_key(crawl_id), _U64.pack(count))
+
+
+def is_repeat_fetch(last_cycle: int | None, cycle: int) -> bool:
+    """A fetch of a page already fetched in this cycle (or a later one) is a repeat: applying
+    it again would count the page twice and feed its links twice, so it is skipped."""
+    return last_cycle is not None and last_cycle >= cycle
 
 
 def _crawled_key(crawl_id: str) -> bytes:

@@ -8,7 +8,7 @@ importable by its bare name.
 import pytest
 
 # The session-scoped `kafka_broker` fixture: a real broker from infra/kafka.
-pytest_plugins = ["kafka_broker"]
+pytest_plugins = ["kafka_broker", "beam_runners"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

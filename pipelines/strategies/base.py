@@ -142,17 +142,7 @@ class EntryFactory:
         clock: CrawlClock,
         echo: Mapping[str, str],
     ) -> FrontierEntry:
-        return FrontierEntry(
-            url=url,
-            host=host_of(url),
-            priority=priority,
-            strategy=self.strategy,
-            crawl_id=crawl_id,
-            cycle=cycle,
-            via=via,
-            emitted_at=clock.now_ms,
-            echo=dict(echo),
-        )
+        return self.entry_owning_echo(url, priority, crawl_id, cycle, via, clock.now_ms, dict(echo))
 
     def entry_owning_echo(
         self,

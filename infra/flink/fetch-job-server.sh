@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# Bring Beam's Flink job server (the jar that Beam's Python FlinkRunner starts with
+# `java -jar`) to this machine through Maven, by coordinates only.
+#
+#   infra/flink/fetch-job-server.sh
+#
+# On success prints exactly one line on stdout, the jar's path; every other message goes to
+# stderr. Give it to Beam with `--flink_job_server_jar=<path>`, so that Beam never tries to
+# download a job server itself. Skips all work when a jar is already in the cache
+# (${XDG_CACHE_HOME:-~/.cache}/frontierflow/flink/).
+#
+# It tries, in this order, and takes the first that resolves:
+#   1. the published shaded job server
+#        org.apache.beam:beam-runners-flink-<FLINK_VERSION>-job-server:<BEAM_VERSION>
+#      copied into the cache as is;
+#   2. the same job server assembled from the Flink runner library and its dependencies
+#        org.apache.beam:beam-runners-flink-<FLINK_VERSION>:<BEAM_VERSION>
+#      (+ flink-statebackend-rocksdb, which the library only declares as `provided`, and an
+#      SLF4J binding): the jars are copied into a folder beside a small launcher jar whose
+#      manifest names the main class org.apache.beam.runners.flink.FlinkJobServerDriver
+#      and lists them on its Class-Path (relative), so `java -jar launcher.jar` is the job
+#      server, as with the shaded jar;
+#   3. step 2 at FLINK_RUNNER_FALLBACK_VERSION, for registries that serve neither of the
+#      above at the pinned Beam version (see README.md: the job server speaks the portable
+#      Job API, so the Python SDK can be newer than it).
+#
+# Environment (all optional):
+#   BEAM_VERSION                   default: the apache-beam pin in pyproject.toml, else the
+#                                  installed apache_beam's version
+#   FLINK_VERSION                  Flink minor version of the runner (1.19)
+#   FLINK_RUNNER_FALLBACK_VERSION  Beam version for step 3 (2.62.0); "" disables step 3
+#   FLINK_JOB_SERVER_CACHE         cache dir (${XDG_CACHE_HOME:-~/.cache}/frontierflow/flink)
+#   FLINK_JOB_SERVER_REFRESH=1     ignore the cache and resolve again from step 1
+#   PYTHON                         python3, used for the version fallback and the manifest
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+PYTHON="${PYTHON:-python3}"
+FLINK_VERSION="${FLINK_VERSION:-1.19}"
+FALLBACK="${FLINK_RUNNER_FALLBACK_VERSION-2.62.0}"
+CACHE="${FLINK_JOB_SERVER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/frontierflow/flink}"
+MAIN_CLASS="org.apache.beam.runners.flink.FlinkJobServerDriver"
+# What Flink's own launcher opens for Java 17 (env.java.opts.all), in manifest form.
+ADD_OPENS="java.base/java.lang java.base/java.lang.reflect java.base/java.io java.base/java.net java.base/java.nio java.base/sun.nio.ch java.base/java.text java.base/java.time java.base/java.util java.base/java.util.concurrent java.base/java.util.concurrent.atomic java.base/java.util.concurrent.locks"
+
+log() { echo "[flink-job-server] $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# ---------------------------------------------------------------- versions
+BEAM="${BEAM_VERSION:-}"
+if [[ -z "$BEAM" && -f "$REPO/pyproject.toml" ]]; then
+  BEAM="$(sed -n 's/.*"apache-beam\(\[[^]]*\]\)\{0,1\}==\([0-9][0-9.]*\)".*/\2/p' \
+    "$REPO/pyproject.toml" | head -n1)"
+fi
+if [[ -z "$BEAM" ]]; then
+  BEAM="$("$PYTHON" -c 'import apache_beam; print(apache_beam.__version__)' 2>/dev/null)" ||
+    die "no apache-beam==X.Y.Z pin in pyproject.toml and apache_beam is not importable"
+fi
+[[ "$BEAM" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "unexpected Beam version '$BEAM'"
+[[ "$FLINK_VERSION" =~ ^[0-9]+\.[0-9]+$ ]] || die "unexpected Flink version '$FLINK_VERSION'"
+
+published_jar() { echo "$CACHE/beam-runners-flink-$FLINK_VERSION-job-server-$1.jar"; }
+assembled_jar() { echo "$CACHE/beam-runners-flink-$FLINK_VERSION-job-server-$1-launcher.jar"; }
+# An assembled jar counts only with its .complete marker (written last).
+assembled_ok() { [[ -f "$(assembled_jar "$1")" && -f "$(assembled_jar "$1").complete" ]]; }
+
+# ---------------------------------------------------------------- cache
+cached() {
+  if [[ -f "$(published_jar "$BEAM")" ]]; then published_jar "$BEAM"; return 0; fi
+  if assembled_ok "$BEAM"; then assembled_jar "$BEAM"; return 0; fi
+  if [[ -n "$FALLBACK" ]] && assembled_ok "$FALLBACK"; then assembled_jar "$FALLBACK"; return 0; fi
+  return 1
+}
+
+if [[ "${FLINK_JOB_SERVER_REFRESH:-0}" != 1 ]] && jar="$(cached)"; then
+  log "cached: $jar"
+  echo "$jar"
+  exit 0
+fi
+
+command -v mvn >/dev/null || die "mvn not found (needed once to resolve the job server)"
+command -v java >/dev/null || die "java not found (the job server needs Java 11 or 17)"
+mkdir -p "$CACHE"
+
+# One resolution at a time (two pytest sessions, or CI and a developer).
+if command -v flock >/dev/null; then
+  exec 9>"$CACHE/.lock"
+  flock 9
+  if [[ "${FLINK_JOB_SERVER_REFRESH:-0}" != 1 ]] && jar="$(cached)"; then
+    log "resolved meanwhile by another process: $jar"
+    echo "$jar"
+    exit 0
+  fi
+fi
+
+WORK="$(mktemp -d "$CACHE/.work.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+
+# write_pom DIR DEPENDENCY_XML...: a throwaway pom that only lists dependencies.
+write_pom() {
+  local dir="$1"; shift
+  mkdir -p "$dir"
+  {
+    cat <<'EOF'
+<?xml version="1.0" encoding="UTF-8"?>
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>frontierflow.infra</groupId>
+  <artifactId>flink-job-server</artifactId>
+  <version>0</version>
+  <packaging>pom</packaging>
+  <dependencies>
+EOF
+    printf '%s\n' "$@"
+    cat <<'EOF'
+  </dependencies>
+</project>
+EOF
+  } > "$dir/pom.xml"
+}
+
+# copy_deps DIR: resolve DIR/pom.xml's runtime dependencies into DIR/lib (-U: a miss cached
+# by an earlier run is asked again).
+copy_deps() {
+  (cd "$1" && mvn -B -ntp -U dependency:copy-dependencies \
+    -DincludeScope=runtime -DoutputDirectory="$1/lib") > "$1/mvn.log" 2>&1
+}
+
+why() { grep -m1 -o 'Could not [^[]*\|No versions [^[]*\|was not found [^[]*' "$1/mvn.log" || tail -n 5 "$1/mvn.log"; }
+
+# ---------------------------------------------------------------- 1. published jar
+try_published() {
+  local v="$1" d="$WORK/published-$1" a="beam-runners-flink-$FLINK_VERSION-job-server"
+  log "trying org.apache.beam:$a:$v"
+  write_pom "$d" "<dependency><groupId>org.apache.beam</groupId><artifactId>$a</artifactId><version>$v</version><exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions></dependency>"
+  if ! copy_deps "$d"; then
+    log "  not resolved: $(why "$d")"
+    return 1
+  fi
+  [[ -f "$d/lib/$a-$v.jar" ]] || { log "  resolved, but $a-$v.jar is missing"; return 1; }
+  mv -f "$d/lib/$a-$v.jar" "$(published_jar "$v")"
+  published_jar "$v"
+}
+
+# ---------------------------------------------------------------- 2./3. assembled jar
+try_assembled() {
+  local v="$1" d="$WORK/assembled-$1" a="beam-runners-flink-$FLINK_VERSION"
+  log "trying to assemble the job server from org.apache.beam:$a:$v and its dependencies"
+  # Only the POM says which Flink patch release the runner was built against.
+  write_pom "$d" "<dependency><groupId>org.apache.beam</groupId><artifactId>$a</artifactId><version>$v</version><type>pom</type><exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions></dependency>"
+  if ! copy_deps "$d"; then
+    log "  not resolved: $(why "$d")"
+    return 1
+  fi
+  local runner_pom="$d/lib/$a-$v.pom" flink=""
+  [[ -f "$runner_pom" ]] && flink="$(grep -A2 '<artifactId>flink-runtime</artifactId>' "$runner_pom" |
+    sed -n 's/.*<version>\([^<]*\)<\/version>.*/\1/p' | head -n1)"
+  [[ -n "$flink" ]] || { log "  no flink-runtime version in $a-$v.pom"; return 1; }
+  local slf4j=2.0.16
+  rm -rf "$d/lib"
+  write_pom "$d" \
+    "<dependency><groupId>org.apache.beam</groupId><artifactId>$a</artifactId><version>$v</version>
+      <exclusions><exclusion><groupId>commons-logging</groupId><artifactId>commons-logging</artifactId></exclusion></exclusions></dependency>" \
+    "<dependency><groupId>org.apache.flink</groupId><artifactId>flink-statebackend-rocksdb</artifactId><version>$flink</version></dependency>" \
+    "<dependency><groupId>org.slf4j</groupId><artifactId>slf4j-api</artifactId><version>$slf4j</version></dependency>" \
+    "<dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>$slf4j</version></dependency>" \
+    "<dependency><groupId>org.slf4j</groupId><artifactId>jcl-over-slf4j</artifactId><version>$slf4j</version></dependency>"
+  if ! copy_deps "$d"; then
+    log "  dependencies not resolved: $(why "$d")"
+    return 1
+  fi
+  log "  resolved $(find "$d/lib" -name '*.jar' | wc -l) jars (Flink $flink)"
+
+  local jar; jar="$(assembled_jar "$v")"
+  local libname; libname="$(basename "$jar" .jar).lib"
+  rm -rf "${CACHE:?}/$libname" "$jar" "$jar.complete"
+  mv "$d/lib" "$CACHE/$libname"
+  # The launcher: a jar holding only a manifest. Class-Path entries are relative to the
+  # jar's own folder, so the cache dir can move; lines are wrapped at 72 bytes.
+  "$PYTHON" - "$jar" "$libname" "$MAIN_CLASS" "$ADD_OPENS" "$v" "$flink" <<'EOF'
+import os, sys, textwrap, zipfile
+jar, libname, main_class, add_opens, beam, flink = sys.argv[1:]
+libdir = os.path.join(os.path.dirname(jar), libname)
+entries = " ".join(f"{libname}/{n}" for n in sorted(os.listdir(libdir)) if n.endswith(".jar"))
+
+def header(name, value):
+    line = f"{name}: {value}"
+    first, rest = line[:72], line[72:]
+    return "\r\n".join([first] + [" " + rest[i:i + 71] for i in range(0, len(rest), 71)]) + "\r\n"
+
+manifest = "".join([
+    header("Manifest-Version", "1.0"),
+    header("Created-By", "frontierflow infra/flink/fetch-job-server.sh"),
+    header("Implementation-Title", f"Beam Flink {flink} job server (assembled)"),
+    header("Implementation-Version", beam),
+    header("Main-Class", main_class),
+    header("Add-Opens", add_opens),
+    header("Class-Path", entries),
+    "\r\n",
+])
+tmp = jar + ".tmp"
+with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+    z.writestr("META-INF/MANIFEST.MF", manifest)
+os.replace(tmp, jar)
+EOF
+  touch "$jar.complete"
+  echo "$jar"
+}
+
+start=$(date +%s)
+if jar="$(try_published "$BEAM")"; then :
+elif jar="$(try_assembled "$BEAM")"; then :
+elif [[ -n "$FALLBACK" && "$FALLBACK" != "$BEAM" ]] &&
+  log "Beam $BEAM's Flink $FLINK_VERSION runner is not served here; falling back to $FALLBACK" &&
+  jar="$(try_assembled "$FALLBACK")"; then :
+else
+  die "no Flink $FLINK_VERSION job server for Beam $BEAM${FALLBACK:+ or $FALLBACK} resolved (see messages above)"
+fi
+log "ready in $(( $(date +%s) - start )) s: $jar"
+echo "$jar"
