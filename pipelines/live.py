@@ -85,6 +85,13 @@ class LiveMetrics:
             "frontierflow_broker_reconnects", "times the job waited for the broker", registry=r
         )
         self._last = EngineStats()
+        self.port: int | None = None
+
+    def serve(self, port: int, host: str) -> int:
+        """Serve these metrics over HTTP on host:port (0: a free port); returns the port."""
+        server, _ = start_http_server(port, addr=host, registry=self.registry)
+        self.port = int(server.server_port)
+        return self.port
 
     def observe(self, stats: EngineStats) -> None:
         """Advance the counters by what the engine counted since the last call."""
@@ -113,20 +120,20 @@ def run_live(
     *,
     on_step: Callable[[EngineStats], None] | None = None,
     before_commit: Callable[[str], None] | None = None,
+    metrics: LiveMetrics | None = None,
 ) -> EngineStats:
     """Run until `stop` is set (or, with `exit_when_idle`, until the input is drained).
 
     `on_step` sees the counters after every committed step; `before_commit` is the
-    engine's hook into its commit protocol (tests use it to die at chosen points).
+    engine's hook into its commit protocol (tests use it to die at chosen points);
+    `metrics` lets the caller keep the metrics object (and its HTTP port).
     """
     hooks = _Hooks(on_step or (lambda _stats: None), before_commit)
     stop = stop or threading.Event()
-    metrics = LiveMetrics()
+    metrics = metrics or LiveMetrics()
     if options.metrics_port is not None:
-        server, _ = start_http_server(
-            options.metrics_port, addr=options.metrics_host, registry=metrics.registry
-        )
-        log.info("metrics on http://%s:%d/metrics", options.metrics_host, server.server_port)
+        port = metrics.serve(options.metrics_port, options.metrics_host)
+        log.info("metrics on http://%s:%d/metrics", options.metrics_host, port)
     with RocksDBStore(state_dir, Engine.families_for(strategy)) as store:
         stats = EngineStats()
         while not stop.is_set():

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -26,7 +27,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics, ensure_topics
 from frontierflow.pipelines.engine import Engine, EngineStats
-from frontierflow.pipelines.live import LiveOptions, run_live
+from frontierflow.pipelines.live import LiveMetrics, LiveOptions, run_live
 from frontierflow.pipelines.replay import replay_log
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.codecs import AvroCodec, write_container
@@ -186,7 +187,7 @@ _CHILD = """
 import os, signal, sys
 from pathlib import Path
 from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
-from frontierflow.pipelines.live import LiveOptions, run_live
+from frontierflow.pipelines.live import LiveMetrics, LiveOptions, run_live
 from frontierflow.pipelines.strategies import build_strategy
 bootstrap, prefix, state, phase, nth = sys.argv[1:6]
 topics = KafkaTopics(prefix + "-fetch-events", prefix + "-frontier", prefix + "-control",
@@ -353,3 +354,32 @@ def test_fuzz_every_bad_message_is_a_dead_letter(kafka_broker: Any, tmp_path: Pa
     expected, expected_state = _replayed(tmp_path, records)
     assert _comparable(_latest_frontier(settings)) == _comparable(expected)
     assert _state(tmp_path / "state") == expected_state
+
+
+def test_metrics_endpoint_counts_what_happened(kafka_broker: Any, tmp_path: Path) -> None:
+    records = _events(50, seed=2)
+    settings = _settings(kafka_broker.bootstrap)
+    _produce(settings, [*_avro(records), b"\x00bad", b"{}"])
+    metrics = LiveMetrics()
+    options = LiveOptions(step_size=STEP, exit_when_idle=True, metrics_port=0)
+    stats = run_live(
+        settings,
+        build_strategy("ieca", budget=BUDGET),
+        tmp_path / "state",
+        options,
+        metrics=metrics,
+    )
+    assert metrics.port is not None
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics.port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    values = {
+        line.split(" ")[0]: float(line.split(" ")[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+    assert values["frontierflow_events_total"] == stats.events == len({r["url"] for r in records})
+    assert values['frontierflow_dead_letters_total{error_class="CodecError"}'] == 2
+    assert values["frontierflow_frontier_entries_total"] == stats.entries > 0
+    assert values["frontierflow_input_lag"] == 0
+    assert values["frontierflow_state_keys"] > 0
+    assert values["frontierflow_step_seconds_count"] >= 1
