@@ -228,10 +228,20 @@ class _ApplyInOrder(beam.DoFn):
         encoded = None if current is None else self.strategy.encode_state(current)
         if encoded is not None:
             state.write(encoded)
-        entry = None
-        if latest is not None and not isinstance(latest, Removal):
-            entry = record_to_json(latest.to_avro(), "FrontierEntry")
-        yield url, encoded, entry
+        yield url, encoded, _latest_json(latest)
+
+
+TOMBSTONE = ""
+"""The latest change of a URL was its fetch (Kafka: a null value)."""
+
+
+def _latest_json(change: Any) -> str | None:
+    """A URL's latest frontier change: entry JSON, TOMBSTONE, or None for no change."""
+    if change is None:
+        return None
+    if isinstance(change, Removal):
+        return TOMBSTONE
+    return record_to_json(change.to_avro(), "FrontierEntry")
 
 
 def build_replay(
@@ -243,14 +253,10 @@ def build_replay(
     """Read `log`, update the frontier, write `<out>-frontier*.jsonl`, `<out>-state*.jsonl`
     and `<out>-dead-letters*.jsonl`."""
     items = pipeline | "Read" >> ReadFetchEventLog(log)
-    decoded = items | "Decode" >> DecodeFetchEvents(str(log))
-    events = decoded.events
-    clocks = events | "Clock" >> CountCrawledPages()
-    keyed = (events, clocks) | "Route" >> RouteFetchEvents(strategy)
-    results = keyed | "Update" >> UpdateFrontier(strategy)
+    results, dead = update_frontier(items, strategy, str(log))
     (
         results
-        | "Entries" >> beam.FlatMap(lambda r: [r[2]] if r[2] is not None else [])
+        | "Entries" >> beam.FlatMap(lambda r: [r[2]] if r[2] else [])
         | "WriteFrontier" >> beam.io.WriteToText(out_prefix + "-frontier", ".jsonl")
     )
     (
@@ -258,7 +264,17 @@ def build_replay(
         | "States" >> beam.FlatMap(_state_line)
         | "WriteState" >> beam.io.WriteToText(out_prefix + "-state", ".jsonl")
     )
-    decoded[DEAD] | "WriteDead" >> beam.io.WriteToText(out_prefix + "-dead-letters", ".jsonl")
+    dead | "WriteDead" >> beam.io.WriteToText(out_prefix + "-dead-letters", ".jsonl")
+
+
+def update_frontier(items: Any, strategy: Strategy[Any], source: str) -> tuple[Any, Any]:
+    """The steps every source shares: positioned items in; per URL (url, encoded state,
+    latest change as entry JSON / TOMBSTONE / None) and dead-letter JSON out."""
+    decoded = items | "Decode" >> DecodeFetchEvents(source)
+    events = decoded.events
+    clocks = events | "Clock" >> CountCrawledPages()
+    keyed = (events, clocks) | "Route" >> RouteFetchEvents(strategy)
+    return keyed | "Update" >> UpdateFrontier(strategy), decoded[DEAD]
 
 
 def _state_line(result: tuple[str, bytes | None, str | None]) -> list[str]:
