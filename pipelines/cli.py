@@ -22,10 +22,12 @@ def _ints(value: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected comma-separated node ids: {value}") from exc
 
 
-def _add_engine_args(parser: argparse.ArgumentParser) -> None:
+def _add_engine_args(parser: argparse.ArgumentParser, state_required: bool = True) -> None:
     """The options every engine run takes: strategy, state, budget, step, random seed."""
     parser.add_argument("--strategy", default="ieca")
-    parser.add_argument("--state-dir", type=Path, required=True, help="RocksDB state directory")
+    parser.add_argument(
+        "--state-dir", type=Path, required=state_required, help="RocksDB state directory"
+    )
     parser.add_argument(
         "--budget",
         type=int,
@@ -43,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("replay", help="replay a FetchEvent log into frontier entries")
     rp.add_argument("log", type=Path, help="FetchEvents: Avro container file or JSON lines")
-    _add_engine_args(rp)
+    _add_engine_args(rp, state_required=False)
     rp.add_argument(
         "--out",
         type=Path,
@@ -154,6 +156,15 @@ def build_parser() -> argparse.ArgumentParser:
     kp.add_argument("--events", type=int, default=10_000)
     kp.add_argument("--step-size", type=int, default=500)
     kp.add_argument("--latency-seconds", type=float, default=15.0)
+    bb = sub.add_parser("bench-beam", help="one log: embedded engine vs Beam local/Prism/Flink")
+    bb.add_argument("--events", type=int, default=2_000)
+    bb.add_argument("--outlinks", type=int, default=30)
+    bb.add_argument("--repeats", type=int, default=3, help="runs of each; medians reported")
+    bb.add_argument("--runners", type=_csv, default=("embedded", "fnapi", "prism", "flink"))
+    bb.add_argument("--prism-location", default=None, help="default: infra/prism/build.sh")
+    bb.add_argument("--flink-job-server-jar", default=None, help="default: infra/flink/…")
+    bb.add_argument("--flink-conf-dir", default=None, help="default: infra/flink")
+    bb.add_argument("--work-dir", type=Path, default=None)
     return parser
 
 
@@ -169,6 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "simulate": _simulate,
         "bench": _bench,
         "bench-kafka": _bench_kafka,
+        "bench-beam": _bench_beam,
     }
     try:
         return commands[args.command](args)
@@ -192,6 +204,9 @@ def _replay(args: argparse.Namespace) -> int:
         log.info("wrote %s-frontier*.jsonl, -state*.jsonl, -dead-letters*.jsonl", args.out)
         return 0
     from frontierflow.pipelines.replay import replay_log
+
+    if args.state_dir is None:
+        raise ValueError("--state-dir is required with the embedded engine")
 
     stats = replay_log(
         args.log,
@@ -338,6 +353,24 @@ def _bench_kafka(args: argparse.Namespace) -> int:
                 step_size=args.step_size,
                 latency_seconds=args.latency_seconds,
             )
+        )
+    )
+    return 0
+
+
+def _bench_beam(args: argparse.Namespace) -> int:
+    from frontierflow.pipelines.bench_beam import run_beam_bench
+
+    print(
+        run_beam_bench(
+            args.events,
+            args.runners,
+            args.prism_location,
+            args.flink_job_server_jar,
+            args.flink_conf_dir,
+            args.repeats,
+            outlinks=args.outlinks,
+            work_dir=args.work_dir,
         )
     )
     return 0
