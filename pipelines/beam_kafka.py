@@ -25,7 +25,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP, Duration, Timestamp
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from frontierflow.connectors.kafka import KafkaSettings, decode_fetch_event
-from frontierflow.pipelines.beam_replay import TOMBSTONE, _event_bytes, update_frontier
+from frontierflow.pipelines.beam_replay import TOMBSTONE, event_bytes, update_frontier
 from frontierflow.pipelines.engine import Failed
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.pipelines.strategies.base import Strategy
@@ -185,7 +185,7 @@ def _positioned(record: tuple[int, int, bytes]) -> tuple[int, Any, bytes]:
     position = offset * _PARTITION_SLOTS + partition
     if isinstance(event, Failed):
         return position, (event.error_class, event.message.encode()), value
-    return position, _event_bytes(event), value
+    return position, event_bytes(event), value
 
 
 _PARTITION_SLOTS = 1 << 12

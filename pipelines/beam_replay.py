@@ -52,7 +52,7 @@ DEAD = "dead"
 _EVENT = AvroCodec.for_name("FetchEvent")
 
 
-def _event_bytes(event: FetchEvent) -> bytes:
+def event_bytes(event: FetchEvent) -> bytes:
     return _EVENT.encode(event.to_avro())
 
 
@@ -81,7 +81,7 @@ def _read_items(path: str) -> Iterator[tuple[int, tuple[str, bytes] | bytes, byt
         if isinstance(item, Failed):
             yield position.offset, (item.error_class, item.message.encode()), raw
         else:
-            yield position.offset, _event_bytes(item), raw
+            yield position.offset, event_bytes(item), raw
 
 
 class DecodeFetchEvents(beam.PTransform):
@@ -111,7 +111,7 @@ class _Validate(beam.DoFn):
         except InvalidEvent as exc:
             yield self._dead(position, "InvalidEvent", str(exc), raw)
             return
-        yield position, _event_bytes(event)
+        yield position, event_bytes(event)
 
     def _dead(self, position: int, error_class: str, message: str, raw: bytes) -> Any:
         letter = DeadLetter(self.source, None, position, error_class, message, raw, 0)

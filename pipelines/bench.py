@@ -48,10 +48,10 @@ class BenchSetup:
 
 def generate_log(path: Path, setup: BenchSetup, seed: int = 0) -> None:
     """Write the benchmark's FetchEvents as an Avro container file."""
-    write_container(path, "FetchEvent", _events(setup, seed), codec="null")
+    write_container(path, "FetchEvent", generated_events(setup, seed), codec="null")
 
 
-def _events(setup: BenchSetup, seed: int) -> Iterator[dict[str, object]]:
+def generated_events(setup: BenchSetup, seed: int = 0) -> Iterator[dict[str, object]]:
     rng = np.random.default_rng(seed)
     urls = [f"https://site{i % 997}.example.org/a/{i}.html" for i in range(setup.urls)]
     popularity = 1.0 / np.arange(1, setup.urls + 1) ** 0.8  # Zipf-like link popularity

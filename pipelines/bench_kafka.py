@@ -29,7 +29,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics, ensure_topics
-from frontierflow.pipelines.bench import BenchSetup, _events
+from frontierflow.pipelines.bench import BenchSetup, generated_events
 from frontierflow.schemas.codecs import AvroCodec
 
 
@@ -50,7 +50,7 @@ class KafkaBenchSetup:
 def run_kafka_bench(setup: KafkaBenchSetup) -> str:
     gen = BenchSetup(events=setup.events, outlinks=setup.outlinks, urls=setup.urls)
     codec = AvroCodec.for_name("FetchEvent")
-    values = [codec.encode(e) for e in _events(gen, seed=1)]
+    values = [codec.encode(e) for e in generated_events(gen, seed=1)]
     with tempfile.TemporaryDirectory() as tmp:
         job = _settings(setup.bootstrap_servers)
         _produce(job, values)
