@@ -145,16 +145,19 @@ def run_bench(setup: BenchSetup, work_dir: Path | None = None) -> str:
 
 
 def _spawn(kind: str, log: Path, work: Path, step_size: int) -> dict[str, float]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "frontierflow.pipelines.bench",
-        kind,
-        str(log),
-        str(work),
-        str(step_size),
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    module = "frontierflow.pipelines.bench"
+    return spawn_worker(
+        [sys.executable, "-m", module, kind, str(log), str(work), str(step_size)], kind
+    )
+
+
+def spawn_worker(cmd: list[str], label: str) -> dict[str, float]:
+    """Run one measured run in its own process (so its peak RSS is its own) and return the
+    figures it printed as JSON on its last line."""
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-15:])
+        raise RuntimeError(f"{label} run failed (exit {done.returncode}):\n{tail}")
     figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return figures
 

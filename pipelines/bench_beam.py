@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from frontierflow.pipelines.bench import BenchSetup, generate_log
+from frontierflow.pipelines.bench import BenchSetup, generate_log, spawn_worker
 
 RUNNERS = ("embedded", "fnapi", "prism", "flink")
 BUDGET = 1_000_000
@@ -118,12 +118,7 @@ def _line_count(path: Path) -> int:
 def _spawn(runner: str, log: Path, work: Path, args: list[str]) -> dict[str, float]:
     module = "frontierflow.pipelines.bench_beam"
     cmd = [sys.executable, "-m", module, runner, str(log), str(work), json.dumps(args)]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        tail = "\n".join(done.stderr.strip().splitlines()[-15:])
-        raise RuntimeError(f"{runner} run failed (exit {done.returncode}):\n{tail}")
-    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return figures
+    return spawn_worker(cmd, runner)
 
 
 def _infra_path(script: str) -> tuple[str | None, str]:

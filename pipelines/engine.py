@@ -255,9 +255,9 @@ class _Step(Generic[S]):
         self.crawl_counts[event.crawl_id] = count
         clock = CrawlClock(count, event.fetched_at)
         routed = self.strategy.route(event)
-        self._load_states([url, *routed.fetched.outlinks])
         self.apply(url, routed.fetched, clock)
-        # the hot loop: `apply` inlined, every state already loaded above
+        # the hot loop: `apply` inlined; `prefetch` loaded every outlink's state (validation
+        # only drops outlinks, so the routed ones are a subset of those prefetched)
         states, dirty, changes = self.states, self.dirty, self.changes
         strategy_apply = self.strategy.apply
         for link in routed.links:
