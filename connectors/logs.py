@@ -24,9 +24,10 @@ from frontierflow.schemas.codecs import (
     record_to_json,
     write_container,
 )
-from frontierflow.schemas.records import DeadLetter, FetchEvent
+from frontierflow.schemas.records import DeadLetter, FetchEvent, ScalingDecision
 
 _POSITION = struct.Struct("<QQ")
+_POSITION_WITH_DECISIONS = struct.Struct("<QQQ")
 
 
 def read_fetch_events(path: Path, start: int = 0) -> Iterator[InputItem]:
@@ -46,29 +47,48 @@ def read_fetch_events(path: Path, start: int = 0) -> Iterator[InputItem]:
 
 class FileSink:
     """Frontier entries to `out` (.avro: Avro container, else JSON lines), dead letters to
-    `dead_letters` (JSON lines). Removals are not written: a file holds upserts only, and
-    the replay's final frontier is the latest entry per URL not fetched since."""
+    `dead_letters` (JSON lines), and the speed controller's ScalingDecisions to `decisions`
+    (JSON lines) when given. Removals are not written: a file holds upserts only, and the
+    replay's final frontier is the latest entry per URL not fetched since."""
 
-    def __init__(self, out: Path, dead_letters: Path, *, fsync: bool = False) -> None:
+    def __init__(
+        self, out: Path, dead_letters: Path, *, decisions: Path | None = None, fsync: bool = False
+    ) -> None:
         self.out = out
         self.dead_path = dead_letters
+        self.decisions_path = decisions
         self.avro = out.suffix == ".avro"
         self.fsync = fsync
         self._out: IO[bytes] | None = None
         self._dead: IO[bytes] | None = None
+        self._decisions: IO[bytes] | None = None
         self._has_header = False
 
     def rewind(self, position: bytes | None) -> None:
-        """Cut both files back to `position` (None: start them empty) and open them."""
-        out_size, dead_size = (0, 0) if position is None else _POSITION.unpack(position)
+        """Cut the files back to `position` (None: start them empty) and open them."""
+        sizes: tuple[int, ...] = (0, 0, 0)
+        if position is not None:
+            layout = _POSITION if len(position) == _POSITION.size else _POSITION_WITH_DECISIONS
+            sizes = (*layout.unpack(position), 0)[:3]
         self.close()
-        for path, size in ((self.out, out_size), (self.dead_path, dead_size)):
+        paths = [self.out, self.dead_path]
+        if self.decisions_path is not None:
+            paths.append(self.decisions_path)
+        for path, size in zip(paths, sizes, strict=False):
             path.parent.mkdir(parents=True, exist_ok=True)
             with path.open("ab") as f:
                 f.truncate(size)
         self._out = self.out.open("a+b")
         self._dead = self.dead_path.open("ab")
-        self._has_header = out_size > 0
+        if self.decisions_path is not None:
+            self._decisions = self.decisions_path.open("ab")
+        self._has_header = sizes[0] > 0
+
+    def write_decisions(self, decisions: Sequence[ScalingDecision]) -> None:
+        if self._decisions is None:
+            raise RuntimeError("FileSink has no decisions file")
+        text = "".join(record_to_json(d.to_avro(), "ScalingDecision") + "\n" for d in decisions)
+        self._decisions.write(text.encode())
 
     def write(self, changes: Sequence[FrontierChange], dead: Sequence[DeadLetter]) -> None:
         if self._out is None or self._dead is None:
@@ -89,7 +109,11 @@ class FileSink:
         """Flush both files (and fsync them if asked); their sizes are the position."""
         if self._out is None or self._dead is None:
             raise RuntimeError("FileSink.flush before rewind")
-        return _POSITION.pack(self._sync(self._out), self._sync(self._dead))
+        if self._decisions is None:
+            return _POSITION.pack(self._sync(self._out), self._sync(self._dead))
+        return _POSITION_WITH_DECISIONS.pack(
+            self._sync(self._out), self._sync(self._dead), self._sync(self._decisions)
+        )
 
     def _sync(self, handle: IO[bytes]) -> int:
         handle.flush()
@@ -98,7 +122,7 @@ class FileSink:
         return handle.seek(0, os.SEEK_END)
 
     def close(self) -> None:
-        for handle in (self._out, self._dead):
+        for handle in (self._out, self._dead, self._decisions):
             if handle is not None:
                 handle.close()
-        self._out = self._dead = None
+        self._out = self._dead = self._decisions = None

@@ -13,12 +13,19 @@ import heapq
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from frontierflow.connectors.webgraph import WebGraph
 from frontierflow.pipelines.engine import Engine, Position
-from frontierflow.pipelines.strategies.base import FrontierChange, Removal, Strategy
+from frontierflow.pipelines.strategies.base import (
+    ALREADY_FETCHED,
+    FrontierChange,
+    Removal,
+    Strategy,
+    change_key,
+)
 from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry
 from frontierflow.state.memory import InMemoryStore
 
@@ -42,12 +49,14 @@ class MemoryFrontier:
     """A priority queue fed by frontier changes: the fetchers' view of the compacted topic.
 
     Larger priority first; equal priorities in first-seen order. Updates re-push and the
-    stale heap items are skipped on pop.
+    stale heap items are skipped on pop. An entry is replaced by the next one for its URL,
+    except a reply request (`REPLY_ECHO`), which is kept per (url, via) and which a removal
+    of the URL leaves alone: the parent waiting for it must get its answer.
     """
 
     def __init__(self) -> None:
-        self._entries: dict[str, FrontierEntry] = {}
-        self._first_seen: dict[str, int] = {}
+        self._entries: dict[str | tuple[str, str], FrontierEntry] = {}
+        self._first_seen: dict[str | tuple[str, str], int] = {}
         self._heap: list[tuple[float, int, int, FrontierEntry]] = []
         self._seq = 0
         self._pushes = 0
@@ -60,11 +69,12 @@ class MemoryFrontier:
             if isinstance(change, Removal):
                 self._entries.pop(change.url, None)
                 continue
-            first = self._first_seen.get(change.url)
+            key = change_key(change)
+            first = self._first_seen.get(key)
             if first is None:
-                first = self._first_seen[change.url] = self._seq
+                first = self._first_seen[key] = self._seq
                 self._seq += 1
-            self._entries[change.url] = change
+            self._entries[key] = change
             self._pushes += 1
             heapq.heappush(self._heap, (-change.priority, first, self._pushes, change))
 
@@ -74,12 +84,19 @@ class MemoryFrontier:
     def rewind(self, position: bytes | None) -> None:
         return None
 
+    def clear(self) -> None:
+        """Forget every entry (a new crawl cycle starts from its seeds)."""
+        self._entries.clear()
+        self._first_seen.clear()
+        self._heap.clear()
+
     def pop(self) -> FrontierEntry | None:
         """Remove and return the best entry, or None when the frontier is empty."""
         while self._heap:
             entry = heapq.heappop(self._heap)[3]
-            if self._entries.get(entry.url) is entry:
-                del self._entries[entry.url]
+            key = change_key(entry)
+            if self._entries.get(key) is entry:
+                del self._entries[key]
                 return entry
         return None
 
@@ -132,6 +149,101 @@ def simulate_crawl(
         if on_fetch is not None:
             on_fetch(node, CrawlProgress(crawled, len(frontier)))
     return order[:crawled]
+
+
+class RecordedWeb(Protocol):
+    """A web with page texts: what a focused crawl needs (connectors/topicalweb.py)."""
+
+    @property
+    def urls(self) -> Sequence[str]: ...
+
+    @property
+    def terms(self) -> Sequence[dict[str, int]]: ...
+
+    def outlinks(self, i: int) -> np.ndarray: ...
+
+    def index_of(self, url: str) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CycleCrawl:
+    """One cycle of a closed-loop crawl: the pages downloaded, in order, and how many
+    entries were answered without a download (the page was already fetched this cycle)."""
+
+    cycle: int
+    downloaded: np.ndarray
+    answered: int
+
+
+def simulate_cycles(
+    web: RecordedWeb,
+    strategy: Strategy[object],
+    seeds: Sequence[int],
+    budget: int,
+    cycles: int,
+    *,
+    crawl_id: str = "sim",
+    on_event: Callable[[FetchEvent], None] | None = None,
+) -> list[CycleCrawl]:
+    """Crawl `web` `cycles` times from `seeds`, each cycle until `budget` pages are downloaded
+    or the frontier empties, keeping the strategy's state from cycle to cycle.
+
+    The simulated fetcher downloads the best entry's page and reports its terms and outlinks;
+    an entry for a page already downloaded in this cycle is answered with status 208 and no
+    body (what `REPLY_ECHO` asks of a fetcher) and costs no download. Event time advances by
+    1 ms per answer, so push times are distinct and later pushes come first. `on_event` sees
+    every FetchEvent, to record the crawl as a log.
+    """
+    if budget < 1 or cycles < 1:
+        raise ValueError("budget and cycles must be >= 1")
+    urls = web.urls
+    frontier = MemoryFrontier()
+    store = InMemoryStore(Engine.families_for(strategy))
+    engine = Engine(strategy, store, frontier, source_name="simulator")
+    tick = 0
+    out = []
+    for cycle in range(cycles):
+        frontier.clear()
+        tick += 1
+        engine.seed((urls[s] for s in seeds), crawl_id=crawl_id, cycle=cycle, now_ms=tick)
+        fetched: set[int] = set()
+        order: list[int] = []
+        answered = 0
+        while len(order) < budget:
+            entry = frontier.pop()
+            if entry is None:
+                break
+            page = web.index_of(entry.url)
+            tick += 1
+            outlinks: tuple[str, ...] = ()
+            terms: dict[str, int] | None = None
+            if page in fetched:
+                status = ALREADY_FETCHED
+                answered += 1
+            else:
+                status = 200
+                outlinks = tuple(urls[j] for j in web.outlinks(page).tolist())
+                terms = web.terms[page]
+                fetched.add(page)
+                order.append(page)
+            event = FetchEvent(
+                url=entry.url,
+                fetched_at=tick,
+                status=status,
+                fetcher_id="simulator",
+                host=entry.host,
+                via=entry.via,
+                crawl_id=crawl_id,
+                cycle=cycle,
+                outlinks=outlinks,
+                terms=terms,
+                echo=entry.echo,
+            )
+            engine.run_step([(Position(None, tick), event, b"")])
+            if on_event is not None:
+                on_event(event)
+        out.append(CycleCrawl(cycle, np.asarray(order, dtype=np.int64), answered))
+    return out
 
 
 def _drain(frontier: MemoryFrontier, limit: int) -> Iterator[FrontierEntry]:

@@ -2,47 +2,60 @@
 
 Composite transforms with labelled steps:
 
-- `ReadFetchEventLog`: a log file (Avro container or JSON lines) as positioned items;
+- `ReadFetchEventLog`: a log file (Avro container or JSON lines) as positioned items, read
+  through Beam's `FileSystems`, so `gs://` and any other registered scheme work;
 - `DecodeFetchEvents`: valid FetchEvents on the main output, dead letters on `dead`;
 - `CountCrawledPages`: IECA's global clock, exact: every event's count of distinct pages
   fetched so far, repeats dropped (the rule of `engine.is_repeat_fetch`), computed over
   (position, url, cycle) triples in one ordered pass;
-- `RouteFetchEvents`: each counted event becomes keyed messages (Fetched, then one Link per
-  outlink), tagged with (position, index) so every key can apply them in input order;
+- `RouteFetchEvents`: each counted event becomes the keyed messages of `Routed.messages`
+  (`keyed_messages`, the one routing function of every Beam form), tagged with
+  (position, index) so every key can apply them in input order;
 - `UpdateFrontier`: per URL, the messages sorted by (position, index) are folded through
   the strategy's own `apply` onto the state held in a Beam state spec (encoded with the
   strategy's codec); out come the latest frontier change and the final state.
 
 The result equals the embedded engine's on the same log: same clock, same per-key order,
-same function. Global strategies (the PageRank baselines) are not offered here.
+same function. Global strategies (the PageRank baselines) and strategies that learn from
+repeated fetches (LAFC's `learns_from_repeats`) are refused: Beam drops repeats whole.
+`CountCrawledPages` waits for the input to end; `beam_stream` is the unbounded form.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import typing
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
+from apache_beam import typehints
 from apache_beam.coders import BytesCoder
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 
-from frontierflow.connectors.logs import read_fetch_events
-from frontierflow.pipelines.engine import Failed, is_repeat_fetch
+from frontierflow.pipelines.engine import is_repeat_fetch
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.pipelines.strategies.base import (
     CrawlClock,
-    Fetched,
-    Link,
     Message,
     Removal,
     Strategy,
+    as_changes,
 )
 from frontierflow.pipelines.validate import InvalidEvent, validate_event
-from frontierflow.schemas.codecs import AvroCodec, record_from_dict, record_to_json
+from frontierflow.schemas.codecs import (
+    CONTAINER_MAGIC,
+    AvroCodec,
+    CodecError,
+    _container_log,
+    _jsonl_log,
+    record_from_dict,
+    record_to_json,
+)
 from frontierflow.schemas.records import DeadLetter, FetchEvent
 
 DEAD = "dead"
@@ -61,11 +74,16 @@ def _event_of(data: bytes) -> FetchEvent:
 
 
 class ReadFetchEventLog(beam.PTransform):
-    """(position, Avro bytes or failure tuple, raw) for every record of a log file."""
+    """(position, Avro bytes or failure tuple, raw) for every record of a log file.
 
-    def __init__(self, path: Path) -> None:
+    `path` is a local path or any URL Beam's `FileSystems` knows (`gs://…` with the GCP
+    extra installed). It must name exactly one file: positions are record indexes, and two
+    files would give two records the same position. Checked when the pipeline is built.
+    """
+
+    def __init__(self, path: Path | str) -> None:
         super().__init__()
-        self.path = str(path)
+        self.path = one_log_file(str(path))
 
     def expand(self, pbegin: Any) -> Any:
         return (
@@ -76,12 +94,44 @@ class ReadFetchEventLog(beam.PTransform):
         )
 
 
+def one_log_file(path: str) -> str:
+    """The one file `path` names, through `FileSystems.match`; refused clearly otherwise.
+
+    A remote URL (`scheme://`) is taken as given when listing it fails here (no credentials
+    where the pipeline is built): the worker that opens it then reports a missing file.
+    """
+    remote = "://" in path
+    try:
+        found = FileSystems.match([path])[0].metadata_list
+    except (OSError, ValueError) as exc:  # BeamIOError is an IOError
+        if remote:
+            return path
+        raise FileNotFoundError(f"cannot read log {path}: {exc}") from exc
+    if not found:
+        raise FileNotFoundError(f"no such log: {path}")
+    if len(found) > 1:
+        raise ValueError(f"log {path} matches {len(found)} files; give one file")
+    return str(found[0].path)
+
+
 def _read_items(path: str) -> Iterator[tuple[int, tuple[str, bytes] | bytes, bytes]]:
-    for position, item, raw in read_fetch_events(Path(path)):
-        if isinstance(item, Failed):
-            yield position.offset, (item.error_class, item.message.encode()), raw
-        else:
-            yield position.offset, event_bytes(item), raw
+    """The records of one log, opened through `FileSystems` (any registered scheme)."""
+    with FileSystems.open(path, mime_type="application/octet-stream") as handle:
+        is_container = handle.read(4) == CONTAINER_MAGIC
+        handle.seek(0)
+        items = (
+            _container_log(handle, "FetchEvent", 0)
+            if is_container
+            else _jsonl_log(handle, "FetchEvent", 0)
+        )
+        for position, record, raw in items:
+            if isinstance(record, CodecError):
+                yield position, ("CodecError", str(record).encode()), raw
+                continue
+            try:
+                yield position, event_bytes(record_from_dict(FetchEvent, record)), raw
+            except CodecError as exc:
+                yield position, ("CodecError", str(exc).encode()), raw
 
 
 class DecodeFetchEvents(beam.PTransform):
@@ -161,7 +211,10 @@ class RouteFetchEvents(beam.PTransform):
         return (
             {"event": events, "clock": clocks}
             | "JoinClock" >> beam.CoGroupByKey()
-            | "Route" >> beam.FlatMap(_route, self.strategy)
+            | "Route"
+            >> beam.FlatMap(_route, self.strategy).with_output_types(
+                typehints.KV[str, typehints.Any]
+            )
         )
 
 
@@ -175,17 +228,25 @@ def _route_event(
     position: int, event: FetchEvent, crawled: int, strategy: Strategy[Any]
 ) -> Iterator[Any]:
     clock = (crawled, event.fetched_at)
-    routed = strategy.route(event)
-    f = routed.fetched
-    yield f.url, (position, -1, clock, ("F", f.url, f.crawl_id, f.cycle, f.outlinks))
-    for i, link in enumerate(routed.links):
-        yield link.child, (position, i, clock, ("L", *link))
+    for key, index, message in keyed_messages(strategy, event):
+        yield key, (position, index, clock, message)
 
 
-def _message(t: tuple[Any, ...]) -> Message:
-    if t[0] == "F":
-        return Fetched(t[1], t[2], t[3], tuple(t[4]))
-    return Link(*t[1:])
+def keyed_messages(strategy: Strategy[Any], event: FetchEvent) -> Iterator[tuple[str, int, Any]]:
+    """(key, index in application order, message tuple) for every message `strategy` routes
+    `event` into: the one routing function of the Beam pipelines. It follows
+    `Routed.messages`, so a new message type needs no change here."""
+    for index, (key, message) in enumerate(strategy.route(event).messages()):
+        yield key, index, (type(message).__name__, *message)
+
+
+_MESSAGE_TYPES: dict[str, Any] = {cls.__name__: cls for cls in typing.get_args(Message)}
+
+
+def message_of(t: tuple[Any, ...]) -> Message:
+    """The message a `keyed_messages` tuple stands for (lists from a coder become tuples)."""
+    fields = (tuple(f) if isinstance(f, list) else f for f in t[1:])
+    return _MESSAGE_TYPES[t[0]](*fields)
 
 
 class UpdateFrontier(beam.PTransform):
@@ -200,7 +261,9 @@ class UpdateFrontier(beam.PTransform):
             keyed
             | "ByUrl" >> beam.GroupByKey()
             | "ApplyInOrder"
-            >> beam.ParDo(_ApplyInOrder(self.strategy)).with_input_types(tuple[str, Iterable[Any]])
+            >> beam.ParDo(_ApplyInOrder(self.strategy)).with_input_types(
+                typehints.KV[str, typehints.Iterable[typehints.Any]]
+            )
         )
 
 
@@ -221,7 +284,7 @@ class _ApplyInOrder(beam.DoFn):
         latest: Any = None
         for _, _, (crawled, now_ms), message in sorted(messages, key=lambda m: m[:2]):
             current, change = self.strategy.apply(
-                url, current, _message(message), CrawlClock(crawled, now_ms)
+                url, current, message_of(message), CrawlClock(crawled, now_ms)
             )
             if change is not None:
                 latest = change
@@ -235,10 +298,13 @@ TOMBSTONE = ""
 """The latest change of a URL was its fetch (Kafka: a null value)."""
 
 
-def _latest_json(change: Any) -> str | None:
-    """A URL's latest frontier change: entry JSON, TOMBSTONE, or None for no change."""
-    if change is None:
+def _latest_json(changes: Any) -> str | None:
+    """A URL's latest frontier change: entry JSON, TOMBSTONE, or None for no change. Of
+    several changes from one `apply`, the last is the URL's latest."""
+    flat = as_changes(changes)
+    if not flat:
         return None
+    change = flat[-1]
     if isinstance(change, Removal):
         return TOMBSTONE
     return record_to_json(change.to_avro(), "FrontierEntry")
@@ -246,7 +312,7 @@ def _latest_json(change: Any) -> str | None:
 
 def build_replay(
     pipeline: beam.Pipeline,
-    log: Path,
+    log: Path | str,
     strategy: Strategy[Any],
     out_prefix: str,
 ) -> None:
@@ -254,6 +320,11 @@ def build_replay(
     and `<out>-dead-letters*.jsonl`."""
     items = pipeline | "Read" >> ReadFetchEventLog(log)
     results, dead = update_frontier(items, strategy, str(log))
+    write_results(results, dead, out_prefix)
+
+
+def write_results(results: Any, dead: Any, out_prefix: str) -> None:
+    """(url, encoded state, latest change) results and dead letters to the three files."""
     (
         results
         | "Entries" >> beam.FlatMap(lambda r: [r[2]] if r[2] else [])
@@ -285,7 +356,7 @@ def _state_line(result: tuple[str, bytes | None, str | None]) -> list[str]:
 
 
 def run_beam_replay(
-    log: Path,
+    log: Path | str,
     *,
     strategy_name: str,
     out_prefix: str,
@@ -294,9 +365,17 @@ def run_beam_replay(
     beam_args: list[str] | None = None,
 ) -> None:
     """Run the replay pipeline with the given Beam pipeline options and wait for it."""
-    if strategy_name in ("pagerank", "partial-pagerank"):
-        raise ValueError(f"{strategy_name} needs a global recomputation: use the embedded engine")
-    strategy = build_strategy(strategy_name, budget=budget, seed=seed)
+    strategy = beam_strategy(strategy_name, budget=budget, seed=seed)
     options = PipelineOptions(beam_args or [])
     with beam.Pipeline(options=options) as pipeline:
         build_replay(pipeline, log, strategy, out_prefix)
+
+
+def beam_strategy(strategy_name: str, *, budget: int, seed: int = 0) -> Strategy[Any]:
+    """The strategy by name, refused at start-up when Beam cannot run it exactly."""
+    if strategy_name in ("pagerank", "partial-pagerank"):
+        raise ValueError(f"{strategy_name} needs a global recomputation: use the embedded engine")
+    strategy = build_strategy(strategy_name, budget=budget, seed=seed)
+    if getattr(strategy, "learns_from_repeats", False):
+        raise ValueError(f"{strategy_name} learns from repeated fetches: use the embedded engine")
+    return strategy

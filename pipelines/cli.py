@@ -7,6 +7,13 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from frontierflow.pipelines.relevance import Topic
+    from frontierflow.pipelines.speed import ControllerSettings
+    from frontierflow.pipelines.strategies.base import Strategy
+    from frontierflow.pipelines.strategies.lafc import LafcSettings
 
 log = logging.getLogger("frontierflow")
 
@@ -35,7 +42,72 @@ def _add_engine_args(parser: argparse.ArgumentParser, state_required: bool = Tru
         help="crawl budget in pages, for IECA's δ_t and the PageRank interval",
     )
     parser.add_argument("--step-size", type=int, default=500, help="events per committed step")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random strategy")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the random strategy and of LAFC's automata"
+    )
+    parser.add_argument(
+        "--topic",
+        default=None,
+        help="for lafc and best-first: a named topic (sockets, memory, ...), keywords, "
+        "or 'kw:weight,...'",
+    )
+    _add_lafc_args(parser)
+    parser.add_argument(
+        "--speed-controller",
+        default="seed003",
+        help="crawl-speed controller whose ScalingDecisions go out per fetcher and window: "
+        "seed003, seed003-literal, aimd, autothrottle, fixed-N, or none",
+    )
+    parser.add_argument(
+        "--speed-window-ms", type=int, default=10_000, help="speed statistics window length"
+    )
+
+
+def _speed(args: argparse.Namespace) -> ControllerSettings | None:
+    from frontierflow.pipelines.speed import settings_for
+
+    if args.speed_controller == "none":
+        return None
+    return settings_for(args.speed_controller, window_ms=args.speed_window_ms)
+
+
+def _add_lafc_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """LAFC's settings (seed 000); defaults are the paper's calibration."""
+    parser.add_argument("--lafc-c", type=float, default=0.8, help="LAFC's control threshold C")
+    parser.add_argument("--lafc-a", type=float, default=0.09, help="LAFC's learning rate a")
+    parser.add_argument(
+        "--lafc-scheme", default="L_R-I", help="LAFC's scheme: L_R-I, L_R-P or L_R-eP"
+    )
+
+
+def _topic(text: str) -> Topic:
+    from frontierflow.pipelines.relevance import TOPICS, Topic
+
+    return TOPICS[text] if text in TOPICS else Topic.parse(text)
+
+
+def _lafc_settings(args: argparse.Namespace, seed: int) -> LafcSettings:
+    from frontierflow.pipelines.strategies.lafc import LafcSettings
+    from frontierflow.state.lafc import LearningParams
+
+    return LafcSettings(
+        control_threshold=args.lafc_c,
+        learning=LearningParams(a=args.lafc_a, scheme=args.lafc_scheme),
+        seed=seed,
+    )
+
+
+def _strategy(args: argparse.Namespace) -> Strategy[Any]:
+    """The strategy an engine command's options describe."""
+    from frontierflow.pipelines.strategies import build_strategy
+
+    return build_strategy(
+        args.strategy,
+        budget=args.budget,
+        seed=args.seed,
+        topic=_topic(args.topic) if args.topic is not None else None,
+        lafc=_lafc_settings(args, args.seed),
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,6 +144,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="Beam pipeline option, e.g. --beam-option=--runner=FlinkRunner "
         "(repeatable); with --runner beam, OUT is a file prefix",
     )
+    rp.add_argument(
+        "--clock",
+        default="exact",
+        help="with --runner beam: 'exact' (bounded: counts pages in one pass at the end) or "
+        "'windowed:W' (unbounded form: the crawl clock refreshed every W ms of event time)",
+    )
 
     lp = sub.add_parser("run", help="the live engine: fetch-events in, frontier out (Kafka)")
     lp.add_argument("--bootstrap-servers", required=True, help="HOST:PORT[,HOST:PORT…]")
@@ -104,7 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="kafka-python client setting (TLS, SASL), e.g. security_protocol=SASL_SSL; repeatable",
     )
 
-    sp = sub.add_parser("simulate", help="closed-loop crawls over a web graph")
+    sp = sub.add_parser(
+        "simulate", help="closed-loop crawls over a web graph (--graph) or a topical web (--web)"
+    )
     sp.add_argument(
         "--graph",
         default="uk-2007-05@100000",
@@ -113,7 +193,34 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument(
         "--strategies",
         type=_csv,
-        default=("ieca", "bfs", "backlink", "opic", "pagerank", "partial-pagerank", "random"),
+        default=None,
+        help="default: ieca,bfs,backlink,opic,pagerank,partial-pagerank,random for --graph; "
+        "lafc,best-first,bfs for --web",
+    )
+    fw = sp.add_argument_group("focused crawls of a topical web (seed 000)")
+    fw.add_argument(
+        "--web",
+        default=None,
+        help="an HTML folder, 'debian-docs' or 'debian-docs:PKG,...' (infra/debian-docs)",
+    )
+    fw.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        help="a named topic (sockets, memory, ...), keywords, or 'kw:weight,...'; repeatable",
+    )
+    fw.add_argument("--cycles", type=int, default=3, help="crawl cycles")
+    fw.add_argument("--runs", type=int, default=5, help="runs of the randomised strategies")
+    fw.add_argument("--judge", type=float, default=0.75, help="relevant when similarity ≥ this")
+    fw.add_argument(
+        "--judge-min-occurrences",
+        type=int,
+        default=0,
+        help="relevant also needs this many keyword occurrences",
+    )
+    _add_lafc_args(fw)
+    fw.add_argument(
+        "--web-seeds", type=_csv, default=(), help="seed URLs (default: each host's index)"
     )
     sp.add_argument("--stop-at", type=float, default=0.45, help="fraction of pages to crawl")
     sp.add_argument("--out", type=Path, required=True, help="output directory")
@@ -143,6 +250,29 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--points", type=int, default=90, help="points on each curve")
     sp.add_argument("--seed", type=int, default=0, help="seed of the random strategy")
     sp.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    sv = sub.add_parser(
+        "simulate-speed", help="thread-scaling controllers (seed 003) on bandwidth traces"
+    )
+    sv.add_argument(
+        "--trace",
+        type=Path,
+        default=Path("../shared/data/bandwidth"),
+        help="a time_s<TAB>Mbps trace file, or a folder of them (searched recursively)",
+    )
+    sv.add_argument(
+        "--controllers",
+        type=_csv,
+        default=("seed003", "seed003-literal", "aimd", "autothrottle", "fixed-4", "fixed-16"),
+        help="seed003, seed003-literal, aimd, autothrottle, fixed-N",
+    )
+    sv.add_argument("--out", type=Path, required=True, help="output directory")
+    sv.add_argument("--max-traces", type=int, default=None, help="only the first N traces")
+    sv.add_argument("--duration", type=float, default=None, help="seconds (default: one pass)")
+    sv.add_argument("--window-ms", type=int, default=None, help="statistics window length")
+    sv.add_argument("--seed", type=int, default=0, help="seed of the simulated world")
+    sv.add_argument("--workers", type=int, default=2, help="processes")
+    sv.add_argument("--plots", type=int, default=-1, help="traces to plot (-1: all)")
 
     bp = sub.add_parser("bench", help="IECA throughput with RocksDB state vs pass-through")
     bp.add_argument("--events", type=int, default=20_000)
@@ -178,6 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "replay": _replay,
         "run": _run,
         "simulate": _simulate,
+        "simulate-speed": _simulate_speed,
         "bench": _bench,
         "bench-kafka": _bench_kafka,
         "bench-beam": _bench_beam,
@@ -190,6 +321,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    if args.runner == "beam" and args.clock != "exact":
+        from frontierflow.pipelines.beam_stream import parse_clock, run_beam_stream_replay
+
+        run_beam_stream_replay(
+            str(args.log),
+            strategy_name=args.strategy,
+            out_prefix=str(args.out),
+            budget=args.budget,
+            windows=parse_clock(args.clock),  # type: ignore[arg-type]
+            seed=args.seed,
+            beam_args=list(args.beam_option),
+        )
+        return 0
     if args.runner == "beam":
         from frontierflow.pipelines.beam_replay import run_beam_replay
 
@@ -217,6 +361,8 @@ def _replay(args: argparse.Namespace) -> int:
         budget=args.budget,
         step_size=args.step_size,
         seed=args.seed,
+        strategy=_strategy(args),
+        speed=_speed(args),
     )
     log.info(
         "replayed %d events (%d duplicates, %d dead letters): %d entries, %d removals",
@@ -235,7 +381,6 @@ def _run(args: argparse.Namespace) -> int:
 
     from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
     from frontierflow.pipelines.live import LiveOptions, run_live
-    from frontierflow.pipelines.strategies import build_strategy
 
     settings = KafkaSettings(
         bootstrap_servers=args.bootstrap_servers,
@@ -253,8 +398,9 @@ def _run(args: argparse.Namespace) -> int:
         step_size=args.step_size,
         metrics_port=args.metrics_port,
         exit_when_idle=args.exit_when_idle,
+        speed=_speed(args),
     )
-    strategy = build_strategy(args.strategy, budget=args.budget, seed=args.seed)
+    strategy = _strategy(args)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -272,7 +418,41 @@ def _client_settings(pairs: Sequence[str]) -> dict[str, object]:
     return out
 
 
+def _simulate_web(args: argparse.Namespace) -> int:
+    from frontierflow.connectors.topicalweb import load_web
+    from frontierflow.pipelines.focused_eval import FocusedSetup, run_focused
+    from frontierflow.pipelines.relevance import TOPICS, Judge
+
+    topics = [_topic(t) for t in args.topic]
+    if not topics:
+        raise ValueError(f"--web needs --topic (named topics: {', '.join(TOPICS)})")
+    setup = FocusedSetup(
+        strategies=args.strategies or ("lafc", "best-first", "bfs"),
+        budget=args.budget or 2000,
+        cycles=args.cycles,
+        points=min(args.points, 10),
+        runs=args.runs,
+        judge=Judge(threshold=args.judge, min_occurrences=args.judge_min_occurrences),
+        lafc=_lafc_settings(args, 0),
+        seeds=args.web_seeds,
+    )
+    web = load_web(args.web)
+    results = run_focused(web, topics, setup, args.out, str(args.web))
+    for r in results:
+        for c in r.curves:
+            if c.cycle == setup.cycles - 1:
+                print(
+                    f"{r.topic:>14} {c.strategy:>12} cycle {c.cycle + 1}: precision "
+                    f"{c.precision[-1]:.3f}, recall {c.recall[-1]:.3f} (pooled), "
+                    f"{c.recall_all[-1]:.3f} (all reachable)"
+                )
+    print(f"wrote {args.out}/summary.md, focused.csv, precision_*.png")
+    return 0
+
+
 def _simulate(args: argparse.Namespace) -> int:
+    if args.web is not None:
+        return _simulate_web(args)
     from frontierflow.connectors.webgraph import read_graph
     from frontierflow.pipelines.evaluate import (
         HotPagesSetup,
@@ -292,7 +472,8 @@ def _simulate(args: argparse.Namespace) -> int:
         if value is not None
     }
     setup = HotPagesSetup(
-        strategies=args.strategies,
+        strategies=args.strategies
+        or ("ieca", "bfs", "backlink", "opic", "pagerank", "partial-pagerank", "random"),
         stop_at=args.stop_at,
         seeds=seeds,
         ieca_overrides=ieca_overrides,
@@ -309,6 +490,31 @@ def _simulate(args: argparse.Namespace) -> int:
             f"{curve.crawled_fraction[-1]:.1%} crawled"
         )
     print(f"wrote {args.out / 'hot_pages.csv'}, summary.md, hot_pages.png")
+    return 0
+
+
+def _simulate_speed(args: argparse.Namespace) -> int:
+    from frontierflow.connectors.speedsim import find_traces
+    from frontierflow.pipelines.speed_eval import SpeedEvalSetup, run_speed_eval
+
+    traces = find_traces(args.trace)
+    if args.max_traces is not None:
+        traces = traces[: args.max_traces]
+    if not traces:
+        raise ValueError(f"no traces under {args.trace}")
+    overrides = () if args.window_ms is None else (("window_ms", args.window_ms),)
+    setup = SpeedEvalSetup(
+        traces=tuple(traces),
+        controllers=args.controllers,
+        duration_s=args.duration,
+        seed=args.seed,
+        workers=args.workers,
+        plots=args.plots,
+        overrides=overrides,
+    )
+    run_speed_eval(setup, args.out)
+    print((args.out / "summary.md").read_text())
+    print(f"wrote {args.out / 'runs.csv'}, summary.csv, summary.md, plots/")
     return 0
 
 

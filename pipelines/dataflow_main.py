@@ -12,7 +12,6 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from frontierflow.pipelines.beam_replay import run_beam_replay
 
@@ -42,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger().setLevel(logging.INFO)
     args, beam_args = parse_args(sys.argv[1:] if argv is None else argv)
     run_beam_replay(
-        Path(args.log),
+        args.log,  # a str: Path would fold gs:// into gs:/
         strategy_name=args.strategy,
         out_prefix=args.out,
         budget=args.budget,

@@ -16,16 +16,28 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
+from frontierflow.pipelines.speed import (
+    ControllerSettings,
+    SpeedState,
+    decode_speed_state,
+    encode_speed_state,
+    observe,
+    speed_event_problem,
+)
+from frontierflow.pipelines.speed import flush as close_windows
 from frontierflow.pipelines.strategies.base import (
+    ALREADY_FETCHED,
     CrawlClock,
     FrontierChange,
     GlobalStrategy,
     Message,
     Strategy,
+    as_changes,
+    change_key,
 )
 from frontierflow.pipelines.urls import is_http_url
 from frontierflow.pipelines.validate import InvalidEvent, Limits, validate_event
-from frontierflow.schemas.records import DeadLetter, FetchEvent
+from frontierflow.schemas.records import DeadLetter, FetchEvent, ScalingDecision
 from frontierflow.state.store import META_FAMILY, StateStore, Transaction, with_meta
 
 log = logging.getLogger(__name__)
@@ -34,6 +46,8 @@ S = TypeVar("S")
 
 CRAWLED_FAMILY = "crawled"
 """Engine-owned: URL → the last cycle it was fetched in, to count pages and drop repeats."""
+SPEED_FAMILY = "speed"
+"""Engine-owned when the speed controller runs: fetcher id → its windows and controller."""
 
 INPUT_POSITION = b"input.position"
 OUTPUT_POSITION = b"output.position"
@@ -72,6 +86,12 @@ class Sink(Protocol):
     def rewind(self, position: bytes | None) -> None: ...
 
 
+class DecisionSink(Sink, Protocol):
+    """A sink that also takes the speed controller's ScalingDecisions (fetcher-control)."""
+
+    def write_decisions(self, decisions: Sequence[ScalingDecision]) -> None: ...
+
+
 @dataclass(slots=True)
 class EngineStats:
     """Counters since the engine started (not persisted)."""
@@ -83,6 +103,9 @@ class EngineStats:
     entries: int = 0
     removals: int = 0
     recomputations: int = 0
+    decisions: int = 0
+    speed_skipped: int = 0
+    """Valid events the speed statistics could not use (empty fetcher id, ...)."""
     steps: int = 0
     dead_reasons: dict[str, int] = field(default_factory=dict)
 
@@ -99,10 +122,15 @@ class Engine(Generic[S]):
         source_name: str = "input",
         limits: Limits | None = None,
         before_commit: Callable[[str], None] | None = None,
+        speed: ControllerSettings | None = None,
     ) -> None:
-        missing = {strategy.family, CRAWLED_FAMILY} - set(store.families)
+        needed = {strategy.family, CRAWLED_FAMILY} | ({SPEED_FAMILY} if speed else set())
+        missing = needed - set(store.families)
         if missing:
             raise ValueError(f"store lacks families {sorted(missing)}")
+        if speed is not None and not hasattr(sink, "write_decisions"):
+            raise ValueError("the speed controller needs a sink that takes ScalingDecisions")
+        self.speed = speed
         self.strategy = strategy
         self.store = store
         self.sink = sink
@@ -116,9 +144,10 @@ class Engine(Generic[S]):
         self.sink.rewind(self.store.get(META_FAMILY, OUTPUT_POSITION))
 
     @staticmethod
-    def families_for(strategy: Strategy[Any]) -> tuple[str, ...]:
-        """The column families a store must have to run `strategy`."""
-        return with_meta((strategy.family, CRAWLED_FAMILY))
+    def families_for(strategy: Strategy[Any], speed: bool = False) -> tuple[str, ...]:
+        """The column families a store must have to run `strategy` (and the speed
+        controller)."""
+        return with_meta((strategy.family, CRAWLED_FAMILY, *((SPEED_FAMILY,) if speed else ())))
 
     def input_position(self) -> int:
         """For a one-partition source (a file): the index of the first item not yet
@@ -145,6 +174,15 @@ class Engine(Generic[S]):
                 raise ValueError(f"seed is not an absolute http(s) URL: {url[:200]!r}")
             clock = CrawlClock(step.crawled(crawl_id), now_ms)
             step.apply(url, self.strategy.seed(url, crawl_id, cycle), clock)
+        self._commit(step, checkpoint=None)
+
+    def close_windows(self) -> None:
+        """End of a finished log: close every fetcher's open speed windows (their decisions
+        go out) as one committed step. Events that arrive later are late for them."""
+        if self.speed is None:
+            return
+        step = _Step(self)
+        step.close_windows(self.speed)
         self._commit(step, checkpoint=None)
 
     def run_step(self, items: Sequence[InputItem], checkpoint: bytes | None = None) -> None:
@@ -179,6 +217,8 @@ class Engine(Generic[S]):
         and the input is read again. A crash after 3 has nothing left to redo.
         """
         self.sink.write(list(step.changes.values()), step.dead_letters)
+        if step.decisions:
+            self.sink.write_decisions(step.decisions)  # type: ignore[attr-defined]
         self._before_commit("flushing")
         out_position = self.sink.flush()
         self._before_commit("flushed")
@@ -190,6 +230,7 @@ class Engine(Generic[S]):
         txn.commit()
         self._before_commit("committed")
         self.stats.steps += 1
+        self.stats.decisions += len(step.decisions)
         for change in step.changes.values():
             if hasattr(change, "priority"):
                 self.stats.entries += 1
@@ -208,18 +249,25 @@ class _Step(Generic[S]):
         self.dirty: set[str] = set()
         self.last_crawled: dict[str, int | None] = {}
         self.crawl_counts: dict[str, int] = {}
-        self.changes: dict[str, FrontierChange] = {}
+        self.changes: dict[str | tuple[str, str], FrontierChange] = {}
         self.dead_letters: list[DeadLetter] = []
+        self.speed_states: dict[str, SpeedState | None] = {}
+        self.decisions: list[ScalingDecision] = []
 
     def prefetch(self, items: Sequence[InputItem]) -> None:
         """Read every state the step will touch in two batched reads."""
         keys: dict[str, None] = {}
         pages: dict[str, None] = {}
+        links = getattr(self.strategy, "routes_links", True)
+        parents = getattr(self.strategy, "learns_from_repeats", False)
         for _, item, _ in items:
             if isinstance(item, FetchEvent):
                 pages[item.url] = None
                 keys[item.url] = None
-                keys.update(dict.fromkeys(item.outlinks))
+                if links:
+                    keys.update(dict.fromkeys(item.outlinks))
+                if parents and item.via is not None:
+                    keys[item.via] = None
         self._load_states(list(keys))
         raw = self.txn.get_many(CRAWLED_FAMILY, [u.encode() for u in pages])
         for url, value in zip(pages, raw, strict=True):
@@ -242,13 +290,22 @@ class _Step(Generic[S]):
         return count
 
     def event(self, event: FetchEvent) -> None:
-        """Apply one valid FetchEvent: count the page, then its Fetched and Link messages."""
+        """Apply one valid FetchEvent: count the page, then its Fetched, Reinforce and Link
+        messages. A repeat fetch changes nothing, except that a strategy that learns from
+        its choices hears that the choice led to a page already fetched."""
         stats = self.engine.stats
+        if self.engine.speed is not None and event.status != ALREADY_FETCHED:
+            self.observe_speed(event, self.engine.speed)
         url = event.url
         if url not in self.last_crawled:
             self._load_crawled(url)
         if is_repeat_fetch(self.last_crawled[url], event.cycle):
             stats.duplicates += 1
+            if event.via is not None and getattr(self.strategy, "learns_from_repeats", False):
+                reinforce = self.strategy.route(event).reinforce
+                if reinforce is not None:
+                    clock = CrawlClock(self.crawled(event.crawl_id), event.fetched_at)
+                    self.apply(reinforce.parent, reinforce._replace(fresh=False), clock)
             return
         self.last_crawled[url] = event.cycle
         count = self.crawled(event.crawl_id) + 1
@@ -256,6 +313,8 @@ class _Step(Generic[S]):
         clock = CrawlClock(count, event.fetched_at)
         routed = self.strategy.route(event)
         self.apply(url, routed.fetched, clock)
+        if routed.reinforce is not None:
+            self.apply(routed.reinforce.parent, routed.reinforce, clock)
         # the hot loop: `apply` inlined; `prefetch` loaded every outlink's state (validation
         # only drops outlinks, so the routed ones are a subset of those prefetched)
         states, dirty, changes = self.states, self.dirty, self.changes
@@ -266,12 +325,42 @@ class _Step(Generic[S]):
             states[key] = state
             dirty.add(key)
             if change is not None:
-                changes[key] = change
+                if isinstance(change, tuple):
+                    for one in change:
+                        changes[change_key(one)] = one
+                else:
+                    changes[key] = change
         stats.events += 1
         stats.links += len(routed.links)
         glob = self.engine._global
         if glob is not None and count % glob.interval == 0:
             self.recompute(glob, clock)
+
+    def observe_speed(self, event: FetchEvent, settings: ControllerSettings) -> None:
+        """Every fetch, repeats included, counts in its fetcher's speed windows (seed 003);
+        an answer without a download (status 208) does not."""
+        if speed_event_problem(event) is not None:
+            self.engine.stats.speed_skipped += 1
+            return
+        state, decisions = observe(self.speed_state(event.fetcher_id), event, settings)
+        self.speed_states[event.fetcher_id] = state
+        self.decisions += decisions
+
+    def speed_state(self, fetcher_id: str) -> SpeedState | None:
+        if fetcher_id not in self.speed_states:
+            raw = self.txn.get(SPEED_FAMILY, fetcher_id.encode())
+            self.speed_states[fetcher_id] = None if raw is None else decode_speed_state(raw)
+        return self.speed_states[fetcher_id]
+
+    def close_windows(self, settings: ControllerSettings) -> None:
+        """End of input: every fetcher's open windows close and decide."""
+        for key, _ in self.engine.store.items(SPEED_FAMILY):
+            fetcher_id = key.decode()
+            state = self.speed_state(fetcher_id)
+            assert state is not None
+            state, decisions = close_windows(state, settings)
+            self.speed_states[fetcher_id] = state
+            self.decisions += decisions
 
     def _load_crawled(self, url: str) -> None:
         value = self.txn.get(CRAWLED_FAMILY, url.encode())
@@ -280,11 +369,11 @@ class _Step(Generic[S]):
     def apply(self, key: str, message: Message, clock: CrawlClock) -> None:
         if key not in self.states:
             self._load_states([key])
-        state, change = self.strategy.apply(key, self.states[key], message, clock)
+        state, changes = self.strategy.apply(key, self.states[key], message, clock)
         self.states[key] = state
         self.dirty.add(key)
-        if change is not None:
-            self.changes[key] = change
+        for change in as_changes(changes):
+            self.changes[change_key(change)] = change
 
     def recompute(self, glob: GlobalStrategy[S], clock: CrawlClock) -> None:
         """A global recomputation over every state, this step's uncommitted ones included."""
@@ -301,7 +390,7 @@ class _Step(Generic[S]):
             self.states[key] = state
             self.dirty.add(key)
         for change in changes:
-            self.changes[change.url] = change
+            self.changes[change_key(change)] = change
         self.engine.stats.recomputations += 1
 
     def dead(self, position: Position, error_class: str, message: str, raw: bytes) -> None:
@@ -339,6 +428,15 @@ class _Step(Generic[S]):
         )
         for crawl_id, count in self.crawl_counts.items():
             self.txn.put(META_FAMILY, _crawled_key(crawl_id), _U64.pack(count))
+        if self.speed_states:
+            self.txn.put_many(
+                SPEED_FAMILY,
+                (
+                    (fetcher_id.encode(), encode_speed_state(state))
+                    for fetcher_id, state in self.speed_states.items()
+                    if state is not None
+                ),
+            )
 
 
 def is_repeat_fetch(last_cycle: int | None, cycle: int) -> bool:

@@ -28,6 +28,7 @@ from frontierflow.connectors.kafka import (
     ensure_topics,
 )
 from frontierflow.pipelines.engine import Engine, EngineStats
+from frontierflow.pipelines.speed import ControllerSettings
 from frontierflow.pipelines.strategies.base import Strategy
 from frontierflow.state.rocksdb import RocksDBStore
 
@@ -47,6 +48,9 @@ class LiveOptions:
     """Stop once every partition is read to its end (for batch-like runs and tests)."""
     retry_backoff_s: float = 1.0
     progress_every_s: float = 10.0
+    speed: ControllerSettings | None = None
+    """The crawl-speed controller (seed 003) whose ScalingDecisions go to fetcher-control;
+    None: no decisions."""
 
     def __post_init__(self) -> None:
         if self.step_size < 1 or self.poll_timeout_ms < 1:
@@ -134,7 +138,8 @@ def run_live(
     if options.metrics_port is not None:
         port = metrics.serve(options.metrics_port, options.metrics_host)
         log.info("metrics on http://%s:%d/metrics", options.metrics_host, port)
-    with RocksDBStore(state_dir, Engine.families_for(strategy)) as store:
+    families = Engine.families_for(strategy, speed=options.speed is not None)
+    with RocksDBStore(state_dir, families) as store:
         stats = EngineStats()
         while not stop.is_set():
             try:
@@ -167,6 +172,7 @@ def _run_connected(
         sink,
         source_name=settings.topics.fetch_events,
         before_commit=hooks.before_commit,
+        speed=options.speed,
     )
     engine.stats = previous
     source = KafkaFetchEventSource(settings, engine.input_checkpoint())

@@ -11,10 +11,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from frontierflow.connectors.logs import FileSink, read_fetch_events
 from frontierflow.pipelines.engine import Engine, EngineStats, apply_all
+from frontierflow.pipelines.speed import ControllerSettings
 from frontierflow.pipelines.strategies import build_strategy
+from frontierflow.pipelines.strategies.base import Strategy
 from frontierflow.state.rocksdb import RocksDBStore
 
 log = logging.getLogger(__name__)
@@ -31,20 +34,40 @@ def replay_log(
     step_size: int = 500,
     seed: int = 0,
     before_commit: Callable[[str], None] | None = None,
+    strategy: Strategy[Any] | None = None,
+    speed: ControllerSettings | None = None,
+    decisions: Path | None = None,
 ) -> EngineStats:
-    """Replay `log_path` (from where the state directory left off) and return the counters."""
+    """Replay `log_path` (from where the state directory left off) and return the counters.
+
+    `strategy`, when given, is used as it is (a strategy with settings beyond a name, such
+    as LAFC's topic); otherwise it is built from `strategy_name`, `budget` and `seed`.
+    With `speed`, the crawl-speed controller runs too and its ScalingDecisions go to
+    `decisions` (JSON lines; default OUT.decisions.jsonl); at the end of the log every open
+    window closes."""
     if step_size < 1:
         raise ValueError(f"--step-size must be >= 1, got {step_size}")
-    strategy = build_strategy(strategy_name, budget=budget, seed=seed)
+    if strategy is None:
+        strategy = build_strategy(strategy_name, budget=budget, seed=seed)
     dead_path = dead_letters or out.with_name(out.name + ".dead-letters.jsonl")
-    sink = FileSink(out, dead_path)
-    with RocksDBStore(state_dir, Engine.families_for(strategy)) as store:
+    decisions_path = None
+    if speed is not None:
+        decisions_path = decisions or out.with_name(out.name + ".decisions.jsonl")
+    sink = FileSink(out, dead_path, decisions=decisions_path)
+    families = Engine.families_for(strategy, speed=speed is not None)
+    with RocksDBStore(state_dir, families) as store:
         engine = Engine(
-            strategy, store, sink, source_name=str(log_path), before_commit=before_commit
+            strategy,
+            store,
+            sink,
+            source_name=str(log_path),
+            before_commit=before_commit,
+            speed=speed,
         )
         start = engine.input_position()
         if start:
             log.info("resuming %s at record %d", log_path, start)
         apply_all(engine, read_fetch_events(log_path, start), step_size)
+        engine.close_windows()
         sink.close()
         return engine.stats

@@ -71,7 +71,7 @@ def _dataflow_graph() -> tuple[PipelineOptions, beam.Pipeline, beam_runner_api_p
     options = PipelineOptions(beam_args)
     pipeline = beam.Pipeline(options=options)  # validates the options; no run()
     strategy = build_strategy(args.strategy, budget=args.budget)
-    build_replay(pipeline, Path(args.log), strategy, args.out)
+    build_replay(pipeline, args.log, strategy, args.out)
     return options, pipeline, pipeline.to_runner_api()
 
 

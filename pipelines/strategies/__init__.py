@@ -1,21 +1,36 @@
-"""Crawl strategies by name: IECA and the baselines it is measured against."""
+"""Crawl strategies by name: IECA, LAFC and the baselines they are measured against."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from frontierflow.pipelines.relevance import Topic
 from frontierflow.pipelines.strategies.base import Strategy
 from frontierflow.pipelines.strategies.baselines import (
     BacklinkCount,
+    BestFirst,
     BreadthFirst,
     Opic,
     RandomOrder,
 )
 from frontierflow.pipelines.strategies.ieca import IecaStrategy
+from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
 from frontierflow.pipelines.strategies.pagerank import PageRankOrder
 from frontierflow.state.ieca import IecaParams
 
-STRATEGY_NAMES = ("ieca", "bfs", "backlink", "opic", "pagerank", "partial-pagerank", "random")
+STRATEGY_NAMES = (
+    "ieca",
+    "bfs",
+    "backlink",
+    "opic",
+    "pagerank",
+    "partial-pagerank",
+    "random",
+    "lafc",
+    "best-first",
+)
+FOCUSED = ("lafc", "best-first")
+"""Strategies that need a topic."""
 
 
 def build_strategy(
@@ -25,6 +40,8 @@ def build_strategy(
     crawl_id: str = "default",
     seed: int = 0,
     ieca: IecaParams | None = None,
+    topic: Topic | None = None,
+    lafc: LafcSettings | None = None,
 ) -> Strategy[Any]:
     """A strategy by its CLI name, its constants scaled to a crawl of `budget` pages.
 
@@ -42,6 +59,12 @@ def build_strategy(
         return Opic()
     if name == "random":
         return RandomOrder(seed)
+    if name in FOCUSED:
+        if topic is None:
+            raise ValueError(f"strategy {name!r} needs a topic (--topic)")
+        if name == "lafc":
+            return Lafc(topic, lafc if lafc is not None else LafcSettings(seed=seed))
+        return BestFirst(topic)
     if name in ("pagerank", "partial-pagerank"):
         return PageRankOrder(interval, partial=name == "partial-pagerank", crawl_id=crawl_id)
     raise ValueError(f"unknown strategy {name!r}; known: {', '.join(STRATEGY_NAMES)}")

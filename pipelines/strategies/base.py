@@ -43,12 +43,16 @@ class Seed(NamedTuple):
 
 
 class Fetched(NamedTuple):
-    """`url` was fetched in `cycle`; `outlinks` are its distinct outlinks in page order."""
+    """`url` was fetched in `cycle`; `outlinks` are its distinct outlinks in page order.
+
+    `value` is what the strategy read off the page itself (LAFC: its topic similarity).
+    """
 
     url: str
     crawl_id: str
     cycle: int
     outlinks: tuple[str, ...]
+    value: float = 0.0
 
 
 class Link(NamedTuple):
@@ -67,7 +71,29 @@ class Link(NamedTuple):
     weight: float = 0.0
 
 
-Message = Seed | Fetched | Link
+class Reinforce(NamedTuple):
+    """The page `child` that `parent` (the key) chose came back: `value` is what the child
+    turned out to be worth (LAFC: its similarity). `fresh` is False when the child had
+    already been fetched in this cycle, so the choice is dropped without learning."""
+
+    parent: str
+    child: str
+    crawl_id: str
+    cycle: int
+    value: float = 0.0
+    fresh: bool = True
+
+
+Message = Seed | Fetched | Link | Reinforce
+
+REPLY_ECHO = "reply"
+"""Echo field of a FrontierEntry that is one parent's request for one page (LAFC's path
+control): the fetcher answers every such entry with exactly one FetchEvent, also when the
+page was already fetched in this cycle (then status `ALREADY_FETCHED`, no body), and a
+frontier keeps such entries per (url, via) instead of letting the latest replace them."""
+
+ALREADY_FETCHED = 208
+"""FetchEvent status of an answer without a download (HTTP 208 Already Reported)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,14 +104,26 @@ class Removal:
 
 
 FrontierChange = FrontierEntry | Removal
+Changes = FrontierChange | tuple[FrontierChange, ...]
+"""What one `apply` emits: none, one change, or (rarely) several, in order."""
 
 
 @dataclass(frozen=True, slots=True)
 class Routed:
-    """The keyed messages of one FetchEvent, in the order they must be applied."""
+    """The keyed messages of one FetchEvent, in the order they must be applied: the page's
+    own `fetched`, then `reinforce` to the parent that chose it (if the strategy learns from
+    choices), then one `links` message per outlink."""
 
     fetched: Fetched
     links: tuple[Link, ...]
+    reinforce: Reinforce | None = None
+
+    def messages(self) -> tuple[tuple[str, Message], ...]:
+        """(key, message) pairs in application order: the one place that lists them."""
+        head: list[tuple[str, Message]] = [(self.fetched.url, self.fetched)]
+        if self.reinforce is not None:
+            head.append((self.reinforce.parent, self.reinforce))
+        return (*head, *((link.child, link) for link in self.links))
 
 
 class Strategy(Protocol[S]):
@@ -100,7 +138,7 @@ class Strategy(Protocol[S]):
 
     def apply(
         self, key: str, state: S | None, message: Message, clock: CrawlClock
-    ) -> tuple[S | None, FrontierChange | None]: ...
+    ) -> tuple[S | None, Changes | None]: ...
 
     def encode_state(self, state: S) -> bytes: ...
 
@@ -119,6 +157,23 @@ class GlobalStrategy(Protocol[S]):
     def recompute(
         self, states: Iterable[tuple[str, S]], clock: CrawlClock
     ) -> tuple[dict[str, S], list[FrontierChange]]: ...
+
+
+def change_key(change: FrontierChange) -> str | tuple[str, str]:
+    """Which earlier change a change replaces: the latest per URL, except a reply request
+    (see `REPLY_ECHO`), which is one parent's and is kept per (url, via)."""
+    if isinstance(change, FrontierEntry) and change.via is not None and REPLY_ECHO in change.echo:
+        return change.url, change.via
+    return change.url
+
+
+def as_changes(changes: Changes | None) -> tuple[FrontierChange, ...]:
+    """An `apply` result as a tuple of changes."""
+    if changes is None:
+        return ()
+    if isinstance(changes, tuple):
+        return changes
+    return (changes,)
 
 
 def distinct_outlinks(outlinks: Iterable[str]) -> tuple[str, ...]:
@@ -182,6 +237,10 @@ class StrategyBase(Generic[S]):
 
     name: str = ""
     family: str = ""
+    routes_links: bool = True
+    """Whether `route` sends a Link to every outlink (the engine prefetches their states)."""
+    learns_from_repeats: bool = False
+    """Whether a repeated fetch still carries news: its Reinforce goes to the parent."""
 
     def seed(self, url: str, crawl_id: str, cycle: int) -> Seed:
         return Seed(url=url, crawl_id=crawl_id, cycle=cycle)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import struct
 
+from frontierflow.pipelines.relevance import Topic, event_terms, similarity
 from frontierflow.pipelines.strategies.base import (
     CrawlClock,
     EntryFactory,
@@ -51,20 +52,26 @@ class ScoredStrategy(StrategyBase[ScoredUrl]):
         self, key: str, state: ScoredUrl | None, message: Message, clock: CrawlClock
     ) -> tuple[ScoredUrl | None, FrontierChange | None]:
         if isinstance(message, Fetched):
-            kept = state.score if state is not None else self.seed_score_for(key)
-            cycle = message.cycle if state is None else max(state.crawled_cycle, message.cycle)
-            return ScoredUrl(kept, cycle), Removal(key)
+            if state is None:
+                return ScoredUrl(self.seed_score_for(key), message.cycle, message.cycle), Removal(
+                    key
+                )
+            cycle = max(state.crawled_cycle, message.cycle)
+            return state._replace(crawled_cycle=cycle), Removal(key)
         score: float | None
         if state is not None and state.crawled_in(message.cycle):
             return state, None
+        # a score from an earlier cycle is forgotten: a baseline crawls each cycle afresh
+        current = state if state is not None and state.score_cycle == message.cycle else None
         if isinstance(message, Link):
-            score = self.child_score(state, message)
+            score = self.child_score(current, message)
             via: str | None = message.parent
         else:
             score, via = self.seed_score_for(key), None
         if score is None:
             return state, None
-        new = ScoredUrl(score, state.crawled_cycle if state is not None else -1)
+        crawled = state.crawled_cycle if state is not None else -1
+        new = ScoredUrl(score, crawled, message.cycle)
         echo = {self.echo_key: fmt_float(score)}
         entry = self._entries.entry(
             key, self.priority(score), message.crawl_id, message.cycle, via, clock, echo
@@ -152,3 +159,29 @@ class RandomOrder(ScoredStrategy):
 
     def seed_score_for(self, url: str) -> float:
         return self.draw(url)
+
+
+class BestFirst(ScoredStrategy):
+    """Best-first, the classic focused crawler: a link inherits its parent page's topic
+    similarity (eqs. 4–5 of seed 000), the best seen so far when several pages link it.
+
+    Seeds start at 1, so they are fetched first. It does not learn: every cycle repeats the
+    first one.
+    """
+
+    name = "best-first"
+    family = "best-first"
+    echo_key = "best-first.sim"
+    seed_score = 1.0
+
+    def __init__(self, topic: Topic) -> None:
+        super().__init__()
+        self.topic = topic
+
+    def link_payload(self, event: FetchEvent, outdegree: int) -> tuple[float, float]:
+        return similarity(self.topic, event_terms(event.terms, event.text)), 0.0
+
+    def child_score(self, current: ScoredUrl | None, link: Link) -> float | None:
+        if current is None:
+            return link.value
+        return link.value if link.value > current.score else None

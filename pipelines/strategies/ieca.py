@@ -85,7 +85,9 @@ class IecaStrategy(StrategyBase[IecaDistance]):
             if distance == UNKNOWN:
                 distance = self.params.seed_distance
             return IecaDistance(distance, max(current.crawled_cycle, message.cycle)), Removal(key)
-        return self._seed(key, current, message, clock)
+        if isinstance(message, Seed):
+            return self._seed(key, current, message, clock)
+        return state, None  # IECA routes no Reinforce messages
 
     def _seed(
         self, key: str, current: IecaDistance, message: Seed, clock: CrawlClock

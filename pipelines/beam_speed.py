@@ -1,0 +1,287 @@
+"""Crawl-speed windows and thread scaling (seed 003) as an Apache Beam pipeline.
+
+Composite transforms with labelled steps, calling the same pure functions as the embedded
+operator `speed.observe`:
+
+- `AttachWatermarks`: per fetcher, in log order, each event with the fetcher's watermark
+  before it (the largest earlier `fetched_at`) and `fetched_at` as its Beam timestamp;
+- `WindowFetchEvents`: Beam's FixedWindows or SlidingWindows of the configured length;
+- `DropLateEvents`: the stated late rule, per (event, window): an event whose watermark had
+  already reached the window's end + allowed lateness is not counted in that window;
+- `AggregateSpeedWindows`: `CombinePerKey` of `speed.add_event` / `speed.merge_windows`
+  (integer sums, so any combining order gives the same window);
+- `DecideThreads`: back to the global window, grouped by fetcher, the windows in end
+  order folded through `speed.decide` with the controller state in a Beam state spec.
+
+On the same log the decisions equal `speed.decisions_from_log` (a test proves it on the
+local FnApiRunner). Events `speed.speed_event_problem` refuses go to the `dead` output.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.coders import BytesCoder
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.transforms import window as beam_window
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
+from apache_beam.utils.timestamp import Timestamp
+
+from frontierflow.pipelines.speed import (
+    ControllerSettings,
+    SpeedState,
+    SpeedWindow,
+    add_event,
+    decide,
+    decode_speed_state,
+    encode_speed_state,
+    initial_state,
+    is_late,
+    merge_windows,
+    speed_event_problem,
+)
+from frontierflow.schemas.codecs import AvroCodec, record_from_dict, record_to_json
+from frontierflow.schemas.records import FetchEvent, ScalingDecision
+
+DEAD = "dead"
+_EVENT = AvroCodec.for_name("FetchEvent")
+_NO_WATERMARK = -(2**63)
+
+
+def event_bytes(event: FetchEvent) -> bytes:
+    return _EVENT.encode(event.to_avro())
+
+
+def _event_of(data: bytes) -> FetchEvent:
+    return record_from_dict(FetchEvent, _EVENT.decode(data))
+
+
+def _ms(ts: Timestamp) -> int:
+    return int(ts.micros // 1000)
+
+
+class AttachWatermarks(beam.PTransform):
+    """(position, event bytes) → timestamped (fetcher, (event bytes, watermark before));
+    refused events → `dead` as (position, reason)."""
+
+    def expand(self, items: Any) -> Any:
+        return (
+            items
+            | "KeyByFetcher" >> beam.Map(_key_by_fetcher)
+            | "ByFetcher" >> beam.GroupByKey()
+            | "InLogOrder" >> beam.ParDo(_Watermarks()).with_outputs(DEAD, main="events")
+        )
+
+
+def _key_by_fetcher(item: tuple[int, bytes]) -> tuple[str, tuple[int, bytes]]:
+    return _event_of(item[1]).fetcher_id, item
+
+
+class _Watermarks(beam.DoFn):
+    def process(self, grouped: tuple[str, Iterable[tuple[int, bytes]]]) -> Iterator[Any]:
+        fetcher, items = grouped
+        watermark = _NO_WATERMARK
+        for position, data in sorted(items):
+            event = _event_of(data)
+            problem = speed_event_problem(event)
+            if problem is not None:
+                yield beam.pvalue.TaggedOutput(DEAD, (position, problem))
+                continue
+            ts = Timestamp(micros=event.fetched_at * 1000)
+            yield beam_window.TimestampedValue((fetcher, (data, watermark)), ts)
+            watermark = max(watermark, event.fetched_at)
+
+
+class WindowFetchEvents(beam.PTransform):
+    """Beam's event-time windows of the configured length and slide."""
+
+    def __init__(self, settings: ControllerSettings) -> None:
+        super().__init__()
+        self.settings = settings
+
+    def expand(self, events: Any) -> Any:
+        size = self.settings.window_ms / 1000.0
+        if self.settings.slide_ms is None:
+            fn: Any = beam_window.FixedWindows(size)
+        else:
+            fn = beam_window.SlidingWindows(size, self.settings.slide_ms / 1000.0)
+        return events | "Window" >> beam.WindowInto(fn)
+
+
+class DropLateEvents(beam.PTransform):
+    """Keeps (fetcher, event bytes) for the windows the event was on time for."""
+
+    def __init__(self, settings: ControllerSettings) -> None:
+        super().__init__()
+        self.settings = settings
+
+    def expand(self, windowed: Any) -> Any:
+        return windowed | "OnTime" >> beam.ParDo(_OnTime(self.settings))
+
+
+class _OnTime(beam.DoFn):
+    def __init__(self, settings: ControllerSettings) -> None:
+        self.settings = settings
+
+    def process(
+        self,
+        element: tuple[str, tuple[bytes, int]],
+        win: Any = beam.DoFn.WindowParam,
+    ) -> Iterator[tuple[str, bytes]]:
+        fetcher, (data, watermark) = element
+        if not is_late(watermark, _ms(win.end), self.settings):
+            yield fetcher, data
+
+
+_Acc = tuple[int, int, int, int, int, tuple[int, ...]]
+"""A window's sums as a plain tuple (pages, failures, bytes, fetch_us, events, hosts), so
+accumulators cross stages without pickling."""
+
+
+def _acc_of(w: SpeedWindow) -> _Acc:
+    return (w.pages, w.failures, w.bytes, w.fetch_us, w.events, w.hosts)
+
+
+def _sums(acc: _Acc) -> SpeedWindow:
+    return SpeedWindow(0, 0, acc[0], acc[1], acc[2], acc[3], acc[4], tuple(acc[5]))
+
+
+class _SpeedWindowFn(beam.CombineFn):
+    """Sums of one window without its bounds (added after, from the Beam window)."""
+
+    def create_accumulator(self) -> _Acc:
+        return _acc_of(SpeedWindow(0, 0))
+
+    def add_input(self, acc: _Acc, data: bytes) -> _Acc:
+        return _acc_of(add_event(_sums(acc), _event_of(data)))
+
+    def merge_accumulators(self, accs: Iterable[_Acc]) -> _Acc:
+        it = iter(accs)
+        out = _sums(next(it))
+        for acc in it:
+            out = merge_windows(out, _sums(acc))
+        return _acc_of(out)
+
+    def extract_output(self, acc: _Acc) -> tuple[int, ...]:
+        return (*acc[:5], *acc[5])
+
+
+class AggregateSpeedWindows(beam.PTransform):
+    """(fetcher, event bytes) per window → (fetcher, window tuple) in the global window."""
+
+    def expand(self, on_time: Any) -> Any:
+        return (
+            on_time
+            | "Sum" >> beam.CombinePerKey(_SpeedWindowFn())
+            | "WithBounds" >> beam.ParDo(_WithBounds())
+            | "Global" >> beam.WindowInto(beam_window.GlobalWindows())
+        )
+
+
+class _WithBounds(beam.DoFn):
+    def process(
+        self, element: tuple[str, tuple[int, ...]], win: Any = beam.DoFn.WindowParam
+    ) -> Iterator[tuple[str, tuple[int, ...]]]:
+        fetcher, sums = element
+        yield fetcher, (_ms(win.start), _ms(win.end), *sums)
+
+
+def _window_of(t: tuple[int, ...]) -> SpeedWindow:
+    return SpeedWindow(t[0], t[1], t[2], t[3], t[4], t[5], t[6], tuple(t[7:]))
+
+
+class DecideThreads(beam.PTransform):
+    """Per fetcher: windows in end order through `speed.decide`; out: decision JSON."""
+
+    def __init__(self, settings: ControllerSettings) -> None:
+        super().__init__()
+        self.settings = settings
+
+    def expand(self, windows: Any) -> Any:
+        return (
+            windows
+            | "ByFetcher" >> beam.GroupByKey()
+            | "Decide"
+            >> beam.ParDo(_Decide(self.settings)).with_input_types(tuple[str, Iterable[Any]])
+        )
+
+
+class _Decide(beam.DoFn):
+    STATE = ReadModifyWriteStateSpec("controller", BytesCoder())
+
+    def __init__(self, settings: ControllerSettings) -> None:
+        self.settings = settings
+
+    def process(
+        self,
+        grouped: tuple[str, Iterable[tuple[int, ...]]],
+        state: Any = beam.DoFn.StateParam(STATE),  # noqa: B008 (Beam's idiom)
+    ) -> Iterator[str]:
+        fetcher, windows = grouped
+        raw = state.read()
+        current: SpeedState = (
+            initial_state(fetcher, self.settings) if raw is None else decode_speed_state(raw)
+        )
+        ctrl = current.controller
+        for t in sorted(windows, key=lambda w: (w[1], w[0])):
+            ctrl, decision = decide(ctrl, _window_of(t), fetcher, self.settings)
+            yield record_to_json(decision.to_avro(), "ScalingDecision")
+        state.write(encode_speed_state(SpeedState(fetcher, ctrl)))
+
+
+def scaling_decisions(items: Any, settings: ControllerSettings) -> tuple[Any, Any]:
+    """(position, FetchEvent bytes) in; decision JSON lines and dead (position, reason) out."""
+    attached = items | "Watermarks" >> AttachWatermarks()
+    on_time = (
+        attached.events
+        | "Windows" >> WindowFetchEvents(settings)
+        | "DropLate" >> DropLateEvents(settings)
+    )
+    decisions = (
+        on_time
+        | "Aggregate" >> AggregateSpeedWindows()
+        | "DecideThreads" >> DecideThreads(settings)
+    )
+    return decisions, attached[DEAD]
+
+
+def decision_from_json(line: str) -> ScalingDecision:
+    """A decision line written by this pipeline, back as a record."""
+    return ScalingDecision.from_avro(json.loads(line))
+
+
+def run_beam_speed(
+    events: Iterable[FetchEvent],
+    settings: ControllerSettings,
+    out_prefix: str,
+    beam_args: list[str] | None = None,
+    runner: Any = None,
+) -> None:
+    """Decisions for a log of events: `<out>-decisions*.jsonl` and `<out>-dead*.jsonl`."""
+    items = [(i, event_bytes(e)) for i, e in enumerate(events)]
+    options = PipelineOptions(beam_args or [])
+    with beam.Pipeline(runner=runner, options=options) as pipeline:
+        decisions, dead = scaling_decisions(pipeline | "Log" >> beam.Create(items), settings)
+        decisions | "WriteDecisions" >> beam.io.WriteToText(out_prefix + "-decisions", ".jsonl")
+        (
+            dead
+            | "DeadJson" >> beam.Map(lambda d: json.dumps({"position": d[0], "reason": d[1]}))
+            | "WriteDead" >> beam.io.WriteToText(out_prefix + "-dead", ".jsonl")
+        )
+
+
+def read_beam_decisions(out_prefix: str) -> list[ScalingDecision]:
+    """The decisions a run wrote, sorted by (fetcher, window end)."""
+    prefix = Path(out_prefix)
+    lines = [
+        line
+        for f in sorted(prefix.parent.glob(prefix.name + "-decisions*"))
+        for line in f.read_text().splitlines()
+    ]
+    return sorted(
+        (decision_from_json(x) for x in lines), key=lambda d: (d.fetcher_id, d.window_end)
+    )

@@ -1,0 +1,213 @@
+"""The unbounded Beam form: the crawl clock from windowed counts fed back as a side input.
+
+With one page per clock window the clock is exact and the result equals the embedded
+engine; with wider windows only the children of events whose stale clock crossed one of
+IECA's k-steps may differ (module docstring of `beam_stream`)."""
+
+from __future__ import annotations
+
+import io
+import logging
+from pathlib import Path
+from typing import Any, ClassVar
+
+import apache_beam as beam
+import pytest
+from apache_beam.io.filesystem import FileMetadata, FileSystem, MatchResult
+from test_beam_replay import BUDGET, _beam, _embedded, _log
+
+from frontierflow.pipelines.beam_replay import _read_items, build_replay, one_log_file
+from frontierflow.pipelines.beam_stream import (
+    ClockWindows,
+    build_stream_replay,
+    parse_clock,
+    run_beam_stream_replay,
+)
+from frontierflow.pipelines.engine import is_repeat_fetch
+from frontierflow.pipelines.strategies import build_strategy
+from frontierflow.state.ieca import IecaParams, clock_coefficients
+
+LOCAL = ["--runner=FnApiRunner"]
+
+
+def _run(tmp: Path, log: Path, width_ms: int) -> tuple[dict, dict, list[str]]:
+    prefix = tmp / f"stream{width_ms}" / "out"
+    prefix.parent.mkdir()
+    run_beam_stream_replay(
+        log,
+        strategy_name="ieca",
+        out_prefix=str(prefix),
+        budget=BUDGET,
+        windows=ClockWindows(width_ms),
+        beam_args=LOCAL,
+    )
+    return _beam(prefix)
+
+
+def _exact_and_stale_clocks(
+    records: list[dict[str, Any]], width_ms: int
+) -> list[tuple[dict[str, Any], int, int]]:
+    """(event, exact clock, windowed clock) of every first fetch, worked out by hand from
+    the definitions: exact = pages so far including this one; windowed = pages in earlier
+    windows + 1."""
+    last: dict[str, int] = {}
+    out, crawled, per_window = [], 0, {}
+    for r in records:
+        if r["url"].startswith("ftp:") or is_repeat_fetch(last.get(r["url"]), r["cycle"]):
+            continue
+        last[r["url"]] = r["cycle"]
+        crawled += 1
+        window = r["fetched_at"] // width_ms
+        per_window.setdefault(window, crawled - 1)  # pages before the window started
+        out.append((r, crawled, per_window[window] + 1))
+    return out
+
+
+def test_one_page_windows_equal_embedded(tmp_path: Path) -> None:
+    log = tmp_path / "events.avro"
+    _log(log, events=60)  # fetched_at = base + i: one page per 1 ms window
+    _, expected_states = _embedded(log, tmp_path, "ieca")
+    entries, states, dead = _run(tmp_path, log, 1)
+    assert states == expected_states
+    assert len(states) > 300 and entries
+    assert len(dead) == 1
+
+
+def test_stale_clock_only_touches_children_of_events_across_a_k_step(tmp_path: Path) -> None:
+    log = tmp_path / "events.avro"
+    records = _log(log, events=60)
+    _, expected_states = _embedded(log, tmp_path, "ieca")
+    width = 4  # ≤ 4 pages per window: the clock lags by at most 3 pages
+    _, states, _ = _run(tmp_path, log, width)
+    params = IecaParams.for_budget(BUDGET)  # k = 120 // 40 = 3
+    clocks = _exact_and_stale_clocks(records, width)
+    assert max(exact - stale for _, exact, stale in clocks) <= width - 1
+    touched = set()
+    for r, exact, stale in clocks:
+        d_exact, a_exact = clock_coefficients(exact, params)
+        d_stale, a_stale = clock_coefficients(stale, params)
+        # lag s ≤ 3 = k: at most ⌈3/3⌉ = 1 step of eq. 12, 0.28·3/120 = 0.007
+        assert abs(d_exact - d_stale) <= 0.28 * params.k / BUDGET + 1e-12
+        if (d_exact, a_exact) != (d_stale, a_stale):
+            touched.update(r["outlinks"])
+    differing = {u for u in expected_states if states.get(u) != expected_states[u]}
+    assert touched  # some windows straddle a k-step: the bound is not vacuous
+    assert differing  # and the stale clock is visible
+    assert differing <= touched
+    assert set(states) == set(expected_states)
+
+
+def test_stateful_steps_have_deterministic_key_coders(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = tmp_path / "events.avro"
+    _log(log, events=5)
+    strategy = build_strategy("ieca", budget=BUDGET)
+    with caplog.at_level(logging.WARNING):
+        build_replay(beam.Pipeline(argv=LOCAL), log, strategy, str(tmp_path / "a"))
+        build_stream_replay(
+            beam.Pipeline(argv=LOCAL), log, strategy, str(tmp_path / "b"), ClockWindows(10)
+        )
+    assert not [r for r in caplog.records if "deterministic" in r.getMessage()]
+
+
+@pytest.mark.parametrize(
+    ("text", "width"), [("exact", None), ("windowed:1", 1), ("windowed:60000", 60000)]
+)
+def test_parse_clock(text: str, width: int | None) -> None:
+    parsed = parse_clock(text)
+    assert (None if parsed is None else parsed.width_ms) == width
+
+
+@pytest.mark.parametrize("text", ["windowed:0", "windowed:-5", "windowed:x", "wall", ""])
+def test_parse_clock_refuses(text: str) -> None:
+    with pytest.raises(ValueError, match="clock"):
+        parse_clock(text)
+
+
+class _MemoryFileSystem(FileSystem):
+    """A `memtest://` scheme holding files in a dict: any registered scheme reads logs."""
+
+    files: ClassVar[dict[str, bytes]] = {}
+
+    @classmethod
+    def scheme(cls) -> str:
+        return "memtest"
+
+    def match(self, patterns: list[str], limits: Any = None) -> list[MatchResult]:
+        return [
+            MatchResult(p, [FileMetadata(p, len(self.files[p]))] if p in self.files else [])
+            for p in patterns
+        ]
+
+    def open(self, path: str, mime_type: str = "", compression_type: Any = None) -> Any:
+        return io.BufferedReader(io.BytesIO(self.files[path]))  # type: ignore[arg-type]
+
+    def join(self, base: str, *paths: str) -> str:
+        raise NotImplementedError
+
+    def split(self, path: str) -> tuple[str, str]:
+        raise NotImplementedError
+
+    def mkdirs(self, path: str) -> None:
+        raise NotImplementedError
+
+    def has_dirs(self) -> bool:
+        return False
+
+    def _list(self, dir_or_prefix: str) -> Any:
+        raise NotImplementedError
+
+    def create(self, path: str, mime_type: str = "", compression_type: Any = None) -> Any:
+        raise NotImplementedError
+
+    def copy(self, source: Any, destination: Any) -> None:
+        raise NotImplementedError
+
+    def rename(self, source: Any, destination: Any) -> None:
+        raise NotImplementedError
+
+    def exists(self, path: str) -> bool:
+        return path in self.files
+
+    def size(self, path: str) -> int:
+        return len(self.files[path])
+
+    def last_updated(self, path: str) -> float:
+        return 0.0
+
+    def metadata(self, path: str) -> FileMetadata:
+        return FileMetadata(path, len(self.files[path]))
+
+    def checksum(self, path: str) -> str:
+        return str(len(self.files[path]))
+
+    def delete(self, paths: list[str]) -> None:
+        raise NotImplementedError
+
+
+def test_log_reads_through_beam_filesystems(tmp_path: Path) -> None:
+    log = tmp_path / "events.avro"
+    _log(log, events=20)  # 20 events + 1 dead letter
+    local = list(_read_items(one_log_file(str(log))))
+    _MemoryFileSystem.files["memtest://bucket/events.avro"] = log.read_bytes()
+    remote = list(_read_items(one_log_file("memtest://bucket/events.avro")))
+    assert len(local) == 21
+    assert remote == local
+    with pytest.raises(FileNotFoundError, match="no such log"):
+        one_log_file("memtest://bucket/missing.avro")
+    with pytest.raises(FileNotFoundError, match="no such log"):
+        one_log_file(str(tmp_path / "missing.avro"))
+
+
+def test_cli_replay_with_windowed_clock(tmp_path: Path) -> None:
+    from frontierflow.pipelines.cli import main
+
+    log = tmp_path / "events.avro"
+    _log(log, events=10)
+    out = tmp_path / "out"
+    args = ["replay", str(log), "--runner", "beam", "--out", str(out), "--budget", str(BUDGET)]
+    assert main([*args, "--clock", "windowed:5", "--beam-option=--runner=FnApiRunner"]) == 0
+    entries, states, _ = _beam(out)
+    assert entries and states
+    assert main([*args, "--clock", "windowed:0"]) == 2  # refused at start-up
