@@ -1,34 +1,57 @@
-"""Kafka for the Beam pipeline, with kafka-python: a splittable source and a sink.
+"""Kafka for the Beam pipelines, with kafka-python: a splittable source and a sink.
 
 `ReadFromKafkaPartitions` is a splittable DoFn over (topic, partition) elements whose
 restriction is an offset range: it claims each record's offset before emitting it, so a
-runner can checkpoint and split it, timestamps elements with the event time carried in the
-record (`fetched_at`, else the record's Kafka timestamp) and estimates the watermark from
-those timestamps. A range ends at the offsets given (a replay of what is in the topic now),
-or is open (`end=None`) for unbounded reading, in which case an idle poll defers the rest
-of the range instead of busy-waiting. `WriteFrontierToKafka` sends frontier changes keyed
-by URL (tombstones for fetched pages) and flushes at the end of every bundle.
+runner can checkpoint and split it, and emits positioned items (`beam_replay`'s shape:
+position, event bytes or a failure, raw bytes). A range ends at the offsets given (a replay
+of what is in the topic now), or is open (`ends=None`) for unbounded reading, in which case
+an idle poll defers the rest of the range instead of busy-waiting.
+
+Event time (`lateness_ms` given): every event is stamped with its `fetched_at`, and each
+partition's watermark is the largest `fetched_at` read so far minus `lateness_ms`. An event
+whose `fetched_at` is already behind that watermark is too late to be ordered with the
+others (the stream form applies messages in event-time order once the watermark passed
+them): it becomes a `LateEvent` dead letter with the numbers in its message; one whose
+`fetched_at` is more than `MAX_CLOCK_SKEW_MS` after the record's Kafka timestamp would
+drag the watermark into the future and becomes a `FutureEvent` dead letter. Undecodable or
+invalid records are stamped at the watermark and go to dead letters as ever. Without
+`lateness_ms` (the exact-clock pipeline, which orders by position and waits for the end)
+the watermark stays put until the range ends and nothing is late.
+
+`WriteToKafka` sends (topic, key, value) records (a None value is a tombstone) and flushes
+at the end of every bundle. `build_kafka_pipeline` runs the exact-clock pipeline
+(`beam_replay`), `build_kafka_stream` the unbounded form (`beam_stream`): frontier changes
+keyed by URL to the compacted frontier topic, optionally every URL's state to a state topic.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTracker
-from apache_beam.io.watermark_estimators import MonotonicWatermarkEstimator
+from apache_beam.io.watermark_estimators import ManualWatermarkEstimator
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.core import RestrictionProvider, WatermarkEstimatorProvider
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import MIN_TIMESTAMP, Duration, Timestamp
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import TopicAlreadyExistsError
 
 from frontierflow.connectors.kafka import KafkaSettings, decode_fetch_event
-from frontierflow.pipelines.beam_replay import TOMBSTONE, event_bytes, update_frontier
+from frontierflow.pipelines.beam_replay import (
+    ChangeRecord,
+    beam_strategy,
+    event_bytes,
+    update_frontier,
+)
+from frontierflow.pipelines.beam_stream import ClockWindows, stream_frontier
 from frontierflow.pipelines.engine import Failed
-from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.pipelines.strategies.base import Strategy
+from frontierflow.pipelines.validate import InvalidEvent, validate_event
 from frontierflow.schemas.codecs import AvroCodec, json_to_record
 
 _MAX_OFFSET = 2**63 - 1
@@ -43,18 +66,35 @@ class _OffsetRanges(RestrictionProvider):
         return OffsetRange(start, _MAX_OFFSET if end < 0 else end)
 
     def create_tracker(self, restriction: OffsetRange) -> OffsetRestrictionTracker:
-        return OffsetRestrictionTracker(restriction)
+        return _PartitionTracker(restriction)
 
     def restriction_size(self, element: Any, restriction: OffsetRange) -> int:
         return int(min(restriction.size(), 1 << 40))
 
 
+class _PartitionTracker(OffsetRestrictionTracker):
+    """An offset tracker that can be checkpointed but never split in the middle.
+
+    A partition is read in offset order by one reader at a time: its watermark (the largest
+    `fetched_at` so far) and so which events are late depend only on the partition's
+    contents. A runner's dynamic split would start the rest of the range with the
+    watermark of the moment of the split and let through events its first part would
+    have found late (seen on Prism). Reading one partition in parallel gains nothing."""
+
+    def try_split(self, fraction_of_remainder: float) -> Any:
+        if fraction_of_remainder > 0:
+            return None
+        return super().try_split(fraction_of_remainder)
+
+
 class _EventTimeWatermark(WatermarkEstimatorProvider):
+    """A manual estimator per partition: `_ReadPartition` sets it from `fetched_at`."""
+
     def initial_estimator_state(self, element: Any, restriction: Any) -> Timestamp:
         return MIN_TIMESTAMP
 
     def create_watermark_estimator(self, state: Timestamp) -> Any:
-        return MonotonicWatermarkEstimator(state)
+        return ManualWatermarkEstimator(state)
 
 
 _RANGES = _OffsetRanges()
@@ -62,10 +102,12 @@ _WATERMARK = _EventTimeWatermark()
 
 
 class _ReadPartition(beam.DoFn):
-    """Records of one partition as (partition, offset, value), offsets claimed one by one."""
+    """Records of one partition as positioned items, offsets claimed one by one, stamped
+    and late-checked in event time when `lateness_ms` is given (module docstring)."""
 
-    def __init__(self, settings: KafkaSettings) -> None:
+    def __init__(self, settings: KafkaSettings, lateness_ms: int | None) -> None:
         self.settings = settings
+        self.lateness_ms = lateness_ms
 
     def setup(self) -> None:
         self.consumer = KafkaConsumer(enable_auto_commit=False, **self.settings.connection())
@@ -77,7 +119,7 @@ class _ReadPartition(beam.DoFn):
         self,
         element: tuple[str, int, int, int],
         tracker: Any = beam.DoFn.RestrictionParam(_RANGES),  # noqa: B008 (Beam's idiom)
-        _estimator: Any = beam.DoFn.WatermarkEstimatorParam(_WATERMARK),  # noqa: B008
+        estimator: Any = beam.DoFn.WatermarkEstimatorParam(_WATERMARK),  # noqa: B008
     ) -> Iterator[Any]:
         topic, partition, _, _ = element
         tp = TopicPartition(topic, partition)
@@ -97,8 +139,66 @@ class _ReadPartition(beam.DoFn):
             for record in polled:
                 if not tracker.try_claim(record.offset):
                     return
-                seconds = max(record.timestamp, 0) / 1000
-                yield TimestampedValue((partition, record.offset, record.value or b""), seconds)
+                item, event_ms = _positioned(partition, record.offset, record.value)
+                if event_ms is not None and event_ms > record.timestamp + MAX_CLOCK_SKEW_MS:
+                    item, event_ms = _from_the_future(item, event_ms, record.timestamp), None
+                yield self._stamped(item, event_ms, estimator)
+
+    def _stamped(self, item: Any, event_ms: int | None, estimator: Any) -> TimestampedValue:
+        """`item` at its event time, advancing the watermark; late or undecodable: a dead
+        letter (failure tuple) at the watermark."""
+        watermark = estimator.current_watermark()
+        at_watermark = max(watermark, Timestamp(0))
+        if self.lateness_ms is None or event_ms is None:
+            return TimestampedValue(item, at_watermark)
+        stamp = Timestamp(micros=event_ms * 1000)
+        if stamp < watermark:
+            return TimestampedValue(_late(item, event_ms, watermark, self.lateness_ms), watermark)
+        advanced = stamp - Duration(micros=self.lateness_ms * 1000)
+        if advanced > watermark:
+            estimator.set_watermark(advanced)
+        return TimestampedValue(item, stamp)
+
+
+class _ReadPartitionUnbounded(_ReadPartition):
+    """`_ReadPartition` over open ranges: marked unbounded, so the runner streams."""
+
+    @beam.DoFn.unbounded_per_element()
+    def process(
+        self,
+        element: tuple[str, int, int, int],
+        tracker: Any = beam.DoFn.RestrictionParam(_RANGES),  # noqa: B008 (Beam's idiom)
+        estimator: Any = beam.DoFn.WatermarkEstimatorParam(_WATERMARK),  # noqa: B008
+    ) -> Iterator[Any]:
+        return super().process(element, tracker, estimator)
+
+
+LATE_EVENT = "LateEvent"
+"""Dead-letter error class of an event already behind the source's watermark."""
+FUTURE_EVENT = "FutureEvent"
+"""Dead-letter error class of an event fetched (it says) after Kafka received it."""
+MAX_CLOCK_SKEW_MS = 3_600_000
+"""How far `fetched_at` may be ahead of the record's Kafka timestamp (fetcher clocks
+drift): a later one would move the watermark past every honest event and make them late."""
+
+
+def _from_the_future(item: Any, event_ms: int, record_ms: int) -> Any:
+    position, _, raw = item
+    message = (
+        f"fetched_at {event_ms} is {event_ms - record_ms} ms after the record's Kafka "
+        f"timestamp {record_ms} (more than {MAX_CLOCK_SKEW_MS} ms of clock skew)"
+    )
+    return position, (FUTURE_EVENT, message.encode()), raw
+
+
+def _late(item: Any, event_ms: int, watermark: Timestamp, lateness_ms: int) -> Any:
+    position, _, raw = item
+    watermark_ms = watermark.micros // 1000
+    message = (
+        f"fetched_at {event_ms} is {watermark_ms - event_ms} ms behind the watermark "
+        f"{watermark_ms} (allowed lateness {lateness_ms} ms): too late for event-time order"
+    )
+    return position, (LATE_EVENT, message.encode()), raw
 
 
 class ReadFromKafkaPartitions(beam.PTransform):
@@ -109,21 +209,26 @@ class ReadFromKafkaPartitions(beam.PTransform):
         settings: KafkaSettings,
         starts: Mapping[int, int] | None = None,
         ends: Mapping[int, int] | None = None,
+        lateness_ms: int | None = None,
     ) -> None:
         super().__init__()
+        if lateness_ms is not None and lateness_ms < 0:
+            raise ValueError(f"allowed lateness must be >= 0 ms, got {lateness_ms}")
         self.settings = settings
         self.starts = dict(starts or {})
         self.ends = None if ends is None else dict(ends)
+        self.lateness_ms = lateness_ms
 
     def expand(self, pbegin: Any) -> Any:
         topic = self.settings.topics.fetch_events
         partitions = sorted(self.ends) if self.ends is not None else _partitions(self.settings)
         ends = self.ends or {}
         elements = [(topic, p, self.starts.get(p, 0), ends.get(p, -1)) for p in partitions]
+        reader = _ReadPartition if self.ends is not None else _ReadPartitionUnbounded
         return (
             pbegin
             | "Partitions" >> beam.Create(elements)
-            | "ReadPartitions" >> beam.ParDo(_ReadPartition(self.settings))
+            | "ReadPartitions" >> beam.ParDo(reader(self.settings, self.lateness_ms))
         )
 
 
@@ -144,6 +249,25 @@ def end_offsets(settings: KafkaSettings) -> dict[int, int]:
         return {tp.partition: off for tp, off in consumer.end_offsets(parts).items()}
     finally:
         consumer.close()
+
+
+def ensure_compacted_topic(settings: KafkaSettings, topic: str) -> None:
+    """Create `topic` compacted (latest value per key) if it is missing, with the settings'
+    partitions and replication: the state topic holds every URL's latest state."""
+    admin = KafkaAdminClient(**settings.connection())
+    try:
+        if topic in set(admin.list_topics()):
+            return
+        new = NewTopic(
+            topic,
+            settings.partitions,
+            settings.replication_factor,
+            topic_configs={"cleanup.policy": "compact"},
+        )
+        with contextlib.suppress(TopicAlreadyExistsError):  # made by another meanwhile
+            admin.create_topics([new])
+    finally:
+        admin.close()
 
 
 class _SendToKafka(beam.DoFn):
@@ -177,34 +301,61 @@ class WriteToKafka(beam.PTransform):
         return records | "Send" >> beam.ParDo(_SendToKafka(self.settings))
 
 
-def _positioned(record: tuple[int, int, bytes]) -> tuple[int, Any, bytes]:
-    """A Kafka record as a positioned item of the shared pipeline steps. Positions order
+def _positioned(
+    partition: int, offset: int, value: bytes | None
+) -> tuple[tuple[int, Any, bytes], int | None]:
+    """A Kafka record as a positioned item of the shared pipeline steps, and its event time
+    (`fetched_at`; None when it does not decode or is invalid: such an event goes to dead
+    letters in `DecodeFetchEvents` and must not move the watermark). Positions order
     records by offset, then partition: with one partition, exactly the topic's order."""
-    partition, offset, value = record
     event = decode_fetch_event(value or None)
     position = offset * _PARTITION_SLOTS + partition
+    raw = value or b""
     if isinstance(event, Failed):
-        return position, (event.error_class, event.message.encode()), value
-    return position, event_bytes(event), value
+        return (position, (event.error_class, event.message.encode()), raw), None
+    try:
+        validate_event(event)
+    except InvalidEvent:
+        return (position, event_bytes(event), raw), None
+    return (position, event_bytes(event), raw), event.fetched_at
 
 
 _PARTITION_SLOTS = 1 << 12
 
 
+KafkaRecord = tuple[str, bytes | None, bytes | None]
+"""(topic, key, value) as `WriteToKafka` sends it."""
+
+
+def _frontier_records(changes: Iterable[ChangeRecord], topic: str) -> Iterator[KafkaRecord]:
+    """Change records as frontier records keyed by URL (as the engine's `KafkaSink`); a
+    tombstone for a fetched page."""
+    codec = AvroCodec.for_name("FrontierEntry")
+    for url, entry in changes:
+        value = None if entry is None else codec.encode(json_to_record(entry, "FrontierEntry"))
+        yield topic, url.encode(), value
+
+
 def _to_records(
-    result: tuple[str, bytes | None, str | None], topic: str
-) -> Iterator[tuple[str, bytes | None, bytes | None]]:
-    url, _, latest = result
-    if latest is None:
-        return
-    if latest == TOMBSTONE:
-        yield topic, url.encode(), None
-    else:
-        entry = json_to_record(latest, "FrontierEntry")
-        yield topic, url.encode(), AvroCodec.for_name("FrontierEntry").encode(entry)
+    result: tuple[str, bytes | None, Iterable[ChangeRecord]], topic: str
+) -> Iterator[KafkaRecord]:
+    yield from _frontier_records(result[2], topic)
 
 
-def _dead_record(letter_json: str, topic: str) -> tuple[str, bytes | None, bytes | None]:
+def _stream_records(
+    result: tuple[str, Any, bytes | None, Iterable[ChangeRecord]],
+    topic: str,
+    state_topic: str | None,
+) -> Iterator[KafkaRecord]:
+    """One URL's record of one clock window: its changes, and its state to `state_topic`
+    (a tombstone when the key holds no state)."""
+    url, _, encoded, changes = result
+    yield from _frontier_records(changes, topic)
+    if state_topic is not None:
+        yield state_topic, url.encode(), encoded
+
+
+def _dead_record(letter_json: str, topic: str) -> KafkaRecord:
     letter = json_to_record(letter_json, "DeadLetter")
     return topic, None, AvroCodec.for_name("DeadLetter").encode(letter)
 
@@ -217,10 +368,31 @@ def build_kafka_pipeline(
 ) -> None:
     """fetch-events → the shared steps → frontier and dead-letter topics."""
     t = settings.topics
-    records = pipeline | "ReadKafka" >> ReadFromKafkaPartitions(settings, ends=ends)
-    items = records | "Position" >> beam.Map(_positioned)
+    items = pipeline | "ReadKafka" >> ReadFromKafkaPartitions(settings, ends=ends)
     results, dead = update_frontier(items, strategy, t.fetch_events)
     out = results | "ToRecords" >> beam.FlatMap(_to_records, t.frontier)
+    letters = dead | "DeadToRecords" >> beam.Map(_dead_record, t.dead_letter)
+    (out, letters) | "Merge" >> beam.Flatten() | "WriteKafka" >> WriteToKafka(settings)
+
+
+def build_kafka_stream(
+    pipeline: beam.Pipeline,
+    settings: KafkaSettings,
+    strategy: Strategy[Any],
+    windows: ClockWindows,
+    ends: Mapping[int, int] | None,
+    *,
+    lateness_ms: int = 0,
+    state_topic: str | None = None,
+) -> None:
+    """fetch-events in event time → the unbounded form (`beam_stream.stream_frontier`) →
+    frontier (and state) and dead-letter topics. Every URL's changes leave as soon as the
+    watermark passes their clock window; only a bound (`ends`) ends the run."""
+    t = settings.topics
+    read = ReadFromKafkaPartitions(settings, ends=ends, lateness_ms=lateness_ms)
+    items = pipeline | "ReadKafka" >> read
+    changes, dead = stream_frontier(items, strategy, t.fetch_events, windows)
+    out = changes | "ToRecords" >> beam.FlatMap(_stream_records, t.frontier, state_topic)
     letters = dead | "DeadToRecords" >> beam.Map(_dead_record, t.dead_letter)
     (out, letters) | "Merge" >> beam.Flatten() | "WriteKafka" >> WriteToKafka(settings)
 
@@ -232,9 +404,46 @@ def run_beam_kafka(
     budget: int,
     beam_args: list[str],
     until_current_end: bool = True,
+    strategy: Strategy[Any] | None = None,
 ) -> None:
-    """Run the Kafka pipeline; with `until_current_end`, over what the topic holds now."""
-    strategy = build_strategy(strategy_name, budget=budget)
+    """Run the exact-clock Kafka pipeline; with `until_current_end`, over what the topic
+    holds now (it waits for its input to end: the clock is one ordered pass)."""
+    strategy = beam_strategy(strategy_name, budget=budget, strategy=strategy)
     ends = end_offsets(settings) if until_current_end else None
     with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline:
         build_kafka_pipeline(pipeline, settings, strategy, ends)
+
+
+def run_beam_kafka_stream(
+    settings: KafkaSettings,
+    *,
+    strategy_name: str,
+    budget: int,
+    windows: ClockWindows,
+    beam_args: list[str],
+    until_current_end: bool = True,
+    lateness_ms: int = 0,
+    state_topic: str | None = None,
+    strategy: Strategy[Any] | None = None,
+) -> None:
+    """Run the unbounded form from Kafka to Kafka and wait for it. With
+    `until_current_end` the read is bounded to the topic's current end offsets (the run
+    then ends once everything read has been applied); otherwise it reads on until the
+    runner cancels it."""
+    strategy = beam_strategy(strategy_name, budget=budget, strategy=strategy)
+    if lateness_ms < 0:
+        raise ValueError(f"allowed lateness must be >= 0 ms, got {lateness_ms}")
+    if state_topic is not None:
+        ensure_compacted_topic(settings, state_topic)
+    ends = end_offsets(settings) if until_current_end else None
+    options = PipelineOptions(beam_args)
+    with beam.Pipeline(options=options) as pipeline:
+        build_kafka_stream(
+            pipeline,
+            settings,
+            strategy,
+            windows,
+            ends,
+            lateness_ms=lateness_ms,
+            state_topic=state_topic,
+        )

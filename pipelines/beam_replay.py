@@ -6,18 +6,23 @@ Composite transforms with labelled steps:
   through Beam's `FileSystems`, so `gs://` and any other registered scheme work;
 - `DecodeFetchEvents`: valid FetchEvents on the main output, dead letters on `dead`;
 - `CountCrawledPages`: IECA's global clock, exact: every event's count of distinct pages
-  fetched so far, repeats dropped (the rule of `engine.is_repeat_fetch`), computed over
-  (position, url, cycle) triples in one ordered pass;
+  fetched so far, computed over (position, url, cycle) triples in one ordered pass. It is
+  the stage that decides repeats (the rule of `engine.is_repeat_fetch`): a repeat is
+  dropped, or, for a strategy that `learns_from_repeats` (LAFC), let through marked as a
+  repeat, with the count so far (the page does not count again);
 - `RouteFetchEvents`: each counted event becomes the keyed messages of `Routed.messages`
-  (`keyed_messages`, the one routing function of every Beam form), tagged with
+  (`keyed_messages`, the one routing function of every Beam form; a repeat becomes only
+  its `Reinforce`, with `fresh=False`, as in the engine's `_Step.event`), tagged with
   (position, index) so every key can apply them in input order;
 - `UpdateFrontier`: per URL, the messages sorted by (position, index) are folded through
   the strategy's own `apply` onto the state held in a Beam state spec (encoded with the
-  strategy's codec); out come the latest frontier change and the final state.
+  strategy's codec); out come the final state and the latest frontier change per
+  `change_key` among the changes this key emitted (LAFC's reply requests are one
+  parent's, kept per (url, via); a key owns every change key it emits, so per key is
+  the whole story).
 
-The result equals the embedded engine's on the same log: same clock, same per-key order,
-same function. Global strategies (the PageRank baselines) and strategies that learn from
-repeated fetches (LAFC's `learns_from_repeats`) are refused: Beam drops repeats whole.
+The result equals the embedded engine's on the same log: same clock, same repeats, same
+per-key order, same function. Global strategies (the PageRank baselines) are refused.
 `CountCrawledPages` waits for the input to end; `beam_stream` is the unbounded form.
 """
 
@@ -41,22 +46,25 @@ from frontierflow.pipelines.engine import is_repeat_fetch
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.pipelines.strategies.base import (
     CrawlClock,
+    FrontierChange,
     Message,
     Removal,
     Strategy,
     as_changes,
+    change_key,
 )
 from frontierflow.pipelines.validate import InvalidEvent, validate_event
 from frontierflow.schemas.codecs import (
     CONTAINER_MAGIC,
     AvroCodec,
     CodecError,
-    _container_log,
-    _jsonl_log,
+    container_log,
+    json_to_record,
+    jsonl_log,
     record_from_dict,
     record_to_json,
 )
-from frontierflow.schemas.records import DeadLetter, FetchEvent
+from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry
 
 DEAD = "dead"
 
@@ -120,9 +128,9 @@ def _read_items(path: str) -> Iterator[tuple[int, tuple[str, bytes] | bytes, byt
         is_container = handle.read(4) == CONTAINER_MAGIC
         handle.seek(0)
         items = (
-            _container_log(handle, "FetchEvent", 0)
+            container_log(handle, "FetchEvent", 0)
             if is_container
-            else _jsonl_log(handle, "FetchEvent", 0)
+            else jsonl_log(handle, "FetchEvent", 0)
         )
         for position, record, raw in items:
             if isinstance(record, CodecError):
@@ -169,7 +177,12 @@ class _Validate(beam.DoFn):
 
 
 class CountCrawledPages(beam.PTransform):
-    """(position, crawled count) for every event that is not a repeat fetch."""
+    """(position, (crawled count, repeat)) for every event that is not a repeat fetch, and,
+    with `keep_repeats`, for every repeat too (count so far, repeat = True)."""
+
+    def __init__(self, keep_repeats: bool = False) -> None:
+        super().__init__()
+        self.keep_repeats = keep_repeats
 
     def expand(self, events: Any) -> Any:
         return (
@@ -177,7 +190,7 @@ class CountCrawledPages(beam.PTransform):
             | "Triples" >> beam.Map(_triple)
             | "AllToOne" >> beam.Map(lambda t: (None, t))
             | "Gather" >> beam.GroupByKey()
-            | "Count" >> beam.FlatMap(_count_in_order)
+            | "Count" >> beam.FlatMap(_count_in_order, self.keep_repeats)
         )
 
 
@@ -187,20 +200,25 @@ def _triple(item: tuple[int, bytes]) -> tuple[int, str, str, int]:
 
 
 def _count_in_order(
-    keyed: tuple[None, Iterable[tuple[int, str, str, int]]],
-) -> Iterator[tuple[int, int]]:
+    keyed: tuple[None, Iterable[tuple[int, str, str, int]]], keep_repeats: bool = False
+) -> Iterator[tuple[int, tuple[int, bool]]]:
+    """The engine's count and repeat rule in input order. A repeat keeps the count so far:
+    the engine hands a repeat's Reinforce the clock without counting the page again."""
     last: dict[tuple[str, str], int] = {}
     counts: dict[str, int] = {}
     for position, crawl_id, url, cycle in sorted(keyed[1]):
         if is_repeat_fetch(last.get((crawl_id, url)), cycle):
+            if keep_repeats:
+                yield position, (counts.get(crawl_id, 0), True)
             continue
         last[(crawl_id, url)] = cycle
         counts[crawl_id] = counts.get(crawl_id, 0) + 1
-        yield position, counts[crawl_id]
+        yield position, (counts[crawl_id], False)
 
 
 class RouteFetchEvents(beam.PTransform):
-    """(url, (position, index, clock, message tuple)) for every counted event."""
+    """(url, (position, index, clock, message tuple)) for every counted event (a repeat
+    counted only for a strategy that learns from repeats)."""
 
     def __init__(self, strategy: Strategy[Any]) -> None:
         super().__init__()
@@ -220,24 +238,37 @@ class RouteFetchEvents(beam.PTransform):
 
 def _route(joined: tuple[int, dict[str, list[Any]]], strategy: Strategy[Any]) -> Iterator[Any]:
     position, parts = joined
-    if parts["clock"] and parts["event"]:  # a repeat fetch has no clock: it is dropped
-        yield from _route_event(position, _event_of(parts["event"][0]), parts["clock"][0], strategy)
+    if parts["clock"] and parts["event"]:  # a dropped repeat fetch has no clock
+        crawled, repeat = parts["clock"][0]
+        event = _event_of(parts["event"][0])
+        clock = (crawled, event.fetched_at)
+        for key, index, message in keyed_messages(strategy, event, repeat):
+            yield key, (position, index, clock, message)
 
 
-def _route_event(
-    position: int, event: FetchEvent, crawled: int, strategy: Strategy[Any]
-) -> Iterator[Any]:
-    clock = (crawled, event.fetched_at)
-    for key, index, message in keyed_messages(strategy, event):
-        yield key, (position, index, clock, message)
+def learns_from_repeats(strategy: Strategy[Any]) -> bool:
+    """Whether a repeat fetch still carries a message for `strategy` (see `StrategyBase`)."""
+    return bool(getattr(strategy, "learns_from_repeats", False))
 
 
-def keyed_messages(strategy: Strategy[Any], event: FetchEvent) -> Iterator[tuple[str, int, Any]]:
+def keyed_messages(
+    strategy: Strategy[Any], event: FetchEvent, repeat: bool = False
+) -> Iterator[tuple[str, int, Any]]:
     """(key, index in application order, message tuple) for every message `strategy` routes
-    `event` into: the one routing function of the Beam pipelines. It follows
-    `Routed.messages`, so a new message type needs no change here."""
-    for index, (key, message) in enumerate(strategy.route(event).messages()):
-        yield key, index, (type(message).__name__, *message)
+    `event` into: the one routing function of the Beam pipelines. A first fetch gives every
+    message of `Routed.messages` (so a new message type needs no change here); a repeat
+    fetch gives only the parent's `Reinforce` with `fresh=False`, and only for a strategy
+    that learns from repeats — exactly what the engine's `_Step.event` applies."""
+    if not repeat:
+        for index, (key, message) in enumerate(strategy.route(event).messages()):
+            yield key, index, (type(message).__name__, *message)
+        return
+    if event.via is None or not learns_from_repeats(strategy):
+        return
+    reinforce = strategy.route(event).reinforce
+    if reinforce is not None:
+        stale = reinforce._replace(fresh=False)
+        yield stale.parent, 0, (type(stale).__name__, *stale)
 
 
 _MESSAGE_TYPES: dict[str, Any] = {cls.__name__: cls for cls in typing.get_args(Message)}
@@ -277,37 +308,53 @@ class _ApplyInOrder(beam.DoFn):
         self,
         grouped: tuple[str, Iterable[tuple[int, int, tuple[int, int], tuple[Any, ...]]]],
         state: Any = beam.DoFn.StateParam(STATE),  # noqa: B008 (Beam's idiom)
-    ) -> Iterator[tuple[str, bytes | None, str | None]]:
+    ) -> Iterator[tuple[str, bytes | None, tuple[ChangeRecord, ...]]]:
         url, messages = grouped
         raw = state.read()
         current = None if raw is None else self.strategy.decode_state(raw)
-        latest: Any = None
+        latest: dict[Any, FrontierChange] = {}
         for _, _, (crawled, now_ms), message in sorted(messages, key=lambda m: m[:2]):
-            current, change = self.strategy.apply(
+            current, changes = self.strategy.apply(
                 url, current, message_of(message), CrawlClock(crawled, now_ms)
             )
-            if change is not None:
-                latest = change
+            keep_latest(latest, changes)
         encoded = None if current is None else self.strategy.encode_state(current)
         if encoded is not None:
             state.write(encoded)
-        yield url, encoded, _latest_json(latest)
+        yield url, encoded, change_records(latest)
 
 
-TOMBSTONE = ""
-"""The latest change of a URL was its fetch (Kafka: a null value)."""
+ChangeRecord = tuple[str, str | None]
+"""A frontier change as it leaves a stateful step: (url, entry JSON), or (url, None) for a
+tombstone (the URL was fetched; Kafka: a null value)."""
 
 
-def _latest_json(changes: Any) -> str | None:
-    """A URL's latest frontier change: entry JSON, TOMBSTONE, or None for no change. Of
-    several changes from one `apply`, the last is the URL's latest."""
-    flat = as_changes(changes)
-    if not flat:
-        return None
-    change = flat[-1]
+def keep_latest(latest: dict[Any, FrontierChange], changes: Any) -> None:
+    """Fold one `apply` result into `latest`, the latest change per `change_key`, as the
+    engine's step does: a later change replaces an earlier one of the same change key."""
+    for change in as_changes(changes):
+        key = change_key(change)
+        latest.pop(key, None)  # re-inserted last: dict order is the order of latest changes
+        latest[key] = change
+
+
+def change_records(latest: dict[Any, FrontierChange]) -> tuple[ChangeRecord, ...]:
+    """The latest change per change key as records, in the order they were last changed."""
+    return tuple(_change_record(change) for change in latest.values())
+
+
+def _change_record(change: FrontierChange) -> ChangeRecord:
     if isinstance(change, Removal):
-        return TOMBSTONE
-    return record_to_json(change.to_avro(), "FrontierEntry")
+        return change.url, None
+    return change.url, record_to_json(change.to_avro(), "FrontierEntry")
+
+
+def record_change_key(record: ChangeRecord) -> Any:
+    """The `change_key` of a change record (an entry is read back from its JSON)."""
+    url, entry_json = record
+    if entry_json is None:
+        return url
+    return change_key(record_from_dict(FrontierEntry, json_to_record(entry_json, "FrontierEntry")))
 
 
 def build_replay(
@@ -327,7 +374,7 @@ def write_results(results: Any, dead: Any, out_prefix: str) -> None:
     """(url, encoded state, latest change) results and dead letters to the three files."""
     (
         results
-        | "Entries" >> beam.FlatMap(lambda r: [r[2]] if r[2] else [])
+        | "Entries" >> beam.FlatMap(_entry_lines)
         | "WriteFrontier" >> beam.io.WriteToText(out_prefix + "-frontier", ".jsonl")
     )
     (
@@ -338,17 +385,22 @@ def write_results(results: Any, dead: Any, out_prefix: str) -> None:
     dead | "WriteDead" >> beam.io.WriteToText(out_prefix + "-dead-letters", ".jsonl")
 
 
+def _entry_lines(result: tuple[str, bytes | None, tuple[ChangeRecord, ...]]) -> list[str]:
+    """The entries among a URL's latest changes (a file holds upserts, as `FileSink`)."""
+    return [entry for _, entry in result[2] if entry is not None]
+
+
 def update_frontier(items: Any, strategy: Strategy[Any], source: str) -> tuple[Any, Any]:
     """The steps every source shares: positioned items in; per URL (url, encoded state,
-    latest change as entry JSON / TOMBSTONE / None) and dead-letter JSON out."""
+    latest change records per change key) and dead-letter JSON out."""
     decoded = items | "Decode" >> DecodeFetchEvents(source)
     events = decoded.events
-    clocks = events | "Clock" >> CountCrawledPages()
+    clocks = events | "Clock" >> CountCrawledPages(learns_from_repeats(strategy))
     keyed = (events, clocks) | "Route" >> RouteFetchEvents(strategy)
     return keyed | "Update" >> UpdateFrontier(strategy), decoded[DEAD]
 
 
-def _state_line(result: tuple[str, bytes | None, str | None]) -> list[str]:
+def _state_line(result: tuple[str, bytes | None, Any]) -> list[str]:
     url, encoded, _ = result
     if encoded is None:
         return []
@@ -363,19 +415,29 @@ def run_beam_replay(
     budget: int,
     seed: int = 0,
     beam_args: list[str] | None = None,
+    strategy: Strategy[Any] | None = None,
 ) -> None:
-    """Run the replay pipeline with the given Beam pipeline options and wait for it."""
-    strategy = beam_strategy(strategy_name, budget=budget, seed=seed)
+    """Run the replay pipeline with the given Beam pipeline options and wait for it.
+
+    `strategy`, when given, is used as it is (LAFC with its topic, say); otherwise it is
+    built from `strategy_name`, `budget` and `seed`."""
+    strategy = beam_strategy(strategy_name, budget=budget, seed=seed, strategy=strategy)
     options = PipelineOptions(beam_args or [])
     with beam.Pipeline(options=options) as pipeline:
         build_replay(pipeline, log, strategy, out_prefix)
 
 
-def beam_strategy(strategy_name: str, *, budget: int, seed: int = 0) -> Strategy[Any]:
-    """The strategy by name, refused at start-up when Beam cannot run it exactly."""
-    if strategy_name in ("pagerank", "partial-pagerank"):
-        raise ValueError(f"{strategy_name} needs a global recomputation: use the embedded engine")
-    strategy = build_strategy(strategy_name, budget=budget, seed=seed)
-    if getattr(strategy, "learns_from_repeats", False):
-        raise ValueError(f"{strategy_name} learns from repeated fetches: use the embedded engine")
+def beam_strategy(
+    strategy_name: str, *, budget: int, seed: int = 0, strategy: Strategy[Any] | None = None
+) -> Strategy[Any]:
+    """The strategy (by name unless given), refused at start-up when Beam cannot run it
+    exactly: a global recomputation over every key's state has no per-key form."""
+    if strategy is None:
+        if strategy_name in ("pagerank", "partial-pagerank"):
+            raise ValueError(
+                f"{strategy_name} needs a global recomputation: use the embedded engine"
+            )
+        strategy = build_strategy(strategy_name, budget=budget, seed=seed)
+    if hasattr(strategy, "recompute"):
+        raise ValueError(f"{strategy.name} needs a global recomputation: use the embedded engine")
     return strategy

@@ -4,22 +4,28 @@ The bounded pipeline (`beam_replay`) counts crawled pages exactly, in one ordere
 waits for the input to end. Nothing here waits for the end. Event time is `fetched_at`, cut
 into fixed windows of W ms, and the clock comes from the pipeline's own count, fed back:
 
-1. `DropRepeatFetches`: per (crawl, URL), fetches in (window, position) order, the rule of
-   `engine.is_repeat_fetch`; a repeat is dropped whole, as the bounded pipeline does.
-2. `WindowedCrawlClock`: per window and crawl, the pages fetched in it (a combine); a running
-   sum over the windows in event-time order gives before(w), the pages fetched before
-   window w started, re-windowed into w.
-3. `AttachClock`: in window w every page gets `crawled = before(w) + 1` from an `AsDict`
-   side input and is routed by `beam_replay.keyed_messages` (the one routing function).
+1. `DecideRepeatFetches`: per (crawl, URL), fetches in (window, position) order, the rule
+   of `engine.is_repeat_fetch`; a repeat is dropped whole, as the bounded pipeline does,
+   or, for a strategy that learns from repeats (LAFC), passed on marked as a repeat.
+2. `WindowedCrawlClock`: per window and crawl, the first fetches in it (a combine); a
+   running sum over the windows in event-time order gives before(w), the pages fetched
+   before window w started, re-windowed into w.
+3. `AttachClock`: in window w every first fetch gets `crawled = before(w) + 1` (a repeat
+   `before(w)`: it does not count) from an `AsDict` side input and is routed by
+   `beam_replay.keyed_messages` (the one routing function; a repeat gives only its
+   `Reinforce` with `fresh=False`).
 4. `UpdateFrontierInEventTime`: in the global window, per URL, the messages are applied
    with the strategy's own `apply`, in (window, position, index) order, once the watermark
-   has passed their window; out comes one change record per URL and window.
+   has passed their window; out comes one record per URL and window: the state and the
+   latest change per `change_key` (`beam_replay.keep_latest`).
 
 Staleness bound, by construction: an event of window w sees every page fetched before w
 started and none fetched in w, so with n(w) the pages fetched in w (its crawl) and c the
 exact count, c − (n(w) − 1) ≤ crawled ≤ c: the clock lags by at most n(w) − 1 pages, or W ms
 of event time. With one page per window (W = 1 ms and distinct `fetched_at`) it is exact.
-Effect on IECA: δ_t and α are step functions of crawled div k (seed 001 eq. 12 and eq. 5,
+A strategy that never reads `crawled` (LAFC) gets exactly the engine's result for any W,
+whenever `fetched_at` never decreases along the input. Effect on IECA: δ_t and α are step
+functions of crawled div k (seed 001 eq. 12 and eq. 5,
 Algorithm 1), so a lag of s pages changes them only for an event whose lag crosses a
 multiple of k, by at most ⌈s/k⌉ steps: |Δδ_t| ≤ 0.28·(k/budget)·⌈s/k⌉ and
 |Δα| ≤ 1 − e^(−β·⌈s/k⌉). Measured in the tests and the report.
@@ -28,9 +34,9 @@ Deterministic: every stateful step buffers its input and applies it in a fixed o
 an event-time timer says the watermark has passed, so the result does not depend on
 processing speed or bundling. Orders: window, then position (a file's record index; Kafka's
 offset, then partition), then message index. When `fetched_at` never decreases along the
-input, that is the embedded engine's order. An element behind the watermark (late) is
-applied when it arrives, out of order. Not yet done: a Kafka source that stamps `fetched_at`
-and turns such late events into dead letters (`beam_kafka` stamps Kafka record times).
+input, that is the embedded engine's order. An element behind the watermark (late) would
+be applied when it arrives, out of order: the Kafka source (`beam_kafka`) stamps records
+with `fetched_at` and turns events already behind its watermark into dead letters.
 """
 
 from __future__ import annotations
@@ -57,17 +63,21 @@ from apache_beam.utils.timestamp import Duration, Timestamp
 
 from frontierflow.pipelines.beam_replay import (
     DEAD,
+    ChangeRecord,
     DecodeFetchEvents,
     ReadFetchEventLog,
     _event_of,
-    _latest_json,
     beam_strategy,
+    change_records,
+    keep_latest,
     keyed_messages,
+    learns_from_repeats,
     message_of,
+    record_change_key,
     write_results,
 )
 from frontierflow.pipelines.engine import is_repeat_fetch
-from frontierflow.pipelines.strategies.base import CrawlClock, Strategy
+from frontierflow.pipelines.strategies.base import CrawlClock, FrontierChange, Strategy
 
 CLOCK_EXACT = "exact"
 CLOCK_WINDOWED = "windowed:"
@@ -147,13 +157,15 @@ def _take_due(fired: Timestamp, bag: Any, due: Any, timer: Any) -> list[tuple[An
 # --- 1. repeats --------------------------------------------------------------------------------
 
 
-class DropRepeatFetches(beam.PTransform):
-    """(position, event bytes) → (crawl id, (position, event bytes)) of first fetches only,
-    timestamped at the end of the event's clock window."""
+class DecideRepeatFetches(beam.PTransform):
+    """(position, event bytes) → (crawl id, (position, repeat, event bytes)) of first
+    fetches, and with `keep_repeats` of repeats too, timestamped at the end of the event's
+    clock window."""
 
-    def __init__(self, windows: ClockWindows) -> None:
+    def __init__(self, windows: ClockWindows, keep_repeats: bool = False) -> None:
         super().__init__()
         self.windows = windows
+        self.keep_repeats = keep_repeats
 
     def expand(self, events: Any) -> Any:
         return (
@@ -163,7 +175,7 @@ class DropRepeatFetches(beam.PTransform):
                 typehints.KV[typehints.Tuple[str, str], typehints.Any]
             )
             | "FirstFetches"
-            >> beam.ParDo(_FirstFetches()).with_input_types(
+            >> beam.ParDo(_FirstFetches(self.keep_repeats)).with_input_types(
                 typehints.KV[typehints.Tuple[str, str], typehints.Any]
             )
         )
@@ -186,6 +198,9 @@ class _FirstFetches(beam.DoFn):
     DUE = ReadModifyWriteStateSpec(_DUE, VarIntCoder())
     LAST = ReadModifyWriteStateSpec("last_cycle", VarIntCoder())
     TIMER = TimerSpec("due", TimeDomain.WATERMARK)
+
+    def __init__(self, keep_repeats: bool) -> None:
+        self.keep_repeats = keep_repeats
 
     def process(
         self,
@@ -210,9 +225,11 @@ class _FirstFetches(beam.DoFn):
         last_cycle = last.read()
         for _, position, cycle, data in _take_due(fired, bag, due, timer):
             if is_repeat_fetch(last_cycle, cycle):
+                if self.keep_repeats:
+                    yield crawl_id, (position, True, data)
                 continue
             last_cycle = cycle
-            yield crawl_id, (position, data)
+            yield crawl_id, (position, False, data)
         if last_cycle is not None:
             last.write(last_cycle)
 
@@ -221,7 +238,8 @@ class _FirstFetches(beam.DoFn):
 
 
 class WindowedCrawlClock(beam.PTransform):
-    """Windowed (crawl id, first fetch) → windowed (crawl id, pages fetched before the window)."""
+    """Windowed (crawl id, (position, repeat, event)) → windowed (crawl id, pages fetched
+    before the window); repeats do not count."""
 
     def __init__(self, windows: ClockWindows) -> None:
         super().__init__()
@@ -230,6 +248,7 @@ class WindowedCrawlClock(beam.PTransform):
     def expand(self, firsts: Any) -> Any:
         return (
             firsts
+            | "FirstFetchesOnly" >> beam.Filter(lambda kv: not kv[1][1])
             | "PagesPerWindow" >> beam.combiners.Count.PerKey()
             | "WithWindowEnd"
             >> beam.ParDo(_WithWindowEnd()).with_output_types(
@@ -310,15 +329,16 @@ class _RouteWithClock(beam.DoFn):
 
     def process(
         self,
-        element: tuple[str, tuple[int, bytes]],
+        element: tuple[str, tuple[int, bool, bytes]],
         before: dict[str, int],
         window: Any = beam.DoFn.WindowParam,
     ) -> Iterator[Any]:
-        crawl_id, (position, data) = element
+        crawl_id, (position, repeat, data) = element
         event = _event_of(data)
-        crawled = before.get(crawl_id, 0) + 1  # the page itself counts (CrawlClock)
+        # a first fetch counts itself (CrawlClock); a repeat does not count again (engine)
+        crawled = before.get(crawl_id, 0) + (0 if repeat else 1)
         due = _due_of(window)
-        for key, index, message in keyed_messages(self.strategy, event):
+        for key, index, message in keyed_messages(self.strategy, event, repeat):
             yield key, (due, position, index, crawled, event.fetched_at, message)
 
 
@@ -326,8 +346,9 @@ class _RouteWithClock(beam.DoFn):
 
 
 class UpdateFrontierInEventTime(beam.PTransform):
-    """(url, ordered message) in the global window → (url, version, state, latest change) per
-    URL and window; version = (window end µs, position, index) of the last message applied."""
+    """(url, ordered message) in the global window → (url, version, state, change records)
+    per URL and window; version = (window end µs, position, index) of the last message
+    applied; change records: the latest per change key of that window's changes."""
 
     def __init__(self, strategy: Strategy[Any]) -> None:
         super().__init__()
@@ -377,18 +398,17 @@ class _ApplyInEventTime(beam.DoFn):
             return
         raw = state.read()
         current = None if raw is None else self.strategy.decode_state(raw)
-        latest: Any = None
+        latest: dict[Any, FrontierChange] = {}
         for _, _, _, crawled, now_ms, message in ready:
-            current, change = self.strategy.apply(
+            current, changes = self.strategy.apply(
                 key, current, message_of(message), CrawlClock(crawled, now_ms)
             )
-            if change is not None:
-                latest = change
+            keep_latest(latest, changes)
         encoded = None if current is None else self.strategy.encode_state(current)
         if encoded is not None:
             state.write(encoded)
         version = tuple(ready[-1][:3])
-        yield key, version, encoded, _latest_json(latest)
+        yield key, version, encoded, change_records(latest)
 
 
 # --- the whole pipeline ------------------------------------------------------------------------
@@ -397,12 +417,12 @@ class _ApplyInEventTime(beam.DoFn):
 def stream_frontier(
     items: Any, strategy: Strategy[Any], source: str, windows: ClockWindows
 ) -> tuple[Any, Any]:
-    """Positioned items in; (url, version, encoded state, latest change JSON / TOMBSTONE /
-    None) change records and dead-letter JSON out. No step waits for the input to end."""
+    """Positioned items in; (url, version, encoded state, change records) per URL and window
+    and dead-letter JSON out. No step waits for the input to end."""
     decoded = items | "Decode" >> DecodeFetchEvents(source)
     firsts = (
         decoded.events
-        | "DropRepeats" >> DropRepeatFetches(windows)
+        | "Repeats" >> DecideRepeatFetches(windows, learns_from_repeats(strategy))
         | "ClockWindows" >> beam.WindowInto(windows.fixed())
     )
     clock = firsts | "Clock" >> WindowedCrawlClock(windows)
@@ -411,14 +431,22 @@ def stream_frontier(
 
 
 def compact_changes(
-    grouped: tuple[str, Iterable[tuple[Any, bytes | None, str | None]]],
-) -> tuple[str, bytes | None, str | None]:
-    """A URL's change records → (url, final state, latest change), as a compacted topic
-    keeps them: the state of the latest record, the latest record that changed the entry."""
+    grouped: tuple[str, Iterable[tuple[Any, bytes | None, Iterable[ChangeRecord]]]],
+) -> tuple[str, bytes | None, tuple[ChangeRecord, ...]]:
+    """A URL's per-window records → (url, final state, latest change per change key), as a
+    compacted topic keeps them: the state of the latest record; of the changes, the latest
+    per change key over the records in version order (a key owns the change keys it
+    emits, so no other URL's records hold them)."""
     url, records = grouped
     ordered = sorted(records, key=lambda r: tuple(r[0]))
-    latest = next((r[2] for r in reversed(ordered) if r[2] is not None), None)
-    return url, ordered[-1][1], latest
+    latest: dict[Any, ChangeRecord] = {}
+    for _, _, changes in ordered:
+        for url_of_change, entry in changes:
+            record = (url_of_change, entry)
+            key = record_change_key(record)
+            latest.pop(key, None)
+            latest[key] = record
+    return url, ordered[-1][1], tuple(latest.values())
 
 
 def build_stream_replay(
@@ -451,9 +479,11 @@ def run_beam_stream_replay(
     windows: ClockWindows,
     seed: int = 0,
     beam_args: list[str] | None = None,
+    strategy: Strategy[Any] | None = None,
 ) -> None:
-    """Run the unbounded form over a log with the given pipeline options and wait for it."""
-    strategy = beam_strategy(strategy_name, budget=budget, seed=seed)
+    """Run the unbounded form over a log with the given pipeline options and wait for it;
+    `strategy`, when given, is used as it is (as in `beam_replay.run_beam_replay`)."""
+    strategy = beam_strategy(strategy_name, budget=budget, seed=seed, strategy=strategy)
     with beam.Pipeline(options=PipelineOptions(beam_args or [])) as pipeline:
         build_stream_replay(pipeline, log, strategy, out_prefix, windows)
 

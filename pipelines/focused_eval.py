@@ -237,22 +237,24 @@ def summary_lines(results: Sequence[TopicResult], setup: FocusedSetup) -> list[s
     lines = [
         "| topic | relevant (reachable / pooled) | strategy | "
         + " | ".join(f"cycle {c + 1} P@{setup.budget}" for c in range(setup.cycles))
-        + f" | R@{setup.budget} (pooled) last cycle | R (all reachable) last cycle |",
-        "|---|---:|---|" + "---:|" * (setup.cycles + 2),
+        + f" | R@{setup.budget} (pooled) last cycle | R (all reachable) last cycle"
+        + " | downloads per cycle |",
+        "|---|---:|---|" + "---:|" * (setup.cycles + 3),
     ]
     last = setup.cycles - 1
     for r in results:
         for name in setup.strategies:
-            cells = []
+            cells, downloads = [], []
             for cycle in range(setup.cycles):
                 c = _curve(r, name, cycle)
                 cells.append(f"{c.precision[-1]:.3f}" if c else "–")
+                downloads.append(f"{c.downloaded:.0f}" if c else "–")
             c = _curve(r, name, last)
             assert c is not None
             lines.append(
                 f"| {r.topic} | {r.relevant_reachable} / {r.relevant_pooled} | {name} | "
                 + " | ".join(cells)
-                + f" | {c.recall[-1]:.3f} | {c.recall_all[-1]:.3f} |"
+                + f" | {c.recall[-1]:.3f} | {c.recall_all[-1]:.3f} | {' / '.join(downloads)} |"
             )
     if "lafc" in setup.strategies:
         lines += ["", t_test_table(results, setup)]

@@ -707,7 +707,7 @@ def _block_items(
             yield position, item, plain[begin : buffer.tell()]
 
 
-def _container_log(handle: IO[bytes], kind: str | None, start: int) -> Iterator[LogItem]:
+def container_log(handle: IO[bytes], kind: str | None, start: int) -> Iterator[LogItem]:
     """Items of a container file from record `start`; a broken frame ends it with an error."""
     try:
         container = _read_container_header(handle, kind)
@@ -737,7 +737,7 @@ def read_container(source: PathOrFile, kind: RecordKind | None = None) -> Iterat
     """
     name = None if kind is None else _kind_name(kind)
     with _open_binary(source, "rb") as handle:
-        for _, item, _ in _container_log(handle, name, 0):
+        for _, item, _ in container_log(handle, name, 0):
             if isinstance(item, CodecError):
                 raise item
             yield item
@@ -746,7 +746,7 @@ def read_container(source: PathOrFile, kind: RecordKind | None = None) -> Iterat
 # --- logs: container or JSON lines, with errors as items -------------------------------------
 
 
-def _jsonl_log(handle: IO[bytes], kind: str, start: int) -> Iterator[LogItem]:
+def jsonl_log(handle: IO[bytes], kind: str, start: int) -> Iterator[LogItem]:
     for position, line in itertools.islice(enumerate(handle), start, None):
         raw = line.rstrip(b"\r\n")
         if not raw.strip():
@@ -773,9 +773,9 @@ def iter_log_from(
         is_container = handle.read(4) == CONTAINER_MAGIC
         handle.seek(0)
         if is_container:
-            yield from _container_log(handle, name, start_position)
+            yield from container_log(handle, name, start_position)
         else:
-            yield from _jsonl_log(handle, name, start_position)
+            yield from jsonl_log(handle, name, start_position)
 
 
 def read_log(path: str | os.PathLike[str], kind: RecordKind) -> Iterator[LogItem]:

@@ -1,5 +1,6 @@
 """Kafka in → Beam on Prism → Kafka out, on the real broker: the frontier a fetcher rebuilds
-from the compacted topic equals the one `frontierflow replay` gives for the same events."""
+from the compacted topic equals the one `frontierflow replay` gives for the same events, for
+the exact-clock pipeline and for the unbounded form (event time = `fetched_at`)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,13 @@ from test_live_kafka import (
     _settings,
 )
 
-from frontierflow.pipelines.beam_kafka import run_beam_kafka
+from frontierflow.pipelines.beam_kafka import (
+    FUTURE_EVENT,
+    LATE_EVENT,
+    run_beam_kafka,
+    run_beam_kafka_stream,
+)
+from frontierflow.pipelines.beam_stream import ClockWindows
 from frontierflow.schemas.codecs import AvroCodec
 
 pytestmark = [pytest.mark.kafka, pytest.mark.beam_runner]
@@ -51,3 +58,74 @@ def test_kafka_through_prism_equals_replay(
         if v is not None
     ]
     assert sorted(d["raw"] for d in dead) == [b"garbage", b'{"url": "ftp://x/"}']
+
+
+def _prism(prism_binary: Path) -> list[str]:
+    return [
+        "--runner=PrismRunner",
+        f"--prism_location={prism_binary}",
+        "--environment_type=LOOPBACK",
+    ]
+
+
+def _latest_values(settings: Any, topic: str) -> dict[bytes, bytes]:
+    """A compacted topic as its reader sees it: latest value per key, tombstones remove."""
+    latest: dict[bytes, bytes] = {}
+    for key, value in _read_topic(settings, topic):
+        assert key is not None
+        if value is None:
+            latest.pop(key, None)
+        else:
+            latest[key] = value
+    return latest
+
+
+def test_kafka_stream_through_prism_equals_replay(
+    kafka_broker: Any, prism_binary: Path, tmp_path: Path
+) -> None:
+    """The unbounded form, W = 1 ms: `fetched_at` = base + i, so one page per clock window
+    and the windowed clock is exact (`beam_stream` docstring); read bounded to the end
+    offsets. Compared: the latest frontier entry per URL on the compacted topic (priority,
+    via, emitted_at, echo, host, cycle) and every URL's latest state on the state topic
+    (bytes), against `frontierflow replay` of the events Beam accepted."""
+    records = _events(200, seed=43)
+    base = records[0]["fetched_at"]
+    late = {**records[7], "url": "https://late.example.net/x", "fetched_at": base - 5000}
+    # fetched in 2096 says the event; Kafka stamps it now: it must not move the watermark
+    future = {**records[9], "url": "https://future.example.net/y", "fetched_at": 4 * 10**12}
+    values = [
+        *_avro(records[:100]), *_avro([late, future]), b"garbage", *_avro(records[100:]),
+    ]  # fmt: skip
+    settings = _settings(kafka_broker.bootstrap)
+    state_topic = settings.topics.frontier + "-state"
+    _produce(settings, values)
+    run_beam_kafka_stream(
+        settings,
+        strategy_name="ieca",
+        budget=BUDGET,
+        windows=ClockWindows(1),
+        beam_args=_prism(prism_binary),
+        lateness_ms=0,
+        state_topic=state_topic,
+    )
+    expected, expected_state = _replayed(tmp_path, records)  # the late event is dead
+    live = _latest_frontier(settings)
+    assert len(live) > 150
+    assert _comparable(live) == _comparable(expected)
+    states = _latest_values(settings, state_topic)
+    assert len(states) > 500
+    assert states == expected_state["ieca"]
+    dead = sorted(
+        (
+            AvroCodec.for_name("DeadLetter").decode(v)
+            for _, v in _read_topic(settings, settings.topics.dead_letter)
+            if v is not None
+        ),
+        key=lambda d: d["error_class"],
+    )
+    assert [d["error_class"] for d in dead] == ["CodecError", FUTURE_EVENT, LATE_EVENT]
+    assert dead[0]["raw"] == b"garbage"
+    assert dead[1]["message"].startswith(f"fetched_at {4 * 10**12} is ")
+    # by hand: the watermark is the largest fetched_at read before it, base + 99 (lateness
+    # 0), and the late event is at base − 5000: 5099 ms behind
+    assert f"{base - 5000} is 5099 ms behind the watermark {base + 99}" in dead[2]["message"]

@@ -59,18 +59,28 @@ def _embedded(log: Path, tmp: Path, strategy: str) -> tuple[dict, dict]:
     return latest, states
 
 
-def _beam(prefix: Path) -> tuple[dict, dict, list[str]]:
-    entries, states, dead = {}, {}, []
+def beam_files(prefix: Path) -> tuple[list[str], dict[str, bytes], list[str]]:
+    """What a Beam replay wrote under `prefix`: frontier lines, state per URL, dead letters."""
+    lines: list[str] = []
+    states: dict[str, bytes] = {}
+    dead: list[str] = []
     for f in prefix.parent.glob(prefix.name + "-frontier*"):
-        for line in f.read_text().splitlines():
-            entry = json.loads(line)
-            entries[entry["url"]] = entry
+        lines += f.read_text().splitlines()
     for f in prefix.parent.glob(prefix.name + "-state*"):
         for line in f.read_text().splitlines():
             row = json.loads(line)
             states[row["url"]] = base64.b64decode(row["state"])
     for f in prefix.parent.glob(prefix.name + "-dead-letters*"):
         dead += f.read_text().splitlines()
+    return lines, states, dead
+
+
+def _beam(prefix: Path) -> tuple[dict, dict, list[str]]:
+    lines, states, dead = beam_files(prefix)
+    entries = {}
+    for line in lines:
+        entry = json.loads(line)
+        entries[entry["url"]] = entry
     return entries, states, dead
 
 

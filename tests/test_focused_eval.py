@@ -8,8 +8,8 @@ import csv
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
+from topical_webs import Web
 
 from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.focused_eval import (
@@ -24,20 +24,6 @@ from frontierflow.pipelines.relevance import Judge, Topic
 ROOT = Path(__file__).resolve().parents[1]
 
 
-class Web:
-    def __init__(self, urls: list[str], links: list[list[int]], terms: list[dict[str, int]]):
-        self.urls = urls
-        self._links = [np.asarray(lk, dtype=np.int32) for lk in links]
-        self.terms = terms
-        self._index = {u: i for i, u in enumerate(urls)}
-
-    def outlinks(self, i: int) -> np.ndarray:
-        return self._links[i]
-
-    def index_of(self, url: str) -> int:
-        return self._index[url]
-
-
 ON, OFF = {"net": 1}, {"zzz": 1}
 
 
@@ -45,7 +31,7 @@ def _chain() -> Web:
     # index → 1 → 2 → 3 → 4, and index → 5 (a dead end). Pages 2 and 4 are relevant.
     urls = ["https://a.invalid/index.html"] + [f"https://a.invalid/{i}.html" for i in range(1, 6)]
     links = [[1, 5], [2], [3], [4], [], []]
-    return Web(urls, links, [OFF, OFF, ON, OFF, ON, OFF])
+    return Web(links, [OFF, OFF, ON, OFF, ON, OFF], urls)
 
 
 def test_precision_and_recall_by_hand() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from topical_webs import Web
 
 from frontierflow.connectors.simulator import MemoryFrontier, simulate_cycles
 from frontierflow.pipelines.engine import Engine, Position
@@ -28,22 +29,6 @@ from frontierflow.state.memory import InMemoryStore
 TOPIC = Topic.parse("net")
 ON = {"net": 1}  # similarity 1
 OFF = {"zzz": 1}  # similarity 0
-
-
-class Web:
-    """A tiny recorded web: page i at https://w.invalid/i."""
-
-    def __init__(self, links: list[list[int]], terms: list[dict[str, int]]) -> None:
-        self.urls = [f"https://w.invalid/{i}" for i in range(len(links))]
-        self._links = [np.asarray(lk, dtype=np.int32) for lk in links]
-        self.terms = terms
-        self._index = {u: i for i, u in enumerate(self.urls)}
-
-    def outlinks(self, i: int) -> np.ndarray:
-        return self._links[i]
-
-    def index_of(self, url: str) -> int:
-        return self._index[url]
 
 
 def reference_order(

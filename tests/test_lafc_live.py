@@ -10,9 +10,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from kafka import KafkaProducer
+from topical_webs import random_web
 
 from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics, ensure_topics
 from frontierflow.connectors.simulator import simulate_cycles
@@ -27,29 +27,13 @@ pytestmark = pytest.mark.kafka
 TOPIC = "tcp:2,socket:1"
 
 
-class _Web:
-    def __init__(self, n: int, seed: int) -> None:
-        rng = np.random.default_rng(seed)
-        self.urls = [f"https://h{i % 5}.docs.invalid/p{i}.html" for i in range(n)]
-        self._links = [np.unique(rng.integers(0, n, 6)).astype(np.int32) for _ in range(n)]
-        self.terms = [
-            {"tcp": int(rng.integers(0, 3)), "socket": int(rng.integers(0, 3)), "x": 2}
-            for _ in range(n)
-        ]
-        self._index = {u: i for i, u in enumerate(self.urls)}
-
-    def outlinks(self, i: int) -> np.ndarray:
-        return self._links[i]
-
-    def index_of(self, url: str) -> int:
-        return self._index[url]
-
-
 def _recorded_crawl() -> list[FetchEvent]:
     """Three cycles of a simulated LAFC crawl, as the fetchers would have reported it."""
     events: list[FetchEvent] = []
     strategy = Lafc(Topic.parse(TOPIC), LafcSettings(control_threshold=0.3, seed=3))
-    simulate_cycles(_Web(120, 5), strategy, [0], 60, 3, crawl_id="live", on_event=events.append)
+    simulate_cycles(
+        random_web(120, 5), strategy, [0], 60, 3, crawl_id="live", on_event=events.append
+    )
     return events
 
 
