@@ -88,6 +88,9 @@ class LiveMetrics:
         self.reconnects = Counter(
             "frontierflow_broker_reconnects", "times the job waited for the broker", registry=r
         )
+        self.decisions = Counter(
+            "frontierflow_scaling_decisions", "ScalingDecisions sent to fetcher-control", registry=r
+        )
         self._last = EngineStats()
         self.port: int | None = None
 
@@ -104,6 +107,7 @@ class LiveMetrics:
         self.duplicates.inc(stats.duplicates - last.duplicates)
         self.entries.inc(stats.entries - last.entries)
         self.removals.inc(stats.removals - last.removals)
+        self.decisions.inc(stats.decisions - last.decisions)
         for reason, count in stats.dead_reasons.items():
             self.dead.labels(reason).inc(count - last.dead_reasons.get(reason, 0))
         self._last = EngineStats(
@@ -111,6 +115,7 @@ class LiveMetrics:
             duplicates=stats.duplicates,
             entries=stats.entries,
             removals=stats.removals,
+            decisions=stats.decisions,
             dead_reasons=dict(stats.dead_reasons),
         )
 
