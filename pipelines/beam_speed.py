@@ -177,7 +177,10 @@ class AggregateSpeedWindows(beam.PTransform):
         return (
             on_time
             | "Sum" >> beam.CombinePerKey(_SpeedWindowFn())
-            | "WithBounds" >> beam.ParDo(_WithBounds())
+            | "WithBounds"
+            >> beam.ParDo(_WithBounds()).with_output_types(
+                beam.typehints.KV[str, beam.typehints.Tuple[int, ...]]
+            )
             | "Global" >> beam.WindowInto(beam_window.GlobalWindows())
         )
 
