@@ -52,6 +52,8 @@ from frontierflow.pipelines.strategies.base import (
     Strategy,
     as_changes,
     change_key,
+    learns_from_repeats,
+    repeat_reinforce,
 )
 from frontierflow.pipelines.validate import InvalidEvent, validate_event
 from frontierflow.schemas.codecs import (
@@ -246,11 +248,6 @@ def _route(joined: tuple[int, dict[str, list[Any]]], strategy: Strategy[Any]) ->
             yield key, (position, index, clock, message)
 
 
-def learns_from_repeats(strategy: Strategy[Any]) -> bool:
-    """Whether a repeat fetch still carries a message for `strategy` (see `StrategyBase`)."""
-    return bool(getattr(strategy, "learns_from_repeats", False))
-
-
 def keyed_messages(
     strategy: Strategy[Any], event: FetchEvent, repeat: bool = False
 ) -> Iterator[tuple[str, int, Any]]:
@@ -263,11 +260,8 @@ def keyed_messages(
         for index, (key, message) in enumerate(strategy.route(event).messages()):
             yield key, index, (type(message).__name__, *message)
         return
-    if event.via is None or not learns_from_repeats(strategy):
-        return
-    reinforce = strategy.route(event).reinforce
-    if reinforce is not None:
-        stale = reinforce._replace(fresh=False)
+    stale = repeat_reinforce(strategy, event)
+    if stale is not None:
         yield stale.parent, 0, (type(stale).__name__, *stale)
 
 
@@ -310,18 +304,34 @@ class _ApplyInOrder(beam.DoFn):
         state: Any = beam.DoFn.StateParam(STATE),  # noqa: B008 (Beam's idiom)
     ) -> Iterator[tuple[str, bytes | None, tuple[ChangeRecord, ...]]]:
         url, messages = grouped
-        raw = state.read()
-        current = None if raw is None else self.strategy.decode_state(raw)
-        latest: dict[Any, FrontierChange] = {}
-        for _, _, (crawled, now_ms), message in sorted(messages, key=lambda m: m[:2]):
-            current, changes = self.strategy.apply(
-                url, current, message_of(message), CrawlClock(crawled, now_ms)
-            )
-            keep_latest(latest, changes)
-        encoded = None if current is None else self.strategy.encode_state(current)
-        if encoded is not None:
-            state.write(encoded)
+        ordered = sorted(messages, key=lambda m: m[:2])
+        encoded, latest = apply_messages(
+            self.strategy, url, state, ((*clock, message) for _, _, clock, message in ordered)
+        )
         yield url, encoded, change_records(latest)
+
+
+def apply_messages(
+    strategy: Strategy[Any],
+    key: str,
+    state: Any,
+    messages: Iterable[tuple[int, int, tuple[Any, ...]]],
+) -> tuple[bytes | None, dict[Any, FrontierChange]]:
+    """Apply (crawled, now_ms, message tuple)s in order to `key`'s state held in the Beam
+    state cell `state` (read once, written once): the per-URL step of both Beam forms.
+    Returns the encoded new state and the latest change per change key."""
+    raw = state.read()
+    current = None if raw is None else strategy.decode_state(raw)
+    latest: dict[Any, FrontierChange] = {}
+    for crawled, now_ms, message in messages:
+        current, changes = strategy.apply(
+            key, current, message_of(message), CrawlClock(crawled, now_ms)
+        )
+        keep_latest(latest, changes)
+    encoded = None if current is None else strategy.encode_state(current)
+    if encoded is not None:
+        state.write(encoded)
+    return encoded, latest
 
 
 ChangeRecord = tuple[str, str | None]

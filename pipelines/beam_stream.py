@@ -67,17 +67,15 @@ from frontierflow.pipelines.beam_replay import (
     DecodeFetchEvents,
     ReadFetchEventLog,
     _event_of,
+    apply_messages,
     beam_strategy,
     change_records,
-    keep_latest,
     keyed_messages,
-    learns_from_repeats,
-    message_of,
     record_change_key,
     write_results,
 )
 from frontierflow.pipelines.engine import is_repeat_fetch
-from frontierflow.pipelines.strategies.base import CrawlClock, FrontierChange, Strategy
+from frontierflow.pipelines.strategies.base import Strategy, learns_from_repeats
 
 CLOCK_EXACT = "exact"
 CLOCK_WINDOWED = "windowed:"
@@ -123,6 +121,10 @@ def parse_clock(text: str) -> ClockWindows | None:
 # --- ordering by event-time timers ------------------------------------------------------------
 
 _DUE = "due"
+# Each timer-ordered step below declares its own BAG, DUE and TIMER specs and its own
+# `process`: Beam keeps one on_timer callback per TimerSpec object, so the steps cannot
+# share one spec (and a shared `process` would have to name it). `_buffer` and `_take_due`
+# are the shared part.
 
 
 def _buffer(item: tuple[Any, ...], bag: Any, due: Any, timer: Any) -> None:
@@ -396,17 +398,9 @@ class _ApplyInEventTime(beam.DoFn):
         ready = _take_due(fired, bag, due, timer)
         if not ready:
             return
-        raw = state.read()
-        current = None if raw is None else self.strategy.decode_state(raw)
-        latest: dict[Any, FrontierChange] = {}
-        for _, _, _, crawled, now_ms, message in ready:
-            current, changes = self.strategy.apply(
-                key, current, message_of(message), CrawlClock(crawled, now_ms)
-            )
-            keep_latest(latest, changes)
-        encoded = None if current is None else self.strategy.encode_state(current)
-        if encoded is not None:
-            state.write(encoded)
+        encoded, latest = apply_messages(
+            self.strategy, key, state, ((crawled, now_ms, m) for *_, crawled, now_ms, m in ready)
+        )
         version = tuple(ready[-1][:3])
         yield key, version, encoded, change_records(latest)
 

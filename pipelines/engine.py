@@ -34,6 +34,8 @@ from frontierflow.pipelines.strategies.base import (
     Strategy,
     as_changes,
     change_key,
+    learns_from_repeats,
+    repeat_reinforce,
 )
 from frontierflow.pipelines.urls import is_http_url
 from frontierflow.pipelines.validate import InvalidEvent, Limits, validate_event
@@ -259,7 +261,7 @@ class _Step(Generic[S]):
         keys: dict[str, None] = {}
         pages: dict[str, None] = {}
         links = getattr(self.strategy, "routes_links", True)
-        parents = getattr(self.strategy, "learns_from_repeats", False)
+        parents = learns_from_repeats(self.strategy)
         for _, item, _ in items:
             if isinstance(item, FetchEvent):
                 pages[item.url] = None
@@ -301,11 +303,10 @@ class _Step(Generic[S]):
             self._load_crawled(url)
         if is_repeat_fetch(self.last_crawled[url], event.cycle):
             stats.duplicates += 1
-            if event.via is not None and getattr(self.strategy, "learns_from_repeats", False):
-                reinforce = self.strategy.route(event).reinforce
-                if reinforce is not None:
-                    clock = CrawlClock(self.crawled(event.crawl_id), event.fetched_at)
-                    self.apply(reinforce.parent, reinforce._replace(fresh=False), clock)
+            reinforce = repeat_reinforce(self.strategy, event)
+            if reinforce is not None:
+                clock = CrawlClock(self.crawled(event.crawl_id), event.fetched_at)
+                self.apply(reinforce.parent, reinforce, clock)
             return
         self.last_crawled[url] = event.cycle
         count = self.crawled(event.crawl_id) + 1

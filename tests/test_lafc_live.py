@@ -6,19 +6,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaProducer
+from test_live_kafka import _avro, _produce, _settings
 from topical_webs import random_web
 
-from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics, ensure_topics
 from frontierflow.connectors.simulator import simulate_cycles
 from frontierflow.pipelines.relevance import Topic
 from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
-from frontierflow.schemas.codecs import AvroCodec, write_container
+from frontierflow.schemas.codecs import write_container
 from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.rocksdb import RocksDBStore
 
@@ -47,16 +45,9 @@ def test_run_lafc_against_kafka_equals_replay(kafka_broker: Any, tmp_path: Path)
     events = _recorded_crawl()
     assert sum(e.status == 208 for e in events) > 0  # answers without download are in the log
     records = [e.to_avro() for e in events]
-    prefix = uuid.uuid4().hex[:10]
-    topics = KafkaTopics(f"{prefix}-fe", f"{prefix}-fr", f"{prefix}-fc", f"{prefix}-dl")
-    settings = KafkaSettings(kafka_broker.bootstrap, topics, group_id=f"g-{prefix}")
-    ensure_topics(settings)
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
-    codec = AvroCodec.for_name("FetchEvent")
-    for record in records:
-        producer.send(topics.fetch_events, value=codec.encode(record))
-    producer.flush()
-    producer.close()
+    settings = _settings(kafka_broker.bootstrap)
+    topics = settings.topics
+    _produce(settings, _avro(records))
 
     lafc_args = ["--strategy", "lafc", "--topic", TOPIC, "--lafc-c", "0.3", "--seed", "3"]
     run = [

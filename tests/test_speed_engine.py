@@ -5,15 +5,14 @@ flush and commit, and reach the fetcher-control topic on the live path."""
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, TopicPartition
+from test_live_kafka import _avro, _produce, _settings
 from test_speed_sim import _recorded_log
 
-from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics, ensure_topics
 from frontierflow.pipelines.live import LiveOptions, run_live
 from frontierflow.pipelines.replay import replay_log
 from frontierflow.pipelines.speed import ControllerSettings, decisions_from_log, observe
@@ -88,16 +87,9 @@ def test_a_crash_between_flush_and_commit_repeats_nothing(tmp_path: Path) -> Non
 @pytest.mark.kafka
 def test_live_decisions_reach_fetcher_control(kafka_broker: Any, tmp_path: Path) -> None:
     events, _ = _log(tmp_path)
-    prefix = uuid.uuid4().hex[:10]
-    topics = KafkaTopics(f"{prefix}-fe", f"{prefix}-fr", f"{prefix}-fc", f"{prefix}-dl")
-    settings = KafkaSettings(kafka_broker.bootstrap, topics, group_id=f"g-{prefix}")
-    ensure_topics(settings)
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
-    codec = AvroCodec.for_name("FetchEvent")
-    for event in events:
-        producer.send(topics.fetch_events, value=codec.encode(event.to_avro()))
-    producer.flush()
-    producer.close()
+    settings = _settings(kafka_broker.bootstrap)
+    topics = settings.topics
+    _produce(settings, _avro(e.to_avro() for e in events))
     options = LiveOptions(step_size=17, exit_when_idle=True, speed=SETTINGS)
     stats = run_live(settings, build_strategy("bfs", budget=1000), tmp_path / "live", options)
 

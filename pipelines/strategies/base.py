@@ -176,6 +176,21 @@ def as_changes(changes: Changes | None) -> tuple[FrontierChange, ...]:
     return (changes,)
 
 
+def learns_from_repeats(strategy: Strategy[Any]) -> bool:
+    """Whether a repeat fetch still carries a message for `strategy` (see `StrategyBase`)."""
+    return bool(getattr(strategy, "learns_from_repeats", False))
+
+
+def repeat_reinforce(strategy: Strategy[Any], event: FetchEvent) -> Reinforce | None:
+    """The one message a repeat fetch (a page already fetched in its cycle) still sends: for
+    a strategy that learns from its choices, the parent hears that its choice led to a page
+    already fetched (`fresh=False`); nothing otherwise. The engine and Beam both apply this."""
+    if event.via is None or not learns_from_repeats(strategy):
+        return None
+    reinforce = strategy.route(event).reinforce
+    return None if reinforce is None else reinforce._replace(fresh=False)
+
+
 def distinct_outlinks(outlinks: Iterable[str]) -> tuple[str, ...]:
     """Outlinks without repeats, first occurrence order kept; O(i) counts these."""
     return tuple(dict.fromkeys(outlinks))
