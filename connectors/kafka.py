@@ -21,10 +21,15 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from frontierflow.pipelines.engine import Failed, InputItem, Position
-from frontierflow.pipelines.strategies.base import FrontierChange, Removal
+from frontierflow.connectors.base import DecisionSink, Failed, InputItem, Position
 from frontierflow.schemas.codecs import AvroCodec, CodecError, json_to_record, record_from_dict
-from frontierflow.schemas.records import DeadLetter, FetchEvent, ScalingDecision
+from frontierflow.schemas.records import (
+    DeadLetter,
+    FetchEvent,
+    FrontierChange,
+    Removal,
+    ScalingDecision,
+)
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +216,7 @@ class KafkaFetchEventSource:
         self.consumer.close()
 
 
-class KafkaSink:
+class KafkaSink(DecisionSink):
     """Frontier changes and dead letters to Kafka; `flush` waits for every acknowledgement."""
 
     def __init__(self, settings: KafkaSettings, flush_timeout_s: float = 30.0) -> None:

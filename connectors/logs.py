@@ -15,8 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
-from frontierflow.pipelines.engine import Failed, InputItem, Position
-from frontierflow.pipelines.strategies.base import FrontierChange, Removal
+from frontierflow.connectors.base import DecisionSink, Failed, InputItem, Position
 from frontierflow.schemas.codecs import (
     CodecError,
     iter_log_from,
@@ -24,7 +23,13 @@ from frontierflow.schemas.codecs import (
     record_to_json,
     write_container,
 )
-from frontierflow.schemas.records import DeadLetter, FetchEvent, ScalingDecision
+from frontierflow.schemas.records import (
+    DeadLetter,
+    FetchEvent,
+    FrontierChange,
+    Removal,
+    ScalingDecision,
+)
 
 _POSITION = struct.Struct("<QQ")
 _POSITION_WITH_DECISIONS = struct.Struct("<QQQ")
@@ -45,7 +50,7 @@ def read_fetch_events(path: Path, start: int = 0) -> Iterator[InputItem]:
             yield position, Failed("CodecError", str(exc), raw), raw
 
 
-class FileSink:
+class FileSink(DecisionSink):
     """Frontier entries to `out` (.avro: Avro container, else JSON lines), dead letters to
     `dead_letters` (JSON lines), and the speed controller's ScalingDecisions to `decisions`
     (JSON lines) when given. Removals are not written: a file holds upserts only, and the

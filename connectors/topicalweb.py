@@ -4,7 +4,7 @@
 URLs, the internal link graph in CSR form and each page's term counts with navigation chrome
 stripped. `load_web` reads a folder or Debian's documentation packages (infra/debian-docs) and
 caches the parse. The LAFC simulator (seed 000) crawls this web and judges pages with
-`frontierflow.pipelines.relevance`.
+`frontierflow.state.relevance`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 from selectolax.lexbor import LexborHTMLParser
 
-from frontierflow.pipelines.relevance import (
+from frontierflow.state.relevance import (
     STOP_WORDS,
     TOPICS,
     Judge,

@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from frontierflow.state.pagerank import check_node_ids, pagerank_subgraph
+
 logger = logging.getLogger(__name__)
 
 IntArray = npt.NDArray[np.int64]
@@ -81,7 +83,7 @@ class WebGraph:
             raise ValueError("sources and targets must be 1-D arrays of the same length")
         if num_nodes is None:
             num_nodes = int(max(src.max(), dst.max())) + 1 if src.size else 0
-        _check_node_ids(src, num_nodes, "sources")
+        check_node_ids(src, num_nodes, "sources")
         if src.size > 1 and np.any(src[1:] < src[:-1]):
             order = np.argsort(src, kind="stable")
             src, dst = src[order], dst[order]
@@ -119,16 +121,6 @@ class WebGraph:
         """The source of every arc, aligned with `successors`."""
         nodes = np.arange(self.num_nodes, dtype=np.int32)
         return np.repeat(nodes, self.outdegrees())
-
-
-def _check_node_ids(ids: IntArray, num_nodes: int, what: str) -> None:
-    if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
-        raise ValueError(f"{what} must be node ids in [0, {num_nodes})")
-
-
-# --------------------------------------------------------------------------------------------
-# Edge lists
-# --------------------------------------------------------------------------------------------
 
 
 def read_edge_list(path: PathLike) -> WebGraph:
@@ -614,11 +606,6 @@ def read_graph(
     return read_edge_list(text)
 
 
-# --------------------------------------------------------------------------------------------
-# PageRank
-# --------------------------------------------------------------------------------------------
-
-
 def pagerank(
     graph: WebGraph, damping: float = 0.85, tol: float = 1e-10, max_iter: int = 200
 ) -> FloatArray:
@@ -626,50 +613,3 @@ def pagerank(
     return pagerank_subgraph(
         graph.sources(), graph.successors, graph.num_nodes, damping, tol, max_iter
     )
-
-
-def pagerank_subgraph(
-    sources: npt.ArrayLike,
-    targets: npt.ArrayLike,
-    num_nodes: int,
-    damping: float = 0.85,
-    tol: float = 1e-10,
-    max_iter: int = 200,
-) -> FloatArray:
-    """PageRank over the arcs `sources[i] -> targets[i]` between nodes 0..num_nodes-1.
-
-    Repeated arcs count with their multiplicity; nodes without out-arcs are dangling.
-    """
-    src = np.asarray(sources, dtype=np.int64)
-    dst = np.asarray(targets, dtype=np.int64)
-    if src.ndim != 1 or src.shape != dst.shape:
-        raise ValueError("sources and targets must be 1-D arrays of the same length")
-    _check_node_ids(src, num_nodes, "sources")
-    _check_node_ids(dst, num_nodes, "targets")
-    if not 0.0 <= damping < 1.0 or tol <= 0.0 or max_iter < 1:
-        raise ValueError("need 0 <= damping < 1, tol > 0 and max_iter >= 1")
-    return _power_iteration(src, dst, num_nodes, damping, tol, max_iter)
-
-
-def _power_iteration(
-    src: IntArray, dst: IntArray, num_nodes: int, damping: float, tol: float, max_iter: int
-) -> FloatArray:
-    """r' = d·(Mᵀr + dangling(r)/n) + (1-d)/n, iterated until ‖r' - r‖₁ < tol."""
-    if num_nodes == 0:
-        return np.zeros(0, dtype=np.float64)
-    outdegree = np.bincount(src, minlength=num_nodes).astype(np.float64)
-    dangling = outdegree == 0
-    inverse = np.divide(1.0, outdegree, out=np.zeros(num_nodes), where=~dangling)
-    rank: FloatArray = np.full(num_nodes, 1.0 / num_nodes, dtype=np.float64)
-    for iteration in range(1, max_iter + 1):
-        spread = (rank * inverse)[src]
-        new = damping * np.bincount(dst, weights=spread, minlength=num_nodes).astype(np.float64)
-        new += (damping * rank[dangling].sum() + 1.0 - damping) / num_nodes
-        new /= new.sum()
-        change = float(np.abs(new - rank).sum())
-        rank = new
-        if change < tol:
-            logger.debug("PageRank converged after %d iterations", iteration)
-            return rank
-    logger.warning("PageRank did not converge in %d iterations (L1 change %.3g)", max_iter, change)
-    return rank

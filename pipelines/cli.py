@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from frontierflow.pipelines.relevance import Topic
-    from frontierflow.pipelines.speed import ControllerSettings
-    from frontierflow.pipelines.strategies.base import Strategy
+    from frontierflow.pipelines.core.strategy import Strategy
+    from frontierflow.pipelines.speed.controller import ControllerSettings
     from frontierflow.pipelines.strategies.lafc import LafcSettings
+    from frontierflow.state.relevance import Topic
 
 log = logging.getLogger("frontierflow")
 
@@ -64,7 +64,7 @@ def _add_engine_args(parser: argparse.ArgumentParser, state_required: bool = Tru
 
 
 def _speed(args: argparse.Namespace) -> ControllerSettings | None:
-    from frontierflow.pipelines.speed import settings_for
+    from frontierflow.pipelines.speed.controller import settings_for
 
     if args.speed_controller == "none":
         return None
@@ -81,7 +81,7 @@ def _add_lafc_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup) ->
 
 
 def _topic(text: str) -> Topic:
-    from frontierflow.pipelines.relevance import TOPICS, Topic
+    from frontierflow.state.relevance import TOPICS, Topic
 
     return TOPICS[text] if text in TOPICS else Topic.parse(text)
 
@@ -322,20 +322,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     if args.runner == "beam" and args.clock != "exact":
-        from frontierflow.pipelines.beam_stream import parse_clock, run_beam_stream_replay
+        from frontierflow.pipelines.beam.stream import parse_clock, run_beam_stream_replay
 
         run_beam_stream_replay(
             str(args.log),
             strategy_name=args.strategy,
             out_prefix=str(args.out),
             budget=args.budget,
-            windows=parse_clock(args.clock),  # type: ignore[arg-type]
+            windows=parse_clock(args.clock),
             seed=args.seed,
             beam_args=list(args.beam_option),
         )
         return 0
     if args.runner == "beam":
-        from frontierflow.pipelines.beam_replay import run_beam_replay
+        from frontierflow.pipelines.beam.replay import run_beam_replay
 
         run_beam_replay(
             args.log,
@@ -347,7 +347,7 @@ def _replay(args: argparse.Namespace) -> int:
         )
         log.info("wrote %s-frontier*.jsonl, -state*.jsonl, -dead-letters*.jsonl", args.out)
         return 0
-    from frontierflow.pipelines.replay import replay_log
+    from frontierflow.pipelines.embedded.replay import replay_log
 
     if args.state_dir is None:
         raise ValueError("--state-dir is required with the embedded engine")
@@ -380,7 +380,7 @@ def _run(args: argparse.Namespace) -> int:
     import threading
 
     from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
-    from frontierflow.pipelines.live import LiveOptions, run_live
+    from frontierflow.pipelines.embedded.live import LiveOptions, run_live
 
     settings = KafkaSettings(
         bootstrap_servers=args.bootstrap_servers,
@@ -420,8 +420,8 @@ def _client_settings(pairs: Sequence[str]) -> dict[str, object]:
 
 def _simulate_web(args: argparse.Namespace) -> int:
     from frontierflow.connectors.topicalweb import load_web
-    from frontierflow.pipelines.focused_eval import FocusedSetup, run_focused
-    from frontierflow.pipelines.relevance import TOPICS, Judge
+    from frontierflow.pipelines.evaluation.focused import FocusedSetup, run_focused
+    from frontierflow.state.relevance import TOPICS, Judge
 
     topics = [_topic(t) for t in args.topic]
     if not topics:
@@ -454,7 +454,7 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.web is not None:
         return _simulate_web(args)
     from frontierflow.connectors.webgraph import read_graph
-    from frontierflow.pipelines.evaluate import (
+    from frontierflow.pipelines.evaluation.hot_pages import (
         HotPagesSetup,
         default_seeds,
         random_seeds,
@@ -494,8 +494,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _simulate_speed(args: argparse.Namespace) -> int:
-    from frontierflow.connectors.speedsim import find_traces
-    from frontierflow.pipelines.speed_eval import SpeedEvalSetup, run_speed_eval
+    from frontierflow.pipelines.evaluation.speed import SpeedEvalSetup, run_speed_eval
+    from frontierflow.pipelines.evaluation.speedsim import find_traces
 
     traces = find_traces(args.trace)
     if args.max_traces is not None:
@@ -532,7 +532,7 @@ def _progress_bars(name: str, total: int) -> Callable[..., None]:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from frontierflow.pipelines.bench import BenchSetup, run_bench
+    from frontierflow.pipelines.bench.engine import BenchSetup, run_bench
 
     report = run_bench(
         BenchSetup(
@@ -549,7 +549,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _bench_kafka(args: argparse.Namespace) -> int:
-    from frontierflow.pipelines.bench_kafka import KafkaBenchSetup, run_kafka_bench
+    from frontierflow.pipelines.bench.kafka import KafkaBenchSetup, run_kafka_bench
 
     print(
         run_kafka_bench(
@@ -565,7 +565,7 @@ def _bench_kafka(args: argparse.Namespace) -> int:
 
 
 def _bench_beam(args: argparse.Namespace) -> int:
-    from frontierflow.pipelines.bench_beam import run_beam_bench
+    from frontierflow.pipelines.bench.beam import run_beam_bench
 
     print(
         run_beam_bench(

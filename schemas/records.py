@@ -186,3 +186,22 @@ def _millis(value: Any) -> int:
 
 def _millis_or_none(value: Any) -> int | None:
     return None if value is None else _millis(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """The URL leaves the frontier (a tombstone on the compacted topic)."""
+
+    url: str
+
+
+FrontierChange = FrontierEntry | Removal
+
+REPLY_ECHO = "reply"
+"""Echo field of a FrontierEntry that is one parent's request for one page (LAFC's path
+control): the fetcher answers every such entry with exactly one FetchEvent, also when the
+page was already fetched in this cycle (then status `ALREADY_FETCHED`, no body), and a
+frontier keeps such entries per (url, via) instead of letting the latest replace them."""
+
+ALREADY_FETCHED = 208
+"""FetchEvent status of an answer without a download (HTTP 208 Already Reported)."""

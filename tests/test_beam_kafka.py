@@ -20,13 +20,13 @@ from test_live_kafka import (
     _settings,
 )
 
-from frontierflow.pipelines.beam_kafka import (
+from frontierflow.pipelines.beam.kafka import (
     FUTURE_EVENT,
     LATE_EVENT,
     run_beam_kafka,
     run_beam_kafka_stream,
 )
-from frontierflow.pipelines.beam_stream import ClockWindows
+from frontierflow.pipelines.beam.stream import ClockWindows
 from frontierflow.schemas.codecs import AvroCodec
 
 pytestmark = [pytest.mark.kafka, pytest.mark.beam_runner]

@@ -15,15 +15,15 @@ import pytest
 from test_beam_replay import beam_files
 from topical_webs import random_web
 
-from frontierflow.connectors.simulator import simulate_cycles
-from frontierflow.pipelines.beam_replay import run_beam_replay
-from frontierflow.pipelines.beam_stream import ClockWindows, run_beam_stream_replay
-from frontierflow.pipelines.relevance import Topic
-from frontierflow.pipelines.replay import replay_log
-from frontierflow.pipelines.strategies.base import ALREADY_FETCHED, change_key
+from frontierflow.pipelines.beam.replay import run_beam_replay
+from frontierflow.pipelines.beam.stream import ClockWindows, run_beam_stream_replay
+from frontierflow.pipelines.core.strategy import change_key
+from frontierflow.pipelines.embedded.replay import replay_log
+from frontierflow.pipelines.evaluation.simulator import simulate_cycles
 from frontierflow.pipelines.strategies.lafc import ECHO_PUSH, Lafc, LafcSettings
 from frontierflow.schemas.codecs import json_to_record, record_from_dict, write_container
-from frontierflow.schemas.records import FetchEvent, FrontierEntry
+from frontierflow.schemas.records import ALREADY_FETCHED, FetchEvent, FrontierEntry
+from frontierflow.state.relevance import Topic
 from frontierflow.state.rocksdb import RocksDBStore
 
 TOPIC = "tcp:2,socket:1"

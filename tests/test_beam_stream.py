@@ -16,14 +16,14 @@ import pytest
 from apache_beam.io.filesystem import FileMetadata, FileSystem, MatchResult
 from test_beam_replay import BUDGET, _beam, _embedded, _log
 
-from frontierflow.pipelines.beam_replay import _read_items, build_replay, one_log_file
-from frontierflow.pipelines.beam_stream import (
+from frontierflow.pipelines.beam.replay import _read_items, build_replay, one_log_file
+from frontierflow.pipelines.beam.stream import (
     ClockWindows,
     build_stream_replay,
     parse_clock,
     run_beam_stream_replay,
 )
-from frontierflow.pipelines.engine import is_repeat_fetch
+from frontierflow.pipelines.embedded.engine import is_repeat_fetch
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.state.ieca import IecaParams, clock_coefficients
 

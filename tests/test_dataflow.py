@@ -27,7 +27,7 @@ from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 
 from frontierflow.pipelines import dataflow_main
-from frontierflow.pipelines.beam_replay import build_replay
+from frontierflow.pipelines.beam.replay import build_replay
 from frontierflow.pipelines.strategies import build_strategy
 
 REPO = Path(__file__).resolve().parent.parent
@@ -206,7 +206,7 @@ def _dockerfile_env() -> dict[str, str]:
 
 def test_dockerfile_names_files_that_exist() -> None:
     env = _dockerfile_env()
-    assert env["FLEX_TEMPLATE_PYTHON_PY_FILE"] == "pipelines/dataflow_main.py"
+    assert env["FLEX_TEMPLATE_PYTHON_PY_FILE"] == "pipelines/beam/dataflow_main.py"
     assert env["FLEX_TEMPLATE_PYTHON_REQUIREMENTS_FILE"] == "infra/dataflow/requirements.txt"
     assert env["FLEX_TEMPLATE_PYTHON_SETUP_FILE"] == "pyproject.toml"
     for key in (

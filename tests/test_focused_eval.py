@@ -12,14 +12,14 @@ import pytest
 from topical_webs import Web
 
 from frontierflow.pipelines.cli import main
-from frontierflow.pipelines.focused_eval import (
+from frontierflow.pipelines.evaluation.focused import (
     FocusedSetup,
     default_seeds,
     evaluate_topic,
     paired_t_test,
     reachable,
 )
-from frontierflow.pipelines.relevance import Judge, Topic
+from frontierflow.state.relevance import Judge, Topic
 
 ROOT = Path(__file__).resolve().parents[1]
 

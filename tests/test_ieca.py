@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import pytest
 
-from frontierflow.pipelines.engine import Engine, Position
-from frontierflow.pipelines.strategies.base import CrawlClock, Link, Removal, Seed
+from frontierflow.connectors.base import Position, Sink
+from frontierflow.pipelines.core.strategy import CrawlClock, Link, Seed
+from frontierflow.pipelines.embedded.engine import Engine
 from frontierflow.pipelines.strategies.ieca import ECHO_DISTANCE, IecaStrategy
-from frontierflow.schemas.records import FetchEvent, FrontierEntry
+from frontierflow.schemas.records import (
+    DeadLetter,
+    FetchEvent,
+    FrontierChange,
+    FrontierEntry,
+    Removal,
+)
 from frontierflow.state.ieca import (
     UNKNOWN,
     IecaDistance,
@@ -159,12 +167,12 @@ def _event(url: str, outlinks: tuple[str, ...], echo: dict[str, str], at: int) -
     )
 
 
-class _Collect:
+class _Collect(Sink):
     def __init__(self) -> None:
         self.changes: list[object] = []
 
-    def write(self, changes: object, dead: object) -> None:
-        self.changes.extend(changes)  # type: ignore[call-overload]
+    def write(self, changes: Sequence[FrontierChange], dead: Sequence[DeadLetter]) -> None:
+        self.changes.extend(changes)
 
     def flush(self) -> bytes:
         return b""

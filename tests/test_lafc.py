@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from topical_webs import Web
 
-from frontierflow.connectors.simulator import MemoryFrontier, simulate_cycles
-from frontierflow.pipelines.engine import Engine, Position
-from frontierflow.pipelines.relevance import Topic, event_terms, similarity
+from frontierflow.connectors.base import Position
+from frontierflow.pipelines.core.strategy import CrawlClock, Reinforce
+from frontierflow.pipelines.embedded.engine import Engine
+from frontierflow.pipelines.evaluation.simulator import MemoryFrontier, simulate_cycles
 from frontierflow.pipelines.strategies import build_strategy
-from frontierflow.pipelines.strategies.base import REPLY_ECHO, CrawlClock, Reinforce
 from frontierflow.pipelines.strategies.lafc import ECHO_PUSH, Lafc, LafcSettings
-from frontierflow.schemas.records import FetchEvent, FrontierEntry
+from frontierflow.schemas.records import REPLY_ECHO, FetchEvent, FrontierEntry
 from frontierflow.state.lafc import (
     LafcState,
     LearningParams,
@@ -25,6 +25,7 @@ from frontierflow.state.lafc import (
     uniform_draw,
 )
 from frontierflow.state.memory import InMemoryStore
+from frontierflow.state.relevance import Topic, event_terms, similarity
 
 TOPIC = Topic.parse("net")
 ON = {"net": 1}  # similarity 1

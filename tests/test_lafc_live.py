@@ -13,11 +13,11 @@ import pytest
 from test_live_kafka import _avro, _produce, _settings
 from topical_webs import random_web
 
-from frontierflow.connectors.simulator import simulate_cycles
-from frontierflow.pipelines.relevance import Topic
+from frontierflow.pipelines.evaluation.simulator import simulate_cycles
 from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
 from frontierflow.schemas.codecs import write_container
 from frontierflow.schemas.records import FetchEvent
+from frontierflow.state.relevance import Topic
 from frontierflow.state.rocksdb import RocksDBStore
 
 pytestmark = pytest.mark.kafka

@@ -26,9 +26,9 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics, ensure_topics
-from frontierflow.pipelines.engine import Engine, EngineStats
-from frontierflow.pipelines.live import LiveMetrics, LiveOptions, run_live
-from frontierflow.pipelines.replay import replay_log
+from frontierflow.pipelines.embedded.engine import Engine, EngineStats
+from frontierflow.pipelines.embedded.live import LiveMetrics, LiveOptions, run_live
+from frontierflow.pipelines.embedded.replay import replay_log
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.codecs import AvroCodec, write_container
 from frontierflow.state.rocksdb import RocksDBStore
@@ -187,7 +187,7 @@ _CHILD = """
 import os, signal, sys
 from pathlib import Path
 from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
-from frontierflow.pipelines.live import LiveMetrics, LiveOptions, run_live
+from frontierflow.pipelines.embedded.live import LiveMetrics, LiveOptions, run_live
 from frontierflow.pipelines.strategies import build_strategy
 bootstrap, prefix, state, phase, nth = sys.argv[1:6]
 topics = KafkaTopics(prefix + "-fetch-events", prefix + "-frontier", prefix + "-control",

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from frontierflow.pipelines.relevance import (
+from frontierflow.state.relevance import (
     STOP_WORDS,
     TOPICS,
     Judge,

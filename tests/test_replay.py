@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from frontierflow.pipelines.cli import main
-from frontierflow.pipelines.engine import Engine
+from frontierflow.pipelines.embedded.engine import Engine
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.codecs import read_container, write_container
 from frontierflow.state.rocksdb import RocksDBStore
@@ -86,7 +86,7 @@ def _replay_args(log: Path, state: Path, out: Path) -> list[str]:
 _CHILD = """
 import os, signal, sys
 from pathlib import Path
-from frontierflow.pipelines.replay import replay_log
+from frontierflow.pipelines.embedded.replay import replay_log
 phase, nth = sys.argv[1], int(sys.argv[2])
 seen = 0
 def hook(p):

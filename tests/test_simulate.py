@@ -10,7 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from frontierflow.connectors.simulator import (
+from frontierflow.connectors.webgraph import WebGraph, pagerank_subgraph
+from frontierflow.pipelines.cli import main
+from frontierflow.pipelines.core.strategy import CrawlClock
+from frontierflow.pipelines.evaluation.simulator import (
     MemoryFrontier,
     hot_fraction_curve,
     node_url,
@@ -18,10 +21,7 @@ from frontierflow.connectors.simulator import (
     simulate_crawl,
     url_node,
 )
-from frontierflow.connectors.webgraph import WebGraph, pagerank_subgraph
-from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.strategies import build_strategy
-from frontierflow.pipelines.strategies.base import CrawlClock
 from frontierflow.pipelines.strategies.pagerank import PageRankOrder, RankedUrl
 from frontierflow.schemas.records import FrontierEntry
 

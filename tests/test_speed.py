@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from frontierflow.pipelines.speed import (
+from frontierflow.pipelines.speed.controller import (
     ControllerSettings,
     InvalidSpeedEvent,
     SpeedSettingsError,

@@ -13,9 +13,9 @@ from kafka import KafkaConsumer, TopicPartition
 from test_live_kafka import _avro, _produce, _settings
 from test_speed_sim import _recorded_log
 
-from frontierflow.pipelines.live import LiveOptions, run_live
-from frontierflow.pipelines.replay import replay_log
-from frontierflow.pipelines.speed import ControllerSettings, decisions_from_log, observe
+from frontierflow.pipelines.embedded.live import LiveOptions, run_live
+from frontierflow.pipelines.embedded.replay import replay_log
+from frontierflow.pipelines.speed.controller import ControllerSettings, decisions_from_log, observe
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.codecs import AvroCodec, json_to_record, write_container
 from frontierflow.schemas.records import FetchEvent, ScalingDecision
@@ -53,7 +53,7 @@ def _replay(log: Path, work: Path, **kw: Any) -> list[ScalingDecision]:
 def test_replay_decisions_equal_the_reference_and_beam(tmp_path: Path) -> None:
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-    from frontierflow.pipelines.beam_speed import read_beam_decisions, run_beam_speed
+    from frontierflow.pipelines.beam.speed import read_beam_decisions, run_beam_speed
 
     events, log = _log(tmp_path)
     got = _replay(log, tmp_path / "replay")

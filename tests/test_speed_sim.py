@@ -11,21 +11,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from frontierflow.connectors.speedsim import (
+from frontierflow.pipelines.cli import main
+from frontierflow.pipelines.evaluation.speed import make_controller, recovery_times
+from frontierflow.pipelines.evaluation.speedsim import (
     SimSettings,
     TraceError,
     read_trace,
     simulate_fetcher,
 )
-from frontierflow.pipelines.cli import main
-from frontierflow.pipelines.speed import (
+from frontierflow.pipelines.speed.controller import (
     ControllerSettings,
     decisions_from_log,
     initial_controller,
     observe,
     settings_for,
 )
-from frontierflow.pipelines.speed_eval import make_controller, recovery_times
 from frontierflow.schemas.records import FetchEvent
 
 BANDWIDTH = Path(__file__).resolve().parents[2] / "shared" / "data" / "bandwidth"
@@ -185,7 +185,7 @@ def _recorded_log(tmp_path: Path) -> list[FetchEvent]:
 def test_beam_gives_the_embedded_decisions(tmp_path: Path, settings: ControllerSettings) -> None:
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-    from frontierflow.pipelines.beam_speed import read_beam_decisions, run_beam_speed
+    from frontierflow.pipelines.beam.speed import read_beam_decisions, run_beam_speed
 
     events = _recorded_log(tmp_path)
     states: dict[str, object] = {}

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from frontierflow.pipelines.urls import host_of, http_host
-from frontierflow.pipelines.validate import InvalidEvent, Limits, validate_event
+from frontierflow.pipelines.core.validate import InvalidEvent, Limits, validate_event
 from frontierflow.schemas.records import FetchEvent
+from frontierflow.state.urls import host_of, http_host
 
 GOOD = FetchEvent(
     url="https://example.org/a",

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from frontierflow.pipelines.relevance import Topic
-from frontierflow.pipelines.strategies.base import Strategy
+from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.pipelines.strategies.baselines import (
     BacklinkCount,
     BestFirst,
@@ -17,6 +16,7 @@ from frontierflow.pipelines.strategies.ieca import IecaStrategy
 from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
 from frontierflow.pipelines.strategies.pagerank import PageRankOrder
 from frontierflow.state.ieca import IecaParams
+from frontierflow.state.relevance import Topic
 
 STRATEGY_NAMES = (
     "ieca",

@@ -12,24 +12,14 @@ from __future__ import annotations
 import hashlib
 import struct
 
-from frontierflow.pipelines.relevance import Topic, event_terms, similarity
-from frontierflow.pipelines.strategies.base import (
-    CrawlClock,
-    EntryFactory,
-    Fetched,
-    FrontierChange,
-    Link,
-    Message,
-    Removal,
-    StrategyBase,
-    echo_float,
-    fmt_float,
-)
-from frontierflow.schemas.records import FetchEvent
+from frontierflow.pipelines.core.strategy import CrawlClock, Fetched, Link, Message, Strategy
+from frontierflow.pipelines.strategies.base import EntryFactory, echo_float, fmt_float
+from frontierflow.schemas.records import FetchEvent, FrontierChange, Removal
+from frontierflow.state.relevance import Topic, event_terms, similarity
 from frontierflow.state.score import ScoredUrl, decode_scored, encode_scored
 
 
-class ScoredStrategy(StrategyBase[ScoredUrl]):
+class ScoredStrategy(Strategy[ScoredUrl]):
     """A baseline defined by a seed score, a link rule and score → priority."""
 
     echo_key = ""

@@ -8,20 +8,9 @@ fetcher found by itself) counts as a starting page at the seed distance.
 
 from __future__ import annotations
 
-from frontierflow.pipelines.strategies.base import (
-    CrawlClock,
-    EntryFactory,
-    Fetched,
-    FrontierChange,
-    Link,
-    Message,
-    Removal,
-    Seed,
-    StrategyBase,
-    echo_float,
-    fmt_float,
-)
-from frontierflow.schemas.records import FetchEvent
+from frontierflow.pipelines.core.strategy import CrawlClock, Fetched, Link, Message, Seed, Strategy
+from frontierflow.pipelines.strategies.base import EntryFactory, echo_float, fmt_float
+from frontierflow.schemas.records import FetchEvent, FrontierChange, Removal
 from frontierflow.state.ieca import (
     NOT_CRAWLED,
     UNKNOWN,
@@ -37,7 +26,7 @@ ECHO_DISTANCE = "ieca.d"
 _UNSEEN = IecaDistance()
 
 
-class IecaStrategy(StrategyBase[IecaDistance]):
+class IecaStrategy(Strategy[IecaDistance]):
     """Logarithmic-distance ordering; every change re-emits the URL's entry."""
 
     name = "ieca"

@@ -30,22 +30,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from frontierflow.pipelines.relevance import Topic, event_terms, similarity
-from frontierflow.pipelines.strategies.base import (
-    REPLY_ECHO,
+from frontierflow.pipelines.core.strategy import (
     Changes,
     CrawlClock,
-    EntryFactory,
     Fetched,
     Message,
     Reinforce,
-    Removal,
     Routed,
     Seed,
-    StrategyBase,
+    Strategy,
     distinct_outlinks,
 )
-from frontierflow.schemas.records import FetchEvent, FrontierEntry
+from frontierflow.pipelines.strategies.base import EntryFactory
+from frontierflow.schemas.records import REPLY_ECHO, FetchEvent, FrontierEntry, Removal
 from frontierflow.state.lafc import (
     LafcState,
     LearningParams,
@@ -59,6 +56,7 @@ from frontierflow.state.lafc import (
     start_cycle,
     uniform_draw,
 )
+from frontierflow.state.relevance import Topic, event_terms, similarity
 
 ECHO_PUSH = "lafc.push"
 """Echo field: the push time of the parent that sampled this entry (its priority)."""
@@ -79,7 +77,7 @@ class LafcSettings:
             raise ValueError(f"control threshold C must be in [0, 1], got {self.control_threshold}")
 
 
-class Lafc(StrategyBase[LafcState]):
+class Lafc(Strategy[LafcState]):
     """Seed 000's crawler: see the module docstring."""
 
     name = "lafc"

@@ -10,62 +10,25 @@ that is the known graph.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import numpy as np
 
-from frontierflow.connectors.webgraph import pagerank_subgraph
-from frontierflow.pipelines.strategies.base import (
-    CrawlClock,
-    EntryFactory,
-    Fetched,
-    FrontierChange,
-    Link,
-    Message,
-    Removal,
-    StrategyBase,
-    echo_float,
-    fmt_float,
+from frontierflow.pipelines.core.strategy import CrawlClock, Fetched, Link, Message, Strategy
+from frontierflow.pipelines.strategies.base import EntryFactory, echo_float, fmt_float
+from frontierflow.schemas.records import FetchEvent, FrontierChange, Removal
+from frontierflow.state.pagerank import (
+    NOT_CRAWLED,
+    RankedUrl,
+    decode_ranked,
+    encode_ranked,
+    pagerank_subgraph,
 )
-from frontierflow.schemas.records import FetchEvent
 
-NOT_CRAWLED = -1
 ECHO_RANK = "pr.rank"
 
 
-@dataclass(frozen=True, slots=True)
-class RankedUrl:
-    """A URL's PageRank estimate, whether it came from a full recomputation, its last
-    crawled cycle, and (once fetched) its distinct outlinks."""
-
-    estimate: float
-    crawled_cycle: int = NOT_CRAWLED
-    ranked: bool = False
-    outlinks: tuple[str, ...] = ()
-
-    def crawled_in(self, cycle: int) -> bool:
-        return self.crawled_cycle >= cycle
-
-
-_HEAD = struct.Struct("<diB")
-
-
-def encode_ranked(state: RankedUrl) -> bytes:
-    """Fixed head (float64 estimate, int32 cycle, ranked flag) then outlinks, NUL-joined."""
-    head = _HEAD.pack(state.estimate, state.crawled_cycle, state.ranked)
-    return head + "\0".join(state.outlinks).encode()
-
-
-def decode_ranked(data: bytes) -> RankedUrl:
-    estimate, cycle, ranked = _HEAD.unpack_from(data)
-    tail = data[_HEAD.size :]
-    outlinks = tuple(tail.decode().split("\0")) if tail else ()
-    return RankedUrl(estimate, cycle, bool(ranked), outlinks)
-
-
-class PageRankOrder(StrategyBase[RankedUrl]):
+class PageRankOrder(Strategy[RankedUrl]):
     """PageRank on the known graph every `interval` pages; `partial` adds estimates between."""
 
     def __init__(

@@ -31,7 +31,7 @@ from apache_beam.transforms import window as beam_window
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 from apache_beam.utils.timestamp import Timestamp
 
-from frontierflow.pipelines.speed import (
+from frontierflow.pipelines.speed.controller import (
     ControllerSettings,
     SpeedState,
     SpeedWindow,

@@ -42,20 +42,22 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 
-from frontierflow.pipelines.engine import is_repeat_fetch
-from frontierflow.pipelines.strategies import build_strategy
-from frontierflow.pipelines.strategies.base import (
-    CrawlClock,
-    FrontierChange,
-    Message,
-    Removal,
-    Strategy,
-    as_changes,
-    change_key,
-    learns_from_repeats,
-    repeat_reinforce,
+from frontierflow.pipelines.core.step import (
+    LatestChanges,
+    apply_messages,
+    crawl_clock,
+    is_repeat_fetch,
+    keyed_messages,
 )
-from frontierflow.pipelines.validate import InvalidEvent, validate_event
+from frontierflow.pipelines.core.strategy import (
+    CrawlClock,
+    GlobalStrategy,
+    Message,
+    Strategy,
+    change_key,
+)
+from frontierflow.pipelines.core.validate import InvalidEvent, validate_event
+from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.codecs import (
     CONTAINER_MAGIC,
     AvroCodec,
@@ -66,7 +68,13 @@ from frontierflow.schemas.codecs import (
     record_from_dict,
     record_to_json,
 )
-from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry
+from frontierflow.schemas.records import (
+    DeadLetter,
+    FetchEvent,
+    FrontierChange,
+    FrontierEntry,
+    Removal,
+)
 
 DEAD = "dead"
 
@@ -206,16 +214,17 @@ def _count_in_order(
 ) -> Iterator[tuple[int, tuple[int, bool]]]:
     """The engine's count and repeat rule in input order. A repeat keeps the count so far:
     the engine hands a repeat's Reinforce the clock without counting the page again."""
-    last: dict[tuple[str, str], int] = {}
+    last: dict[str, int] = {}
     counts: dict[str, int] = {}
     for position, crawl_id, url, cycle in sorted(keyed[1]):
-        if is_repeat_fetch(last.get((crawl_id, url)), cycle):
-            if keep_repeats:
-                yield position, (counts.get(crawl_id, 0), True)
+        repeat = is_repeat_fetch(last.get(url), cycle)
+        if repeat and not keep_repeats:
             continue
-        last[(crawl_id, url)] = cycle
-        counts[crawl_id] = counts.get(crawl_id, 0) + 1
-        yield position, (counts[crawl_id], False)
+        clock = crawl_clock(counts.get(crawl_id, 0), repeat, 0)
+        if not repeat:
+            last[url] = cycle
+            counts[crawl_id] = clock.crawled
+        yield position, (clock.crawled, repeat)
 
 
 class RouteFetchEvents(beam.PTransform):
@@ -244,25 +253,13 @@ def _route(joined: tuple[int, dict[str, list[Any]]], strategy: Strategy[Any]) ->
         crawled, repeat = parts["clock"][0]
         event = _event_of(parts["event"][0])
         clock = (crawled, event.fetched_at)
-        for key, index, message in keyed_messages(strategy, event, repeat):
-            yield key, (position, index, clock, message)
+        for index, (key, message) in enumerate(keyed_messages(strategy, event, repeat)):
+            yield key, (position, index, clock, message_tuple(message))
 
 
-def keyed_messages(
-    strategy: Strategy[Any], event: FetchEvent, repeat: bool = False
-) -> Iterator[tuple[str, int, Any]]:
-    """(key, index in application order, message tuple) for every message `strategy` routes
-    `event` into: the one routing function of the Beam pipelines. A first fetch gives every
-    message of `Routed.messages` (so a new message type needs no change here); a repeat
-    fetch gives only the parent's `Reinforce` with `fresh=False`, and only for a strategy
-    that learns from repeats — exactly what the engine's `_Step.event` applies."""
-    if not repeat:
-        for index, (key, message) in enumerate(strategy.route(event).messages()):
-            yield key, index, (type(message).__name__, *message)
-        return
-    stale = repeat_reinforce(strategy, event)
-    if stale is not None:
-        yield stale.parent, 0, (type(stale).__name__, *stale)
+def message_tuple(message: Message) -> tuple[Any, ...]:
+    """A message as it crosses Beam stages: (type name, fields…), no pickling."""
+    return (type(message).__name__, *message)
 
 
 _MESSAGE_TYPES: dict[str, Any] = {cls.__name__: cls for cls in typing.get_args(Message)}
@@ -305,29 +302,32 @@ class _ApplyInOrder(beam.DoFn):
     ) -> Iterator[tuple[str, bytes | None, tuple[ChangeRecord, ...]]]:
         url, messages = grouped
         ordered = sorted(messages, key=lambda m: m[:2])
-        encoded, latest = apply_messages(
+        encoded, latest = apply_to_state_cell(
             self.strategy, url, state, ((*clock, message) for _, _, clock, message in ordered)
         )
         yield url, encoded, change_records(latest)
 
 
-def apply_messages(
+def apply_to_state_cell(
     strategy: Strategy[Any],
     key: str,
     state: Any,
     messages: Iterable[tuple[int, int, tuple[Any, ...]]],
-) -> tuple[bytes | None, dict[Any, FrontierChange]]:
+) -> tuple[bytes | None, LatestChanges]:
     """Apply (crawled, now_ms, message tuple)s in order to `key`'s state held in the Beam
-    state cell `state` (read once, written once): the per-URL step of both Beam forms.
-    Returns the encoded new state and the latest change per change key."""
+    state cell `state` (read once, written once) with the step core's `apply_messages`:
+    the per-URL step of both Beam forms. Returns the encoded new state and the latest
+    change per change key."""
     raw = state.read()
     current = None if raw is None else strategy.decode_state(raw)
-    latest: dict[Any, FrontierChange] = {}
-    for crawled, now_ms, message in messages:
-        current, changes = strategy.apply(
-            key, current, message_of(message), CrawlClock(crawled, now_ms)
-        )
-        keep_latest(latest, changes)
+    latest: LatestChanges = {}
+    current = apply_messages(
+        strategy,
+        key,
+        current,
+        ((CrawlClock(crawled, now_ms), message_of(m)) for crawled, now_ms, m in messages),
+        latest,
+    )
     encoded = None if current is None else strategy.encode_state(current)
     if encoded is not None:
         state.write(encoded)
@@ -337,15 +337,6 @@ def apply_messages(
 ChangeRecord = tuple[str, str | None]
 """A frontier change as it leaves a stateful step: (url, entry JSON), or (url, None) for a
 tombstone (the URL was fetched; Kafka: a null value)."""
-
-
-def keep_latest(latest: dict[Any, FrontierChange], changes: Any) -> None:
-    """Fold one `apply` result into `latest`, the latest change per `change_key`, as the
-    engine's step does: a later change replaces an earlier one of the same change key."""
-    for change in as_changes(changes):
-        key = change_key(change)
-        latest.pop(key, None)  # re-inserted last: dict order is the order of latest changes
-        latest[key] = change
 
 
 def change_records(latest: dict[Any, FrontierChange]) -> tuple[ChangeRecord, ...]:
@@ -405,7 +396,7 @@ def update_frontier(items: Any, strategy: Strategy[Any], source: str) -> tuple[A
     latest change records per change key) and dead-letter JSON out."""
     decoded = items | "Decode" >> DecodeFetchEvents(source)
     events = decoded.events
-    clocks = events | "Clock" >> CountCrawledPages(learns_from_repeats(strategy))
+    clocks = events | "Clock" >> CountCrawledPages(strategy.learns_from_repeats)
     keyed = (events, clocks) | "Route" >> RouteFetchEvents(strategy)
     return keyed | "Update" >> UpdateFrontier(strategy), decoded[DEAD]
 
@@ -448,6 +439,6 @@ def beam_strategy(
                 f"{strategy_name} needs a global recomputation: use the embedded engine"
             )
         strategy = build_strategy(strategy_name, budget=budget, seed=seed)
-    if hasattr(strategy, "recompute"):
+    if isinstance(strategy, GlobalStrategy):
         raise ValueError(f"{strategy.name} needs a global recomputation: use the embedded engine")
     return strategy

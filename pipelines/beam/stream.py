@@ -61,21 +61,21 @@ from apache_beam.transforms.userstate import (
 from apache_beam.transforms.window import FixedWindows, GlobalWindows, TimestampedValue
 from apache_beam.utils.timestamp import Duration, Timestamp
 
-from frontierflow.pipelines.beam_replay import (
+from frontierflow.pipelines.beam.replay import (
     DEAD,
     ChangeRecord,
     DecodeFetchEvents,
     ReadFetchEventLog,
     _event_of,
-    apply_messages,
+    apply_to_state_cell,
     beam_strategy,
     change_records,
-    keyed_messages,
+    message_tuple,
     record_change_key,
     write_results,
 )
-from frontierflow.pipelines.engine import is_repeat_fetch
-from frontierflow.pipelines.strategies.base import Strategy, learns_from_repeats
+from frontierflow.pipelines.core.step import crawl_clock, is_repeat_fetch, keyed_messages
+from frontierflow.pipelines.core.strategy import Strategy
 
 CLOCK_EXACT = "exact"
 CLOCK_WINDOWED = "windowed:"
@@ -337,11 +337,11 @@ class _RouteWithClock(beam.DoFn):
     ) -> Iterator[Any]:
         crawl_id, (position, repeat, data) = element
         event = _event_of(data)
-        # a first fetch counts itself (CrawlClock); a repeat does not count again (engine)
-        crawled = before.get(crawl_id, 0) + (0 if repeat else 1)
+        clock = crawl_clock(before.get(crawl_id, 0), repeat, event.fetched_at)
         due = _due_of(window)
-        for key, index, message in keyed_messages(self.strategy, event, repeat):
-            yield key, (due, position, index, crawled, event.fetched_at, message)
+        messages = keyed_messages(self.strategy, event, repeat)
+        for index, (key, message) in enumerate(messages):
+            yield key, (due, position, index, clock.crawled, clock.now_ms, message_tuple(message))
 
 
 # --- 4. per-URL state --------------------------------------------------------------------------
@@ -398,7 +398,7 @@ class _ApplyInEventTime(beam.DoFn):
         ready = _take_due(fired, bag, due, timer)
         if not ready:
             return
-        encoded, latest = apply_messages(
+        encoded, latest = apply_to_state_cell(
             self.strategy, key, state, ((crawled, now_ms, m) for *_, crawled, now_ms, m in ready)
         )
         version = tuple(ready[-1][:3])
@@ -416,7 +416,7 @@ def stream_frontier(
     decoded = items | "Decode" >> DecodeFetchEvents(source)
     firsts = (
         decoded.events
-        | "Repeats" >> DecideRepeatFetches(windows, learns_from_repeats(strategy))
+        | "Repeats" >> DecideRepeatFetches(windows, strategy.learns_from_repeats)
         | "ClockWindows" >> beam.WindowInto(windows.fixed())
     )
     clock = firsts | "Clock" >> WindowedCrawlClock(windows)

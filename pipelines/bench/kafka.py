@@ -29,7 +29,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics, ensure_topics
-from frontierflow.pipelines.bench import BenchSetup, generated_events
+from frontierflow.pipelines.bench.engine import BenchSetup, generated_events
 from frontierflow.schemas.codecs import AvroCodec
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from frontierflow.pipelines.urls import is_http_url
 from frontierflow.schemas.records import FetchEvent
+from frontierflow.state.urls import is_http_url
 
 
 class InvalidEvent(ValueError):

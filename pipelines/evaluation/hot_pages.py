@@ -15,18 +15,18 @@ from pathlib import Path
 
 import numpy as np
 
-from frontierflow.connectors.simulator import (
-    CrawlProgress,
-    hot_fraction_curve,
-    rank_positions,
-    simulate_crawl,
-)
 from frontierflow.connectors.webgraph import WebGraph, pagerank
-from frontierflow.pipelines.report import (
+from frontierflow.pipelines.evaluation.report import (
     HotPagesCurve,
     plot_hot_pages,
     write_hot_pages_csv,
     write_summary_md,
+)
+from frontierflow.pipelines.evaluation.simulator import (
+    CrawlProgress,
+    hot_fraction_curve,
+    rank_positions,
+    simulate_crawl,
 )
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.state.ieca import IecaParams

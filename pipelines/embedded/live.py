@@ -27,9 +27,9 @@ from frontierflow.connectors.kafka import (
     SinkError,
     ensure_topics,
 )
-from frontierflow.pipelines.engine import Engine, EngineStats
-from frontierflow.pipelines.speed import ControllerSettings
-from frontierflow.pipelines.strategies.base import Strategy
+from frontierflow.pipelines.core.strategy import Strategy
+from frontierflow.pipelines.embedded.engine import Engine, EngineStats
+from frontierflow.pipelines.speed.controller import ControllerSettings
 from frontierflow.state.rocksdb import RocksDBStore
 
 log = logging.getLogger(__name__)

@@ -14,33 +14,43 @@ import logging
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, NamedTuple, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
-from frontierflow.pipelines.speed import (
+from frontierflow.connectors.base import DecisionSink, Failed, InputItem, Position, Sink
+from frontierflow.pipelines.core.step import (
+    LatestChanges,
+    apply_messages,
+    crawl_clock,
+    is_repeat_fetch,
+    keep_latest,
+    keyed_messages,
+)
+from frontierflow.pipelines.core.strategy import (
+    CrawlClock,
+    GlobalStrategy,
+    Link,
+    Message,
+    Strategy,
+)
+from frontierflow.pipelines.core.validate import InvalidEvent, Limits, validate_event
+from frontierflow.pipelines.speed.controller import (
     ControllerSettings,
     SpeedState,
     decode_speed_state,
     encode_speed_state,
+    flush,
     observe,
     speed_event_problem,
 )
-from frontierflow.pipelines.speed import flush as close_windows
-from frontierflow.pipelines.strategies.base import (
+from frontierflow.schemas.records import (
     ALREADY_FETCHED,
-    CrawlClock,
-    FrontierChange,
-    GlobalStrategy,
-    Message,
-    Strategy,
-    as_changes,
-    change_key,
-    learns_from_repeats,
-    repeat_reinforce,
+    DeadLetter,
+    FetchEvent,
+    Removal,
+    ScalingDecision,
 )
-from frontierflow.pipelines.urls import is_http_url
-from frontierflow.pipelines.validate import InvalidEvent, Limits, validate_event
-from frontierflow.schemas.records import DeadLetter, FetchEvent, ScalingDecision
 from frontierflow.state.store import META_FAMILY, StateStore, Transaction, with_meta
+from frontierflow.state.urls import is_http_url
 
 log = logging.getLogger(__name__)
 
@@ -55,43 +65,6 @@ INPUT_POSITION = b"input.position"
 OUTPUT_POSITION = b"output.position"
 _U64 = struct.Struct("<Q")
 _I32 = struct.Struct("<i")
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    """An input item the source could not decode; it becomes a dead letter."""
-
-    error_class: str
-    message: str
-    raw: bytes
-
-
-class Position(NamedTuple):
-    """Where an input item came from: a Kafka partition and offset, or (None, record index)
-    in a file."""
-
-    partition: int | None
-    offset: int
-
-
-InputItem = tuple[Position, FetchEvent | Failed, bytes]
-"""(where in the input, the decoded event or the failure, the raw bytes)."""
-
-
-class Sink(Protocol):
-    """Where frontier changes and dead letters go. Positions are opaque bytes."""
-
-    def write(self, changes: Sequence[FrontierChange], dead: Sequence[DeadLetter]) -> None: ...
-
-    def flush(self) -> bytes: ...
-
-    def rewind(self, position: bytes | None) -> None: ...
-
-
-class DecisionSink(Sink, Protocol):
-    """A sink that also takes the speed controller's ScalingDecisions (fetcher-control)."""
-
-    def write_decisions(self, decisions: Sequence[ScalingDecision]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -130,7 +103,7 @@ class Engine(Generic[S]):
         missing = needed - set(store.families)
         if missing:
             raise ValueError(f"store lacks families {sorted(missing)}")
-        if speed is not None and not hasattr(sink, "write_decisions"):
+        if speed is not None and not isinstance(sink, DecisionSink):
             raise ValueError("the speed controller needs a sink that takes ScalingDecisions")
         self.speed = speed
         self.strategy = strategy
@@ -140,7 +113,7 @@ class Engine(Generic[S]):
         self.limits = limits if limits is not None else Limits()
         self.stats = EngineStats()
         self._global: GlobalStrategy[S] | None = (
-            strategy if hasattr(strategy, "recompute") else None  # type: ignore[assignment]
+            strategy if isinstance(strategy, GlobalStrategy) else None
         )
         self._before_commit = before_commit or (lambda _phase: None)
         self.sink.rewind(self.store.get(META_FAMILY, OUTPUT_POSITION))
@@ -220,7 +193,8 @@ class Engine(Generic[S]):
         """
         self.sink.write(list(step.changes.values()), step.dead_letters)
         if step.decisions:
-            self.sink.write_decisions(step.decisions)  # type: ignore[attr-defined]
+            assert isinstance(self.sink, DecisionSink)  # checked in __init__
+            self.sink.write_decisions(step.decisions)
         self._before_commit("flushing")
         out_position = self.sink.flush()
         self._before_commit("flushed")
@@ -234,10 +208,10 @@ class Engine(Generic[S]):
         self.stats.steps += 1
         self.stats.decisions += len(step.decisions)
         for change in step.changes.values():
-            if hasattr(change, "priority"):
-                self.stats.entries += 1
-            else:
+            if isinstance(change, Removal):
                 self.stats.removals += 1
+            else:
+                self.stats.entries += 1
 
 
 class _Step(Generic[S]):
@@ -251,7 +225,7 @@ class _Step(Generic[S]):
         self.dirty: set[str] = set()
         self.last_crawled: dict[str, int | None] = {}
         self.crawl_counts: dict[str, int] = {}
-        self.changes: dict[str | tuple[str, str], FrontierChange] = {}
+        self.changes: LatestChanges = {}
         self.dead_letters: list[DeadLetter] = []
         self.speed_states: dict[str, SpeedState | None] = {}
         self.decisions: list[ScalingDecision] = []
@@ -260,8 +234,8 @@ class _Step(Generic[S]):
         """Read every state the step will touch in two batched reads."""
         keys: dict[str, None] = {}
         pages: dict[str, None] = {}
-        links = getattr(self.strategy, "routes_links", True)
-        parents = learns_from_repeats(self.strategy)
+        links = self.strategy.routes_links
+        parents = self.strategy.learns_from_repeats
         for _, item, _ in items:
             if isinstance(item, FetchEvent):
                 pages[item.url] = None
@@ -292,49 +266,34 @@ class _Step(Generic[S]):
         return count
 
     def event(self, event: FetchEvent) -> None:
-        """Apply one valid FetchEvent: count the page, then its Fetched, Reinforce and Link
-        messages. A repeat fetch changes nothing, except that a strategy that learns from
-        its choices hears that the choice led to a page already fetched."""
+        """Apply one valid FetchEvent through the step core: count it (or find it a
+        repeat), then apply the keyed messages it routes to, in order."""
         stats = self.engine.stats
         if self.engine.speed is not None and event.status != ALREADY_FETCHED:
             self.observe_speed(event, self.engine.speed)
         url = event.url
         if url not in self.last_crawled:
             self._load_crawled(url)
-        if is_repeat_fetch(self.last_crawled[url], event.cycle):
+        repeat = is_repeat_fetch(self.last_crawled[url], event.cycle)
+        pages_before = self.crawled(event.crawl_id)
+        clock = crawl_clock(pages_before, repeat, event.fetched_at)
+        messages = keyed_messages(self.strategy, event, repeat)
+        if repeat:
             stats.duplicates += 1
-            reinforce = repeat_reinforce(self.strategy, event)
-            if reinforce is not None:
-                clock = CrawlClock(self.crawled(event.crawl_id), event.fetched_at)
-                self.apply(reinforce.parent, reinforce, clock)
-            return
-        self.last_crawled[url] = event.cycle
-        count = self.crawled(event.crawl_id) + 1
-        self.crawl_counts[event.crawl_id] = count
-        clock = CrawlClock(count, event.fetched_at)
-        routed = self.strategy.route(event)
-        self.apply(url, routed.fetched, clock)
-        if routed.reinforce is not None:
-            self.apply(routed.reinforce.parent, routed.reinforce, clock)
-        # the hot loop: `apply` inlined; `prefetch` loaded every outlink's state (validation
-        # only drops outlinks, so the routed ones are a subset of those prefetched)
-        states, dirty, changes = self.states, self.dirty, self.changes
-        strategy_apply = self.strategy.apply
-        for link in routed.links:
-            key = link.child
-            state, change = strategy_apply(key, states[key], link, clock)
-            states[key] = state
+        else:
+            self.last_crawled[url] = event.cycle
+            self.crawl_counts[event.crawl_id] = clock.crawled
+            stats.events += 1
+        states, dirty, changes, strategy = self.states, self.dirty, self.changes, self.strategy
+        for key, message in messages:
+            if key not in states:
+                self._load_states([key])
+            states[key] = apply_messages(strategy, key, states[key], ((clock, message),), changes)
             dirty.add(key)
-            if change is not None:
-                if isinstance(change, tuple):
-                    for one in change:
-                        changes[change_key(one)] = one
-                else:
-                    changes[key] = change
-        stats.events += 1
-        stats.links += len(routed.links)
+            if type(message) is Link:
+                stats.links += 1
         glob = self.engine._global
-        if glob is not None and count % glob.interval == 0:
+        if not repeat and glob is not None and clock.crawled % glob.interval == 0:
             self.recompute(glob, clock)
 
     def observe_speed(self, event: FetchEvent, settings: ControllerSettings) -> None:
@@ -359,7 +318,7 @@ class _Step(Generic[S]):
             fetcher_id = key.decode()
             state = self.speed_state(fetcher_id)
             assert state is not None
-            state, decisions = close_windows(state, settings)
+            state, decisions = flush(state, settings)
             self.speed_states[fetcher_id] = state
             self.decisions += decisions
 
@@ -370,11 +329,10 @@ class _Step(Generic[S]):
     def apply(self, key: str, message: Message, clock: CrawlClock) -> None:
         if key not in self.states:
             self._load_states([key])
-        state, changes = self.strategy.apply(key, self.states[key], message, clock)
-        self.states[key] = state
+        self.states[key] = apply_messages(
+            self.strategy, key, self.states[key], ((clock, message),), self.changes
+        )
         self.dirty.add(key)
-        for change in as_changes(changes):
-            self.changes[change_key(change)] = change
 
     def recompute(self, glob: GlobalStrategy[S], clock: CrawlClock) -> None:
         """A global recomputation over every state, this step's uncommitted ones included."""
@@ -390,8 +348,7 @@ class _Step(Generic[S]):
         for key, state in new_states.items():
             self.states[key] = state
             self.dirty.add(key)
-        for change in changes:
-            self.changes[change_key(change)] = change
+        keep_latest(self.changes, tuple(changes))
         self.engine.stats.recomputations += 1
 
     def dead(self, position: Position, error_class: str, message: str, raw: bytes) -> None:
@@ -438,12 +395,6 @@ class _Step(Generic[S]):
                     if state is not None
                 ),
             )
-
-
-def is_repeat_fetch(last_cycle: int | None, cycle: int) -> bool:
-    """A fetch of a page already fetched in this cycle (or a later one) is a repeat: applying
-    it again would count the page twice and feed its links twice, so it is skipped."""
-    return last_cycle is not None and last_cycle >= cycle
 
 
 def _crawled_key(crawl_id: str) -> bytes:

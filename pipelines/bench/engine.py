@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from frontierflow.connectors.logs import FileSink, read_fetch_events
-from frontierflow.pipelines.replay import replay_log
+from frontierflow.pipelines.embedded.replay import replay_log
 from frontierflow.pipelines.strategies.base import EntryFactory
-from frontierflow.pipelines.urls import host_of
 from frontierflow.schemas.codecs import write_container
 from frontierflow.schemas.records import FetchEvent, FrontierEntry
+from frontierflow.state.urls import host_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +145,7 @@ def run_bench(setup: BenchSetup, work_dir: Path | None = None) -> str:
 
 
 def _spawn(kind: str, log: Path, work: Path, step_size: int) -> dict[str, float]:
-    module = "frontierflow.pipelines.bench"
+    module = "frontierflow.pipelines.bench.engine"
     return spawn_worker(
         [sys.executable, "-m", module, kind, str(log), str(work), str(step_size)], kind
     )

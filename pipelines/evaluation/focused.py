@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from frontierflow.connectors.simulator import RecordedWeb, simulate_cycles
-from frontierflow.pipelines.relevance import Judge, Topic
+from frontierflow.pipelines.evaluation.simulator import RecordedWeb, simulate_cycles
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.pipelines.strategies.lafc import LafcSettings
+from frontierflow.state.relevance import Judge, Topic
 
 log = logging.getLogger(__name__)
 

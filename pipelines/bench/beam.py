@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from frontierflow.pipelines.bench import BenchSetup, generate_log, spawn_worker
+from frontierflow.pipelines.bench.engine import BenchSetup, generate_log, spawn_worker
 
 RUNNERS = ("embedded", "fnapi", "prism", "flink")
 BUDGET = 1_000_000
@@ -64,8 +64,8 @@ def beam_args(
 
 def _worker(runner: str, log: Path, work: Path, args: list[str]) -> dict[str, float]:
     """One measured replay in this process; returns its figures."""
-    from frontierflow.pipelines.beam_replay import run_beam_replay
-    from frontierflow.pipelines.replay import replay_log
+    from frontierflow.pipelines.beam.replay import run_beam_replay
+    from frontierflow.pipelines.embedded.replay import replay_log
 
     started = time.perf_counter()
     if runner == "embedded":
@@ -116,7 +116,7 @@ def _line_count(path: Path) -> int:
 
 
 def _spawn(runner: str, log: Path, work: Path, args: list[str]) -> dict[str, float]:
-    module = "frontierflow.pipelines.bench_beam"
+    module = "frontierflow.pipelines.bench.beam"
     cmd = [sys.executable, "-m", module, runner, str(log), str(work), json.dumps(args)]
     return spawn_worker(cmd, runner)
 

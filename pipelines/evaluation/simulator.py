@@ -17,16 +17,18 @@ from typing import Protocol
 
 import numpy as np
 
+from frontierflow.connectors.base import Position, Sink
 from frontierflow.connectors.webgraph import WebGraph
-from frontierflow.pipelines.engine import Engine, Position
-from frontierflow.pipelines.strategies.base import (
+from frontierflow.pipelines.core.strategy import Strategy, change_key
+from frontierflow.pipelines.embedded.engine import Engine
+from frontierflow.schemas.records import (
     ALREADY_FETCHED,
+    DeadLetter,
+    FetchEvent,
     FrontierChange,
+    FrontierEntry,
     Removal,
-    Strategy,
-    change_key,
 )
-from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry
 from frontierflow.state.memory import InMemoryStore
 
 log = logging.getLogger(__name__)
@@ -45,7 +47,7 @@ def url_node(url: str) -> int:
     return int(url[len(URL_PREFIX) : -len(URL_SUFFIX)])
 
 
-class MemoryFrontier:
+class MemoryFrontier(Sink):
     """A priority queue fed by frontier changes: the fetchers' view of the compacted topic.
 
     Larger priority first; equal priorities in first-seen order. Updates re-push and the

@@ -32,13 +32,13 @@ from typing import cast
 
 import numpy as np
 
-from frontierflow.connectors.speedsim import (
+from frontierflow.pipelines.evaluation.speedsim import (
     SimResult,
     SimSettings,
     read_trace,
     simulate_fetcher,
 )
-from frontierflow.pipelines.speed import (
+from frontierflow.pipelines.speed.controller import (
     ControllerSettings,
     SpeedState,
     initial_controller,
@@ -103,7 +103,7 @@ def run_one(
     _, control = make_controller(settings)
     result = simulate_fetcher(
         trace,
-        control,  # type: ignore[arg-type]
+        control,
         initial_controller(settings).threads,
         sim,
     )

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from frontierflow.connectors.logs import FileSink, read_fetch_events
-from frontierflow.pipelines.engine import Engine, EngineStats, apply_all
-from frontierflow.pipelines.speed import ControllerSettings
+from frontierflow.pipelines.core.strategy import Strategy
+from frontierflow.pipelines.embedded.engine import Engine, EngineStats, apply_all
+from frontierflow.pipelines.speed.controller import ControllerSettings
 from frontierflow.pipelines.strategies import build_strategy
-from frontierflow.pipelines.strategies.base import Strategy
 from frontierflow.state.rocksdb import RocksDBStore
 
 log = logging.getLogger(__name__)

@@ -41,17 +41,17 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
+from frontierflow.connectors.base import Failed
 from frontierflow.connectors.kafka import KafkaSettings, decode_fetch_event
-from frontierflow.pipelines.beam_replay import (
+from frontierflow.pipelines.beam.replay import (
     ChangeRecord,
     beam_strategy,
     event_bytes,
     update_frontier,
 )
-from frontierflow.pipelines.beam_stream import ClockWindows, stream_frontier
-from frontierflow.pipelines.engine import Failed
-from frontierflow.pipelines.strategies.base import Strategy
-from frontierflow.pipelines.validate import InvalidEvent, validate_event
+from frontierflow.pipelines.beam.stream import ClockWindows, stream_frontier
+from frontierflow.pipelines.core.strategy import Strategy
+from frontierflow.pipelines.core.validate import InvalidEvent, validate_event
 from frontierflow.schemas.codecs import AvroCodec, json_to_record
 
 _MAX_OFFSET = 2**63 - 1

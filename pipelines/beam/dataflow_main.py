@@ -13,7 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from frontierflow.pipelines.beam_replay import run_beam_replay
+from frontierflow.pipelines.beam.replay import run_beam_replay
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,95 @@
+"""The step core: the per-event rules every engine applies, written once.
+
+A FetchEvent goes through four rules, here and nowhere else:
+
+1. **count**: a fetch of a page not yet fetched in its cycle is a *first fetch* and counts
+   as one more page of its crawl (IECA's clock); any other fetch is a *repeat*
+   (`is_repeat_fetch`) and does not count (`crawl_clock`);
+2. **route**: a first fetch becomes the keyed messages of `Strategy.route`, in the order
+   of `Routed.messages`; a repeat becomes at most the parent's `Reinforce` with
+   `fresh=False`, and only for a strategy that `learns_from_repeats` (`keyed_messages`);
+3. **apply**: a key's messages go through `Strategy.apply` in input order, one state
+   read and one state written per batch (`apply_messages`);
+4. **keep the latest change** per `change_key` (`keep_latest`).
+
+The embedded engine calls them per event over its step's states; the bounded Beam
+pipeline counts in one ordered pass, routes per event and applies per URL; the streaming
+Beam form counts per URL and window. All of them are pure: no I/O, no wall clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+from frontierflow.pipelines.core.strategy import (
+    Changes,
+    CrawlClock,
+    Message,
+    Strategy,
+    change_key,
+)
+from frontierflow.schemas.records import FetchEvent, FrontierChange
+
+S = TypeVar("S")
+
+LatestChanges = dict[Any, FrontierChange]
+"""change key → the latest change; dict order is the order in which they last changed."""
+
+
+def is_repeat_fetch(last_cycle: int | None, cycle: int) -> bool:
+    """A fetch of a page already fetched in this cycle (or a later one) is a repeat: applying
+    it again would count the page twice and feed its links twice, so it is skipped. The
+    last cycle is kept per URL, whatever the crawl."""
+    return last_cycle is not None and last_cycle >= cycle
+
+
+def crawl_clock(pages_before: int, repeat: bool, fetched_at: int) -> CrawlClock:
+    """The clock an event's messages see: a first fetch counts itself (Algorithm 1 of seed
+    001 increments `size` before crawling); a repeat does not count again."""
+    return CrawlClock(pages_before if repeat else pages_before + 1, fetched_at)
+
+
+def keyed_messages(
+    strategy: Strategy[Any], event: FetchEvent, repeat: bool = False
+) -> tuple[tuple[str, Message], ...]:
+    """(key, message) pairs `event` sends, in application order (rule 2 above)."""
+    if not repeat:
+        return strategy.route(event).messages()
+    if event.via is None or not strategy.learns_from_repeats:
+        return ()
+    reinforce = strategy.route(event).reinforce
+    if reinforce is None:
+        return ()
+    return ((reinforce.parent, reinforce._replace(fresh=False)),)
+
+
+def keep_latest(latest: LatestChanges, changes: Changes | None) -> None:
+    """Fold one `apply` result into `latest`: a later change replaces an earlier one of the
+    same change key and moves to the end."""
+    if changes is None:
+        return
+    if isinstance(changes, tuple):
+        for change in changes:
+            key = change_key(change)
+            latest.pop(key, None)
+            latest[key] = change
+        return
+    key = change_key(changes)
+    latest.pop(key, None)
+    latest[key] = changes
+
+
+def apply_messages(
+    strategy: Strategy[S],
+    key: str,
+    state: S | None,
+    messages: Iterable[tuple[CrawlClock, Message]],
+    latest: LatestChanges,
+) -> S | None:
+    """`key`'s state after its (clock, message)s, in order; changes folded into `latest`."""
+    apply = strategy.apply
+    for clock, message in messages:
+        state, changes = apply(key, state, message, clock)
+        keep_latest(latest, changes)
+    return state

@@ -1,0 +1,197 @@
+"""The vocabulary every crawl strategy speaks: keyed messages in, frontier changes out.
+
+A FetchEvent is routed (statelessly) into keyed messages — `Seed` and `Fetched` keyed by
+the page itself, `Link` keyed by each outlink — and a strategy's `apply` turns one message
+plus the key's state into the key's new state and at most one frontier change. `apply` is
+pure: no I/O, no wall clock (time arrives in `CrawlClock`), so the embedded engine, the
+simulator and Beam run the very same function and a replay is bit-for-bit repeatable.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import ClassVar, Generic, NamedTuple, TypeAlias, TypeVar
+
+from frontierflow.schemas.records import (
+    REPLY_ECHO,
+    FetchEvent,
+    FrontierChange,
+    FrontierEntry,
+)
+
+S = TypeVar("S")
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlClock:
+    """Global quantities an operator may read, passed in rather than looked up.
+
+    `crawled` counts the distinct pages fetched in this crawl so far, the page being
+    processed included (Algorithm 1 of seed 001 increments `size` before crawling).
+    `now_ms` is the event time of the FetchEvent being processed: entries carry it as
+    `emitted_at`, so outputs never depend on the wall clock.
+    """
+
+    crawled: int
+    now_ms: int
+
+
+class Seed(NamedTuple):
+    """Put `url` into the frontier as a starting page of `cycle`."""
+
+    url: str
+    crawl_id: str
+    cycle: int
+    value: float = 0.0
+
+
+class Fetched(NamedTuple):
+    """`url` was fetched in `cycle`; `outlinks` are its distinct outlinks in page order.
+
+    `value` is what the strategy read off the page itself (LAFC: its topic similarity).
+    """
+
+    url: str
+    crawl_id: str
+    cycle: int
+    outlinks: tuple[str, ...]
+    value: float = 0.0
+
+
+class Link(NamedTuple):
+    """`parent` links to `child` (the key). `value` and `weight` are the strategy's payload.
+
+    Each strategy documents what it sends: IECA the parent's distance and log10 O(parent),
+    OPIC the parent's cash share, breadth-first the parent's depth, and so on. Messages
+    are NamedTuples: one is built per link, and tuples are the cheapest records to build.
+    """
+
+    child: str
+    parent: str
+    crawl_id: str
+    cycle: int
+    value: float = 0.0
+    weight: float = 0.0
+
+
+class Reinforce(NamedTuple):
+    """The page `child` that `parent` (the key) chose came back: `value` is what the child
+    turned out to be worth (LAFC: its similarity). `fresh` is False when the child had
+    already been fetched in this cycle, so the choice is dropped without learning."""
+
+    parent: str
+    child: str
+    crawl_id: str
+    cycle: int
+    value: float = 0.0
+    fresh: bool = True
+
+
+Message: TypeAlias = Seed | Fetched | Link | Reinforce
+
+Changes: TypeAlias = FrontierChange | tuple[FrontierChange, ...]
+"""What one `apply` emits: none, one change, or (rarely) several, in order."""
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """The keyed messages of one FetchEvent, in the order they must be applied: the page's
+    own `fetched`, then `reinforce` to the parent that chose it (if the strategy learns from
+    choices), then one `links` message per outlink."""
+
+    fetched: Fetched
+    links: tuple[Link, ...]
+    reinforce: Reinforce | None = None
+
+    def messages(self) -> tuple[tuple[str, Message], ...]:
+        """(key, message) pairs in application order: the one place that lists them."""
+        head: list[tuple[str, Message]] = [(self.fetched.url, self.fetched)]
+        if self.reinforce is not None:
+            head.append((self.reinforce.parent, self.reinforce))
+        return (*head, *((link.child, link) for link in self.links))
+
+
+class Strategy(ABC, Generic[S]):
+    """A crawl ordering: routing, a pure per-key transition and a state encoding.
+
+    What a strategy needs from an engine it declares here, as class attributes, and the
+    engines read them; nothing is probed. A strategy that also recomputes over all its
+    state is a `GlobalStrategy`.
+    """
+
+    name: str = ""
+    family: str = ""
+    """The state store's column family of this strategy's per-URL states."""
+    routes_links: ClassVar[bool] = True
+    """Whether `route` sends a Link to every outlink (the engine prefetches their states)."""
+    learns_from_repeats: ClassVar[bool] = False
+    """Whether a repeated fetch still carries news: its Reinforce goes to the parent."""
+
+    def seed(self, url: str, crawl_id: str, cycle: int) -> Seed:
+        return Seed(url=url, crawl_id=crawl_id, cycle=cycle)
+
+    def route(self, event: FetchEvent) -> Routed:
+        """The keyed messages of a first fetch of `event.url` (see `Routed`)."""
+        outlinks = distinct_outlinks(event.outlinks)
+        fetched = Fetched(event.url, event.crawl_id, event.cycle, outlinks)
+        value, weight = self.link_payload(event, len(outlinks))
+        links = tuple(
+            Link(child, event.url, event.crawl_id, event.cycle, value, weight) for child in outlinks
+        )
+        return Routed(fetched, links)
+
+    def link_payload(self, event: FetchEvent, outdegree: int) -> tuple[float, float]:
+        """What every Link of this event carries; (0, 0) unless the strategy says more."""
+        return 0.0, 0.0
+
+    @abstractmethod
+    def apply(
+        self, key: str, state: S | None, message: Message, clock: CrawlClock
+    ) -> tuple[S | None, Changes | None]:
+        """`key`'s new state and frontier changes after `message`: pure, no I/O."""
+
+    @abstractmethod
+    def encode_state(self, state: S) -> bytes: ...
+
+    @abstractmethod
+    def decode_state(self, data: bytes) -> S: ...
+
+
+class GlobalStrategy(Strategy[S]):
+    """A strategy that also recomputes over all its state every `interval` crawled pages.
+
+    Batch and partial PageRank are such strategies: the engine commits the step, then
+    hands `recompute` a snapshot of every key's state and applies what it returns. Beam
+    has no per-key form of this and refuses them.
+    """
+
+    interval: int
+
+    @abstractmethod
+    def recompute(
+        self, states: Iterable[tuple[str, S]], clock: CrawlClock
+    ) -> tuple[dict[str, S], list[FrontierChange]]: ...
+
+
+def change_key(change: FrontierChange) -> str | tuple[str, str]:
+    """Which earlier change a change replaces: the latest per URL, except a reply request
+    (see `REPLY_ECHO`), which is one parent's and is kept per (url, via)."""
+    if isinstance(change, FrontierEntry) and change.via is not None and REPLY_ECHO in change.echo:
+        return change.url, change.via
+    return change.url
+
+
+def as_changes(changes: Changes | None) -> tuple[FrontierChange, ...]:
+    """An `apply` result as a tuple of changes."""
+    if changes is None:
+        return ()
+    if isinstance(changes, tuple):
+        return changes
+    return (changes,)
+
+
+def distinct_outlinks(outlinks: Iterable[str]) -> tuple[str, ...]:
+    """Outlinks without repeats, first occurrence order kept; O(i) counts these."""
+    return tuple(dict.fromkeys(outlinks))
