@@ -26,7 +26,7 @@ from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 
-from frontierflow.pipelines import dataflow_main
+from frontierflow.pipelines.beam import dataflow_main
 from frontierflow.pipelines.beam.replay import build_replay
 from frontierflow.pipelines.strategies import build_strategy
 
