@@ -329,7 +329,7 @@ def _replay(args: argparse.Namespace) -> int:
             strategy_name=args.strategy,
             out_prefix=str(args.out),
             budget=args.budget,
-            windows=parse_clock(args.clock),
+            windows=parse_clock(args.clock),  # type: ignore[arg-type]
             seed=args.seed,
             beam_args=list(args.beam_option),
         )

@@ -103,7 +103,7 @@ def run_one(
     _, control = make_controller(settings)
     result = simulate_fetcher(
         trace,
-        control,
+        control,  # type: ignore[arg-type]
         initial_controller(settings).threads,
         sim,
     )
