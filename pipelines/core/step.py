@@ -34,7 +34,7 @@ from frontierflow.schemas.records import FetchEvent, FrontierChange
 S = TypeVar("S")
 
 LatestChanges = dict[Any, FrontierChange]
-"""change key → the latest change; dict order is the order in which they last changed."""
+"""change key → the latest change; dict order is the order of each key's first change."""
 
 
 def is_repeat_fetch(last_cycle: int | None, cycle: int) -> bool:
@@ -66,18 +66,15 @@ def keyed_messages(
 
 def keep_latest(latest: LatestChanges, changes: Changes | None) -> None:
     """Fold one `apply` result into `latest`: a later change replaces an earlier one of the
-    same change key and moves to the end."""
+    same change key (a compacted topic keeps one record per key, so where it stands among
+    other keys' records does not matter)."""
     if changes is None:
         return
     if isinstance(changes, tuple):
         for change in changes:
-            key = change_key(change)
-            latest.pop(key, None)
-            latest[key] = change
+            latest[change_key(change)] = change
         return
-    key = change_key(changes)
-    latest.pop(key, None)
-    latest[key] = changes
+    latest[change_key(changes)] = changes
 
 
 def apply_messages(

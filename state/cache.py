@@ -1,0 +1,66 @@
+"""A bounded cache of committed state values that lasts across an engine's steps.
+
+RocksDB stays the truth: the cache holds only values a step has committed (or read from
+the store), so a crash or an aborted step cannot leave anything in it that the store does
+not hold. Eviction is generational (two dicts: a hit in the old generation moves the key
+to the young one; when the young one is full the old one is dropped whole), an
+approximate LRU at O(1) per operation with no per-hit reordering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class HotStates:
+    """key → encoded committed value for at most `capacity` keys (0: no caching)."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 0:
+            raise ValueError(f"cache capacity must be >= 0, got {capacity}")
+        self.capacity = capacity
+        self._generation = max(1, capacity // 2)
+        self._young: dict[str, bytes] = {}
+        self._old: dict[str, bytes] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._young) + len(self._old)
+
+    def get(self, key: str) -> bytes | None:
+        """The cached value of `key`, or None when the store must be asked."""
+        value = self._young.get(key)
+        if value is not None:
+            self.hits += 1
+            return value
+        value = self._old.pop(key, None)
+        if value is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._keep(key, value)
+        return value
+
+    def put_many(self, items: Iterable[tuple[str, bytes | None]]) -> None:
+        """Record committed values (None: the key was deleted)."""
+        if not self.capacity:
+            return
+        old = self._old
+        for key, value in items:
+            old.pop(key, None)
+            if value is None:
+                self._young.pop(key, None)
+            else:
+                self._keep(key, value)
+
+    def clear(self) -> None:
+        self._young.clear()
+        self._old.clear()
+
+    def _keep(self, key: str, value: bytes) -> None:
+        young = self._young
+        young[key] = value
+        if len(young) > self._generation:
+            self._old = young
+            self._young = {}

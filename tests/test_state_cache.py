@@ -1,0 +1,84 @@
+"""The engine's cache of committed states: bounded, generational, never ahead of the store."""
+
+from __future__ import annotations
+
+import pytest
+
+from frontierflow.connectors.base import Position
+from frontierflow.pipelines.embedded.engine import Engine
+from frontierflow.pipelines.evaluation.simulator import MemoryFrontier
+from frontierflow.pipelines.strategies import build_strategy
+from frontierflow.schemas.records import FetchEvent
+from frontierflow.state.cache import HotStates
+from frontierflow.state.memory import InMemoryStore
+
+
+def test_keeps_values_until_two_generations_fill() -> None:
+    cache = HotStates(4)  # the young generation holds 2; a third key moves it to old
+    cache.put_many([("a", b"1"), ("b", b"2")])
+    assert cache.get("a") == b"1" and cache.get("b") == b"2"
+    cache.put_many([("c", b"3")])  # young {a, b, c} overflows: old {a, b, c}, young {}
+    assert len(cache) == 3
+    cache.put_many([("d", b"4"), ("e", b"5"), ("f", b"6")])  # old {d, e, f}: a-c dropped
+    assert len(cache) == 3
+    assert cache.get("a") is None
+    assert cache.get("d") == b"4"  # a hit in the old generation moves it to the young one
+    cache.put_many([("g", b"7"), ("h", b"8")])  # young {d, g, h} overflows: old {d, g, h}
+    assert cache.get("e") is None  # e was not touched: dropped with its generation
+    assert cache.get("d") == b"4"
+    assert (cache.hits, cache.misses) == (4, 2)
+
+
+def test_a_deleted_key_is_forgotten() -> None:
+    cache = HotStates(8)
+    cache.put_many([("a", b"1")])
+    cache.put_many([("a", None)])
+    assert cache.get("a") is None
+
+
+def test_capacity_zero_caches_nothing_and_negative_is_refused() -> None:
+    cache = HotStates(0)
+    cache.put_many([("a", b"1")])
+    assert cache.get("a") is None
+    with pytest.raises(ValueError, match="capacity"):
+        HotStates(-1)
+
+
+def _event(url: str, outlinks: tuple[str, ...], at: int) -> FetchEvent:
+    return FetchEvent(url, at, 200, "f1", "example.org", outlinks=outlinks)
+
+
+class _Boom(RuntimeError):
+    pass
+
+
+def test_a_failed_commit_leaves_the_cache_as_the_store() -> None:
+    """A step that dies after its outputs were flushed but before its state committed must
+    not leave its states in the cache: the redone step must start from the store's."""
+    strategy = build_strategy("ieca", budget=100)
+    store = InMemoryStore(Engine.families_for(strategy))
+    sink = MemoryFrontier()
+    fail = {"on": False}
+
+    def hook(phase: str) -> None:
+        if fail["on"] and phase == "flushed":
+            raise _Boom(phase)
+
+    engine = Engine(strategy, store, sink, before_commit=hook)
+    a = "https://example.org/a"
+    b = "https://example.org/b"
+    engine.run_step([(Position(None, 0), _event(a, (b,), 1), b"")])
+    committed = {k: v for k, v in store.items(strategy.family)}
+    assert engine.hot.get(b) == committed[b.encode()]
+    fail["on"] = True
+    with pytest.raises(_Boom):
+        engine.run_step([(Position(None, 1), _event(b, (a,), 2), b"")])
+    assert engine.hot.get(a) == committed[a.encode()]
+    assert engine.hot.get(b) == committed[b.encode()]
+    fail["on"] = False
+    engine.run_step([(Position(None, 1), _event(b, (a,), 2), b"")])
+    after = {k: v for k, v in store.items(strategy.family)}
+    assert engine.hot.get(a) == after[a.encode()]
+    assert engine.hot.get(b) == after[b.encode()]
+    assert after[a.encode()] == committed[a.encode()]  # a is crawled: b's link is ignored
+    assert after[b.encode()] != committed[b.encode()]  # b is now crawled
