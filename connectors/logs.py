@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
 from frontierflow.connectors.base import DecisionSink, Failed, InputItem, Position
 from frontierflow.schemas.codecs import (
     CodecError,
+    LogItem,
     iter_log_from,
     record_from_dict,
     record_to_json,
@@ -39,7 +40,13 @@ def read_fetch_events(path: Path, start: int = 0) -> Iterator[InputItem]:
     """(position, FetchEvent or Failed, raw bytes) for every record from `start` on."""
     if not path.exists():
         raise FileNotFoundError(f"no such log: {path}")
-    for index, record, raw in iter_log_from(path, "FetchEvent", start):
+    return fetch_event_items(iter_log_from(path, "FetchEvent", start))
+
+
+def fetch_event_items(records: Iterable[LogItem]) -> Iterator[InputItem]:
+    """A log's (index, record or CodecError, raw) as input items: the record as a FetchEvent,
+    or `Failed` with the reason it is not one. Every reader of logs uses this."""
+    for index, record, raw in records:
         position = Position(None, index)
         if isinstance(record, CodecError):
             yield position, Failed("CodecError", str(record), raw), raw

@@ -13,7 +13,7 @@ import pytest
 
 from frontierflow.pipelines.beam.replay import run_beam_replay
 from frontierflow.pipelines.cli import main
-from frontierflow.pipelines.embedded.engine import is_repeat_fetch
+from frontierflow.pipelines.core.step import is_repeat_fetch
 from frontierflow.pipelines.embedded.replay import replay_log
 from frontierflow.schemas.codecs import write_container
 from frontierflow.state.rocksdb import RocksDBStore

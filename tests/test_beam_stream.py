@@ -16,14 +16,15 @@ import pytest
 from apache_beam.io.filesystem import FileMetadata, FileSystem, MatchResult
 from test_beam_replay import BUDGET, _beam, _embedded, _log
 
-from frontierflow.pipelines.beam.replay import _read_items, build_replay, one_log_file
+from frontierflow.pipelines.beam.io import one_log_file, read_log_items
+from frontierflow.pipelines.beam.replay import build_replay
 from frontierflow.pipelines.beam.stream import (
     ClockWindows,
     build_stream_replay,
     parse_clock,
     run_beam_stream_replay,
 )
-from frontierflow.pipelines.embedded.engine import is_repeat_fetch
+from frontierflow.pipelines.core.step import is_repeat_fetch
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.state.ieca import IecaParams, clock_coefficients
 
@@ -189,9 +190,9 @@ class _MemoryFileSystem(FileSystem):
 def test_log_reads_through_beam_filesystems(tmp_path: Path) -> None:
     log = tmp_path / "events.avro"
     _log(log, events=20)  # 20 events + 1 dead letter
-    local = list(_read_items(one_log_file(str(log))))
+    local = list(read_log_items(one_log_file(str(log))))
     _MemoryFileSystem.files["memtest://bucket/events.avro"] = log.read_bytes()
-    remote = list(_read_items(one_log_file("memtest://bucket/events.avro")))
+    remote = list(read_log_items(one_log_file("memtest://bucket/events.avro")))
     assert len(local) == 21
     assert remote == local
     with pytest.raises(FileNotFoundError, match="no such log"):

@@ -4,11 +4,14 @@ Each wire record type (FetchEvent, FrontierEntry, DeadLetter, ScalingDecision) h
 registered with Beam's registry, so a stage whose output type names the record hands the
 next stage a typed record that was encoded once and is decoded once: no pickling, no JSON
 inside a pipeline. A frontier change is an entry or a `Removal` (a tag byte, then the
-entry's Avro bytes or the URL).
+entry's Avro bytes or the URL). The records the pipelines themselves pass between stages
+(`UrlUpdate`, `EventOrClock`) are defined here with their coders.
 """
 
 from __future__ import annotations
 
+import struct
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from apache_beam import coders
@@ -92,3 +95,103 @@ for _kind, _coder in (
     (Removal, FrontierChangeCoder),
 ):
     coders.registry.register_coder(_kind, _coder)
+
+
+@dataclass(frozen=True, slots=True)
+class UrlUpdate:
+    """What a per-URL step emits: the URL, its encoded state (None: the key holds none), the
+    latest change per change key among the changes it emitted, in order, and (in the
+    streaming form) the version of the last message applied: (window end µs, position,
+    message index)."""
+
+    url: str
+    state: bytes | None
+    changes: tuple[FrontierChange, ...]
+    version: tuple[int, int, int] = (0, 0, 0)
+
+
+_LENGTH = struct.Struct(">I")
+_VERSION = struct.Struct(">qqq")
+_CHANGE = FrontierChangeCoder()
+
+
+def _framed(data: bytes) -> bytes:
+    return _LENGTH.pack(len(data)) + data
+
+
+def _unframe(data: bytes, at: int) -> tuple[bytes, int]:
+    (size,) = _LENGTH.unpack_from(data, at)
+    at += _LENGTH.size
+    return data[at : at + size], at + size
+
+
+class UrlUpdateCoder(coders.Coder):
+    """URL, state (flag + bytes), changes (count + framed change encodings), version."""
+
+    def encode(self, value: UrlUpdate) -> bytes:
+        parts = [_framed(value.url.encode())]
+        parts.append(b"\x00" if value.state is None else b"\x01" + _framed(value.state))
+        parts.append(_LENGTH.pack(len(value.changes)))
+        parts.extend(_framed(_CHANGE.encode(change)) for change in value.changes)
+        parts.append(_VERSION.pack(*value.version))
+        return b"".join(parts)
+
+    def decode(self, encoded: bytes) -> UrlUpdate:
+        url, at = _unframe(encoded, 0)
+        state: bytes | None = None
+        if encoded[at : at + 1] == b"\x01":
+            state, at = _unframe(encoded, at + 1)
+        else:
+            at += 1
+        (count,) = _LENGTH.unpack_from(encoded, at)
+        at += _LENGTH.size
+        changes = []
+        for _ in range(count):
+            change, at = _unframe(encoded, at)
+            changes.append(_CHANGE.decode(change))
+        version = _VERSION.unpack_from(encoded, at)
+        return UrlUpdate(url.decode(), state, tuple(changes), version)
+
+    def is_deterministic(self) -> bool:
+        return False
+
+    def to_type_hint(self) -> Any:
+        return UrlUpdate
+
+
+@dataclass(frozen=True, slots=True)
+class EventOrClock:
+    """One side of the bounded pipeline's join by input position: the event, or the clock
+    the ordered count gave it (pages crawled, repeat)."""
+
+    event: FetchEvent | None = None
+    clock: tuple[int, bool] | None = None
+
+
+_CLOCK = struct.Struct(">q?")
+
+
+class EventOrClockCoder(coders.Coder):
+    """Tag 1 + the event's Avro bytes, or tag 0 + (crawled, repeat)."""
+
+    def encode(self, value: EventOrClock) -> bytes:
+        if value.event is not None:
+            return _ENTRY + encode_record(value.event)
+        assert value.clock is not None
+        return _REMOVAL + _CLOCK.pack(*value.clock)
+
+    def decode(self, encoded: bytes) -> EventOrClock:
+        if encoded[:1] == _ENTRY:
+            return EventOrClock(event=decode_record(FetchEvent, encoded[1:]))
+        crawled, repeat = _CLOCK.unpack(encoded[1:])
+        return EventOrClock(clock=(crawled, repeat))
+
+    def is_deterministic(self) -> bool:
+        return False
+
+    def to_type_hint(self) -> Any:
+        return EventOrClock
+
+
+coders.registry.register_coder(UrlUpdate, UrlUpdateCoder)
+coders.registry.register_coder(EventOrClock, EventOrClockCoder)

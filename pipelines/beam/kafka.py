@@ -2,8 +2,9 @@
 
 `ReadFromKafkaPartitions` is a splittable DoFn over (topic, partition) elements whose
 restriction is an offset range: it claims each record's offset before emitting it, so a
-runner can checkpoint and split it, and emits positioned items (`beam_replay`'s shape:
-position, event bytes or a failure, raw bytes). A range ends at the offsets given (a replay
+runner can checkpoint and split it. Each record is decoded and checked once (`beam.io`):
+a valid event leaves as a typed `(position, FetchEvent)`, anything else as a `DeadLetter`
+with its partition and offset. A range ends at the offsets given (a replay
 of what is in the topic now), or is open (`ends=None`) for unbounded reading, in which case
 an idle poll defers the rest of the range instead of busy-waiting.
 
@@ -20,14 +21,14 @@ the watermark stays put until the range ends and nothing is late.
 
 `WriteToKafka` sends (topic, key, value) records (a None value is a tombstone) and flushes
 at the end of every bundle. `build_kafka_pipeline` runs the exact-clock pipeline
-(`beam_replay`), `build_kafka_stream` the unbounded form (`beam_stream`): frontier changes
+(`beam.replay`), `build_kafka_stream` the unbounded form (`beam.stream`): frontier changes
 keyed by URL to the compacted frontier topic, optionally every URL's state to a state topic.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import apache_beam as beam
@@ -43,16 +44,14 @@ from kafka.errors import TopicAlreadyExistsError
 
 from frontierflow.connectors.base import Failed
 from frontierflow.connectors.kafka import KafkaSettings, decode_fetch_event
-from frontierflow.pipelines.beam.replay import (
-    ChangeRecord,
-    beam_strategy,
-    event_bytes,
-    update_frontier,
-)
+from frontierflow.pipelines.beam.coders import UrlUpdate
+from frontierflow.pipelines.beam.io import DEAD, with_dead_letters
+from frontierflow.pipelines.beam.replay import beam_strategy, update_frontier
 from frontierflow.pipelines.beam.stream import ClockWindows, stream_frontier
 from frontierflow.pipelines.core.strategy import Strategy
-from frontierflow.pipelines.core.validate import InvalidEvent, validate_event
-from frontierflow.schemas.codecs import AvroCodec, json_to_record
+from frontierflow.pipelines.core.validate import checked
+from frontierflow.schemas.codecs import encode_record
+from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry
 
 _MAX_OFFSET = 2**63 - 1
 
@@ -102,7 +101,7 @@ _WATERMARK = _EventTimeWatermark()
 
 
 class _ReadPartition(beam.DoFn):
-    """Records of one partition as positioned items, offsets claimed one by one, stamped
+    """Records of one partition as checked events, offsets claimed one by one, stamped
     and late-checked in event time when `lateness_ms` is given (module docstring)."""
 
     def __init__(self, settings: KafkaSettings, lateness_ms: int | None) -> None:
@@ -139,25 +138,38 @@ class _ReadPartition(beam.DoFn):
             for record in polled:
                 if not tracker.try_claim(record.offset):
                     return
-                item, event_ms = _positioned(partition, record.offset, record.value)
-                if event_ms is not None and event_ms > record.timestamp + MAX_CLOCK_SKEW_MS:
-                    item, event_ms = _from_the_future(item, event_ms, record.timestamp), None
-                yield self._stamped(item, event_ms, estimator)
+                raw = record.value or b""
+                item = checked(decode_fetch_event(record.value or None))
+                if isinstance(item, FetchEvent):
+                    item = _unless_from_the_future(item, record.timestamp)
+                yield self._stamped(topic, partition, record.offset, item, raw, estimator)
 
-    def _stamped(self, item: Any, event_ms: int | None, estimator: Any) -> TimestampedValue:
-        """`item` at its event time, advancing the watermark; late or undecodable: a dead
-        letter (failure tuple) at the watermark."""
+    def _stamped(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        item: FetchEvent | Failed,
+        raw: bytes,
+        estimator: Any,
+    ) -> Any:
+        """A valid event as `(position, event)` at its event time, advancing the watermark;
+        an undecodable, invalid or late one as a `DeadLetter` at the watermark."""
         watermark = estimator.current_watermark()
         at_watermark = max(watermark, Timestamp(0))
-        if self.lateness_ms is None or event_ms is None:
-            return TimestampedValue(item, at_watermark)
-        stamp = Timestamp(micros=event_ms * 1000)
-        if stamp < watermark:
-            return TimestampedValue(_late(item, event_ms, watermark, self.lateness_ms), watermark)
-        advanced = stamp - Duration(micros=self.lateness_ms * 1000)
-        if advanced > watermark:
-            estimator.set_watermark(advanced)
-        return TimestampedValue(item, stamp)
+        if isinstance(item, FetchEvent) and self.lateness_ms is not None:
+            stamp = Timestamp(micros=item.fetched_at * 1000)
+            if stamp < watermark:
+                item = _late(item.fetched_at, watermark, self.lateness_ms)
+            else:
+                advanced = stamp - Duration(micros=self.lateness_ms * 1000)
+                if advanced > watermark:
+                    estimator.set_watermark(advanced)
+                return TimestampedValue((position_of(partition, offset), item), stamp)
+        if isinstance(item, FetchEvent):
+            return TimestampedValue((position_of(partition, offset), item), at_watermark)
+        letter = DeadLetter(topic, partition, offset, item.error_class, item.message, raw, 0)
+        return beam.pvalue.TaggedOutput(DEAD, TimestampedValue(letter, at_watermark))
 
 
 class _ReadPartitionUnbounded(_ReadPartition):
@@ -182,27 +194,28 @@ MAX_CLOCK_SKEW_MS = 3_600_000
 drift): a later one would move the watermark past every honest event and make them late."""
 
 
-def _from_the_future(item: Any, event_ms: int, record_ms: int) -> Any:
-    position, _, raw = item
+def _unless_from_the_future(event: FetchEvent, record_ms: int) -> FetchEvent | Failed:
+    if event.fetched_at <= record_ms + MAX_CLOCK_SKEW_MS:
+        return event
     message = (
-        f"fetched_at {event_ms} is {event_ms - record_ms} ms after the record's Kafka "
-        f"timestamp {record_ms} (more than {MAX_CLOCK_SKEW_MS} ms of clock skew)"
+        f"fetched_at {event.fetched_at} is {event.fetched_at - record_ms} ms after the "
+        f"record's Kafka timestamp {record_ms} (more than {MAX_CLOCK_SKEW_MS} ms of clock skew)"
     )
-    return position, (FUTURE_EVENT, message.encode()), raw
+    return Failed(FUTURE_EVENT, message, b"")
 
 
-def _late(item: Any, event_ms: int, watermark: Timestamp, lateness_ms: int) -> Any:
-    position, _, raw = item
+def _late(event_ms: int, watermark: Timestamp, lateness_ms: int) -> Failed:
     watermark_ms = watermark.micros // 1000
     message = (
         f"fetched_at {event_ms} is {watermark_ms - event_ms} ms behind the watermark "
         f"{watermark_ms} (allowed lateness {lateness_ms} ms): too late for event-time order"
     )
-    return position, (LATE_EVENT, message.encode()), raw
+    return Failed(LATE_EVENT, message, b"")
 
 
 class ReadFromKafkaPartitions(beam.PTransform):
-    """Every partition of the fetch-events topic, from `starts` to `ends` (None: unbounded)."""
+    """(checked `(position, FetchEvent)`s, `DeadLetter`s) of every partition of the
+    fetch-events topic, from `starts` to `ends` (None: unbounded)."""
 
     def __init__(
         self,
@@ -225,11 +238,13 @@ class ReadFromKafkaPartitions(beam.PTransform):
         ends = self.ends or {}
         elements = [(topic, p, self.starts.get(p, 0), ends.get(p, -1)) for p in partitions]
         reader = _ReadPartition if self.ends is not None else _ReadPartitionUnbounded
-        return (
+        read = (
             pbegin
             | "Partitions" >> beam.Create(elements)
-            | "ReadPartitions" >> beam.ParDo(reader(self.settings, self.lateness_ms))
+            | "ReadPartitions"
+            >> beam.ParDo(reader(self.settings, self.lateness_ms)).with_outputs(DEAD, main="events")
         )
+        return with_dead_letters(read)
 
 
 def _partitions(settings: KafkaSettings) -> list[int]:
@@ -301,23 +316,10 @@ class WriteToKafka(beam.PTransform):
         return records | "Send" >> beam.ParDo(_SendToKafka(self.settings))
 
 
-def _positioned(
-    partition: int, offset: int, value: bytes | None
-) -> tuple[tuple[int, Any, bytes], int | None]:
-    """A Kafka record as a positioned item of the shared pipeline steps, and its event time
-    (`fetched_at`; None when it does not decode or is invalid: such an event goes to dead
-    letters in `DecodeFetchEvents` and must not move the watermark). Positions order
-    records by offset, then partition: with one partition, exactly the topic's order."""
-    event = decode_fetch_event(value or None)
-    position = offset * _PARTITION_SLOTS + partition
-    raw = value or b""
-    if isinstance(event, Failed):
-        return (position, (event.error_class, event.message.encode()), raw), None
-    try:
-        validate_event(event)
-    except InvalidEvent:
-        return (position, event_bytes(event), raw), None
-    return (position, event_bytes(event), raw), event.fetched_at
+def position_of(partition: int, offset: int) -> int:
+    """A record's position in the pipelines' input order: by offset, then partition (with
+    one partition, exactly the topic's order)."""
+    return offset * _PARTITION_SLOTS + partition
 
 
 _PARTITION_SLOTS = 1 << 12
@@ -327,37 +329,21 @@ KafkaRecord = tuple[str, bytes | None, bytes | None]
 """(topic, key, value) as `WriteToKafka` sends it."""
 
 
-def _frontier_records(changes: Iterable[ChangeRecord], topic: str) -> Iterator[KafkaRecord]:
-    """Change records as frontier records keyed by URL (as the engine's `KafkaSink`); a
-    tombstone for a fetched page."""
-    codec = AvroCodec.for_name("FrontierEntry")
-    for url, entry in changes:
-        value = None if entry is None else codec.encode(json_to_record(entry, "FrontierEntry"))
-        yield topic, url.encode(), value
-
-
-def _to_records(
-    result: tuple[str, bytes | None, Iterable[ChangeRecord]], topic: str
+def frontier_records(
+    update: UrlUpdate, topic: str, state_topic: str | None
 ) -> Iterator[KafkaRecord]:
-    yield from _frontier_records(result[2], topic)
-
-
-def _stream_records(
-    result: tuple[str, Any, bytes | None, Iterable[ChangeRecord]],
-    topic: str,
-    state_topic: str | None,
-) -> Iterator[KafkaRecord]:
-    """One URL's record of one clock window: its changes, and its state to `state_topic`
-    (a tombstone when the key holds no state)."""
-    url, _, encoded, changes = result
-    yield from _frontier_records(changes, topic)
+    """One URL's update as Kafka records: its changes keyed by URL to the frontier topic
+    (as the engine's `KafkaSink`: an entry, or a tombstone for a fetched page), and its
+    state to `state_topic` when given (a tombstone when the key holds no state)."""
+    for change in update.changes:
+        value = encode_record(change) if isinstance(change, FrontierEntry) else None
+        yield topic, change.url.encode(), value
     if state_topic is not None:
-        yield state_topic, url.encode(), encoded
+        yield state_topic, update.url.encode(), update.state
 
 
-def _dead_record(letter_json: str, topic: str) -> KafkaRecord:
-    letter = json_to_record(letter_json, "DeadLetter")
-    return topic, None, AvroCodec.for_name("DeadLetter").encode(letter)
+def dead_record(letter: DeadLetter, topic: str) -> KafkaRecord:
+    return topic, None, encode_record(letter)
 
 
 def build_kafka_pipeline(
@@ -368,10 +354,10 @@ def build_kafka_pipeline(
 ) -> None:
     """fetch-events → the shared steps → frontier and dead-letter topics."""
     t = settings.topics
-    items = pipeline | "ReadKafka" >> ReadFromKafkaPartitions(settings, ends=ends)
-    results, dead = update_frontier(items, strategy, t.fetch_events)
-    out = results | "ToRecords" >> beam.FlatMap(_to_records, t.frontier)
-    letters = dead | "DeadToRecords" >> beam.Map(_dead_record, t.dead_letter)
+    events, dead = pipeline | "ReadKafka" >> ReadFromKafkaPartitions(settings, ends=ends)
+    updates = update_frontier(events, strategy)
+    out = updates | "ToRecords" >> beam.FlatMap(frontier_records, t.frontier, None)
+    letters = dead | "DeadToRecords" >> beam.Map(dead_record, t.dead_letter)
     (out, letters) | "Merge" >> beam.Flatten() | "WriteKafka" >> WriteToKafka(settings)
 
 
@@ -385,15 +371,15 @@ def build_kafka_stream(
     lateness_ms: int = 0,
     state_topic: str | None = None,
 ) -> None:
-    """fetch-events in event time → the unbounded form (`beam_stream.stream_frontier`) →
+    """fetch-events in event time → the unbounded form (`beam.stream.stream_frontier`) →
     frontier (and state) and dead-letter topics. Every URL's changes leave as soon as the
     watermark passes their clock window; only a bound (`ends`) ends the run."""
     t = settings.topics
     read = ReadFromKafkaPartitions(settings, ends=ends, lateness_ms=lateness_ms)
-    items = pipeline | "ReadKafka" >> read
-    changes, dead = stream_frontier(items, strategy, t.fetch_events, windows)
-    out = changes | "ToRecords" >> beam.FlatMap(_stream_records, t.frontier, state_topic)
-    letters = dead | "DeadToRecords" >> beam.Map(_dead_record, t.dead_letter)
+    events, dead = pipeline | "ReadKafka" >> read
+    updates = stream_frontier(events, strategy, windows)
+    out = updates | "ToRecords" >> beam.FlatMap(frontier_records, t.frontier, state_topic)
+    letters = dead | "DeadToRecords" >> beam.Map(dead_record, t.dead_letter)
     (out, letters) | "Merge" >> beam.Flatten() | "WriteKafka" >> WriteToKafka(settings)
 
 

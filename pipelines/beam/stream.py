@@ -1,23 +1,23 @@
 """The unbounded Beam pipeline: IECA's crawl clock as a slowly changing side input.
 
-The bounded pipeline (`beam_replay`) counts crawled pages exactly, in one ordered pass that
+The bounded pipeline (`beam.replay`) counts crawled pages exactly, in one ordered pass that
 waits for the input to end. Nothing here waits for the end. Event time is `fetched_at`, cut
 into fixed windows of W ms, and the clock comes from the pipeline's own count, fed back:
 
-1. `DecideRepeatFetches`: per (crawl, URL), fetches in (window, position) order, the rule
-   of `engine.is_repeat_fetch`; a repeat is dropped whole, as the bounded pipeline does,
+1. `DecideRepeatFetches`: per URL, fetches in (window, position) order, the step core's
+   `is_repeat_fetch`; a repeat is dropped whole, as the bounded pipeline does,
    or, for a strategy that learns from repeats (LAFC), passed on marked as a repeat.
 2. `WindowedCrawlClock`: per window and crawl, the first fetches in it (a combine); a
    running sum over the windows in event-time order gives before(w), the pages fetched
    before window w started, re-windowed into w.
 3. `AttachClock`: in window w every first fetch gets `crawled = before(w) + 1` (a repeat
    `before(w)`: it does not count) from an `AsDict` side input and is routed by
-   `beam_replay.keyed_messages` (the one routing function; a repeat gives only its
+   the step core's `keyed_messages` (the one routing function; a repeat gives only its
    `Reinforce` with `fresh=False`).
 4. `UpdateFrontierInEventTime`: in the global window, per URL, the messages are applied
    with the strategy's own `apply`, in (window, position, index) order, once the watermark
    has passed their window; out comes one record per URL and window: the state and the
-   latest change per `change_key` (`beam_replay.keep_latest`).
+   latest change per `change_key` (the step core's `apply_messages` and `keep_latest`).
 
 Staleness bound, by construction: an event of window w sees every page fetched before w
 started and none fetched in w, so with n(w) the pages fetched in w (its crawl) and c the
@@ -35,21 +35,19 @@ an event-time timer says the watermark has passed, so the result does not depend
 processing speed or bundling. Orders: window, then position (a file's record index; Kafka's
 offset, then partition), then message index. When `fetched_at` never decreases along the
 input, that is the embedded engine's order. An element behind the watermark (late) would
-be applied when it arrives, out of order: the Kafka source (`beam_kafka`) stamps records
+be applied when it arrives, out of order: the Kafka source (`beam.kafka`) stamps records
 with `fetched_at` and turns events already behind its watermark into dead letters.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
 from apache_beam import typehints
-from apache_beam.coders import BytesCoder, FastPrimitivesCoder, VarIntCoder
+from apache_beam.coders import BytesCoder, FastPrimitivesCoder, TupleCoder, VarIntCoder
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import (
@@ -61,21 +59,18 @@ from apache_beam.transforms.userstate import (
 from apache_beam.transforms.window import FixedWindows, GlobalWindows, TimestampedValue
 from apache_beam.utils.timestamp import Duration, Timestamp
 
-from frontierflow.pipelines.beam.replay import (
-    DEAD,
-    ChangeRecord,
-    DecodeFetchEvents,
-    ReadFetchEventLog,
-    _event_of,
-    apply_to_state_cell,
-    beam_strategy,
-    change_records,
-    message_tuple,
-    record_change_key,
-    write_results,
+from frontierflow.pipelines.beam.coders import FetchEventCoder, UrlUpdate
+from frontierflow.pipelines.beam.io import ReadFetchEventLog, write_results
+from frontierflow.pipelines.beam.replay import apply_to_state_cell, beam_strategy, message_tuple
+from frontierflow.pipelines.core.step import (
+    LatestChanges,
+    crawl_clock,
+    is_repeat_fetch,
+    keep_latest,
+    keyed_messages,
 )
-from frontierflow.pipelines.core.step import crawl_clock, is_repeat_fetch, keyed_messages
 from frontierflow.pipelines.core.strategy import Strategy
+from frontierflow.schemas.records import FetchEvent
 
 CLOCK_EXACT = "exact"
 CLOCK_WINDOWED = "windowed:"
@@ -160,9 +155,9 @@ def _take_due(fired: Timestamp, bag: Any, due: Any, timer: Any) -> list[tuple[An
 
 
 class DecideRepeatFetches(beam.PTransform):
-    """(position, event bytes) → (crawl id, (position, repeat, event bytes)) of first
-    fetches, and with `keep_repeats` of repeats too, timestamped at the end of the event's
-    clock window."""
+    """(position, event) → (crawl id, (position, repeat, event)) of first fetches, and
+    with `keep_repeats` of repeats too, timestamped at the end of the event's clock
+    window. Keyed by URL: the step core keeps a page's last cycle per URL."""
 
     def __init__(self, windows: ClockWindows, keep_repeats: bool = False) -> None:
         super().__init__()
@@ -174,12 +169,12 @@ class DecideRepeatFetches(beam.PTransform):
             events
             | "KeyByPage"
             >> beam.ParDo(_KeyByPage(self.windows)).with_output_types(
-                typehints.KV[typehints.Tuple[str, str], typehints.Any]
+                typehints.KV[str, typehints.Tuple[int, int, int, FetchEvent]]
             )
             | "FirstFetches"
-            >> beam.ParDo(_FirstFetches(self.keep_repeats)).with_input_types(
-                typehints.KV[typehints.Tuple[str, str], typehints.Any]
-            )
+            >> beam.ParDo(_FirstFetches(self.keep_repeats))
+            .with_input_types(typehints.KV[str, typehints.Tuple[int, int, int, FetchEvent]])
+            .with_output_types(FirstFetch)
         )
 
 
@@ -187,16 +182,21 @@ class _KeyByPage(beam.DoFn):
     def __init__(self, windows: ClockWindows) -> None:
         self.windows = windows
 
-    def process(self, item: tuple[int, bytes]) -> Iterator[Any]:
-        position, data = item
-        event = _event_of(data)
+    def process(self, item: tuple[int, FetchEvent]) -> Iterator[Any]:
+        position, event = item
         due = self.windows.due_micros(event.fetched_at)
-        value = (due, position, event.cycle, data)
-        yield TimestampedValue(((event.crawl_id, event.url), value), Timestamp(micros=due))
+        value = (due, position, event.cycle, event)
+        yield TimestampedValue((event.url, value), Timestamp(micros=due))
+
+
+FirstFetch = typehints.KV[str, typehints.Tuple[int, bool, FetchEvent]]
+"""(crawl id, (position, repeat, event)): a fetch with the step core's repeat verdict."""
 
 
 class _FirstFetches(beam.DoFn):
-    BAG = BagStateSpec("pending", FastPrimitivesCoder())
+    BAG = BagStateSpec(
+        "pending", TupleCoder([VarIntCoder(), VarIntCoder(), VarIntCoder(), FetchEventCoder()])
+    )
     DUE = ReadModifyWriteStateSpec(_DUE, VarIntCoder())
     LAST = ReadModifyWriteStateSpec("last_cycle", VarIntCoder())
     TIMER = TimerSpec("due", TimeDomain.WATERMARK)
@@ -206,7 +206,7 @@ class _FirstFetches(beam.DoFn):
 
     def process(
         self,
-        element: tuple[tuple[str, str], tuple[int, int, int, bytes]],
+        element: tuple[str, tuple[int, int, int, FetchEvent]],
         bag: Any = beam.DoFn.StateParam(BAG),  # noqa: B008 (Beam's idiom)
         due: Any = beam.DoFn.StateParam(DUE),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
@@ -223,15 +223,14 @@ class _FirstFetches(beam.DoFn):
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
         last: Any = beam.DoFn.StateParam(LAST),  # noqa: B008
     ) -> Iterator[Any]:
-        crawl_id = key[0]
         last_cycle = last.read()
-        for _, position, cycle, data in _take_due(fired, bag, due, timer):
-            if is_repeat_fetch(last_cycle, cycle):
-                if self.keep_repeats:
-                    yield crawl_id, (position, True, data)
+        for _, position, cycle, event in _take_due(fired, bag, due, timer):
+            repeat = is_repeat_fetch(last_cycle, cycle)
+            if repeat and not self.keep_repeats:
                 continue
-            last_cycle = cycle
-            yield crawl_id, (position, False, data)
+            if not repeat:
+                last_cycle = cycle
+            yield event.crawl_id, (position, repeat, event)
         if last_cycle is not None:
             last.write(last_cycle)
 
@@ -331,12 +330,11 @@ class _RouteWithClock(beam.DoFn):
 
     def process(
         self,
-        element: tuple[str, tuple[int, bool, bytes]],
+        element: tuple[str, tuple[int, bool, FetchEvent]],
         before: dict[str, int],
         window: Any = beam.DoFn.WindowParam,
     ) -> Iterator[Any]:
-        crawl_id, (position, repeat, data) = element
-        event = _event_of(data)
+        crawl_id, (position, repeat, event) = element
         clock = crawl_clock(before.get(crawl_id, 0), repeat, event.fetched_at)
         due = _due_of(window)
         messages = keyed_messages(self.strategy, event, repeat)
@@ -361,9 +359,9 @@ class UpdateFrontierInEventTime(beam.PTransform):
             keyed
             | "ToGlobalWindow" >> beam.WindowInto(GlobalWindows())
             | "ApplyInEventTime"
-            >> beam.ParDo(_ApplyInEventTime(self.strategy)).with_input_types(
-                typehints.KV[str, typehints.Any]
-            )
+            >> beam.ParDo(_ApplyInEventTime(self.strategy))
+            .with_input_types(typehints.KV[str, typehints.Any])
+            .with_output_types(UrlUpdate)
         )
 
 
@@ -401,46 +399,36 @@ class _ApplyInEventTime(beam.DoFn):
         encoded, latest = apply_to_state_cell(
             self.strategy, key, state, ((crawled, now_ms, m) for *_, crawled, now_ms, m in ready)
         )
-        version = tuple(ready[-1][:3])
-        yield key, version, encoded, change_records(latest)
+        due_micros, position, index = ready[-1][:3]
+        yield UrlUpdate(key, encoded, tuple(latest.values()), (due_micros, position, index))
 
 
 # --- the whole pipeline ------------------------------------------------------------------------
 
 
-def stream_frontier(
-    items: Any, strategy: Strategy[Any], source: str, windows: ClockWindows
-) -> tuple[Any, Any]:
-    """Positioned items in; (url, version, encoded state, change records) per URL and window
-    and dead-letter JSON out. No step waits for the input to end."""
-    decoded = items | "Decode" >> DecodeFetchEvents(source)
+def stream_frontier(events: Any, strategy: Strategy[Any], windows: ClockWindows) -> Any:
+    """Checked `(position, FetchEvent)`s in; one `UrlUpdate` per URL and clock window out
+    (its version: the last message applied). No step waits for the input to end."""
     firsts = (
-        decoded.events
+        events
         | "Repeats" >> DecideRepeatFetches(windows, strategy.learns_from_repeats)
         | "ClockWindows" >> beam.WindowInto(windows.fixed())
     )
     clock = firsts | "Clock" >> WindowedCrawlClock(windows)
     keyed = (firsts, clock) | "AttachClock" >> AttachClock(strategy)
-    return keyed | "Update" >> UpdateFrontierInEventTime(strategy), decoded[DEAD]
+    return keyed | "Update" >> UpdateFrontierInEventTime(strategy)
 
 
-def compact_changes(
-    grouped: tuple[str, Iterable[tuple[Any, bytes | None, Iterable[ChangeRecord]]]],
-) -> tuple[str, bytes | None, tuple[ChangeRecord, ...]]:
-    """A URL's per-window records → (url, final state, latest change per change key), as a
-    compacted topic keeps them: the state of the latest record; of the changes, the latest
-    per change key over the records in version order (a key owns the change keys it
-    emits, so no other URL's records hold them)."""
-    url, records = grouped
-    ordered = sorted(records, key=lambda r: tuple(r[0]))
-    latest: dict[Any, ChangeRecord] = {}
-    for _, _, changes in ordered:
-        for url_of_change, entry in changes:
-            record = (url_of_change, entry)
-            key = record_change_key(record)
-            latest.pop(key, None)
-            latest[key] = record
-    return url, ordered[-1][1], tuple(latest.values())
+def compact_updates(grouped: tuple[str, Iterable[UrlUpdate]]) -> UrlUpdate:
+    """A URL's per-window updates → one, as a compacted topic keeps them: the state of the
+    latest; of the changes, the latest per change key over the updates in version order
+    (a key owns the change keys it emits, so no other URL's updates hold them)."""
+    url, updates = grouped
+    ordered = sorted(updates, key=lambda u: tuple(u.version))
+    latest: LatestChanges = {}
+    for update in ordered:
+        keep_latest(latest, update.changes)
+    return UrlUpdate(url, ordered[-1].state, tuple(latest.values()), ordered[-1].version)
 
 
 def build_stream_replay(
@@ -450,16 +438,17 @@ def build_stream_replay(
     out_prefix: str,
     windows: ClockWindows,
 ) -> None:
-    """The unbounded form over a log file, written as `beam_replay.build_replay` writes: the
+    """The unbounded form over a log file, written as `beam.replay.build_replay` writes: the
     change records are compacted per URL at the sink (the files are bounded; the update
-    path is the same one `beam_kafka.build_kafka_stream` runs unbounded)."""
-    items = pipeline | "Read" >> ReadFetchEventLog(log)
-    changes, dead = stream_frontier(items, strategy, str(log), windows)
+    path is the same one `beam.kafka.build_kafka_stream` runs unbounded)."""
+    events, dead = pipeline | "Read" >> ReadFetchEventLog(log)
+    updates = stream_frontier(events, strategy, windows)
     results = (
-        changes
-        | "KeyChanges" >> beam.Map(lambda r: (r[0], r[1:]))
-        | "ChangesByUrl" >> beam.GroupByKey()
-        | "Compact" >> beam.Map(compact_changes)
+        updates
+        | "KeyByUrl"
+        >> beam.Map(lambda u: (u.url, u)).with_output_types(typehints.KV[str, UrlUpdate])
+        | "UpdatesByUrl" >> beam.GroupByKey()
+        | "Compact" >> beam.Map(compact_updates).with_output_types(UrlUpdate)
     )
     write_results(results, dead, out_prefix)
 
@@ -476,16 +465,7 @@ def run_beam_stream_replay(
     strategy: Strategy[Any] | None = None,
 ) -> None:
     """Run the unbounded form over a log with the given pipeline options and wait for it;
-    `strategy`, when given, is used as it is (as in `beam_replay.run_beam_replay`)."""
+    `strategy`, when given, is used as it is (as in `beam.replay.run_beam_replay`)."""
     strategy = beam_strategy(strategy_name, budget=budget, seed=seed, strategy=strategy)
     with beam.Pipeline(options=PipelineOptions(beam_args or [])) as pipeline:
         build_stream_replay(pipeline, log, strategy, out_prefix, windows)
-
-
-def state_lines_to_dict(lines: Iterable[str]) -> dict[str, bytes]:
-    """url → encoded state from `-state*.jsonl` lines (for comparisons and reports)."""
-    out: dict[str, bytes] = {}
-    for line in lines:
-        row = json.loads(line)
-        out[row["url"]] = base64.b64decode(row["state"])
-    return out

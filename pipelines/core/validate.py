@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from frontierflow.connectors.base import Failed
 from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.urls import is_http_url
 
@@ -66,3 +67,14 @@ def validate_event(event: FetchEvent, limits: Limits = _DEFAULT_LIMITS) -> Fetch
             raise InvalidEvent("a term frequency is negative")
     good = tuple(u for u in event.outlinks if is_http_url(u, limits.max_url_chars))
     return event if len(good) == len(event.outlinks) else replace(event, outlinks=good)
+
+
+def checked(decoded: FetchEvent | Failed, limits: Limits = _DEFAULT_LIMITS) -> FetchEvent | Failed:
+    """What an input item becomes, for every engine: the validated event, or the reason it
+    goes to the dead letters (the source's decoding failure, or an `InvalidEvent`)."""
+    if isinstance(decoded, Failed):
+        return decoded
+    try:
+        return validate_event(decoded, limits)
+    except InvalidEvent as exc:
+        return Failed("InvalidEvent", str(exc), b"")

@@ -32,7 +32,7 @@ from frontierflow.pipelines.core.strategy import (
     Message,
     Strategy,
 )
-from frontierflow.pipelines.core.validate import InvalidEvent, Limits, validate_event
+from frontierflow.pipelines.core.validate import Limits, checked
 from frontierflow.pipelines.speed.controller import (
     ControllerSettings,
     SpeedState,
@@ -176,16 +176,13 @@ class Engine(Generic[S]):
             checkpoint = _U64.pack(items[-1][0].offset + 1)
         step = _Step(self)
         step.prefetch(items)
+        limits = self.limits
         for position, item, raw in items:
-            if isinstance(item, Failed):
-                step.dead(position, item.error_class, item.message, raw)
-                continue
-            try:
-                event = validate_event(item, self.limits)
-            except InvalidEvent as exc:
-                step.dead(position, "InvalidEvent", str(exc), raw)
-                continue
-            step.event(event)
+            event = checked(item, limits)
+            if isinstance(event, Failed):
+                step.dead(position, event.error_class, event.message, raw)
+            else:
+                step.event(event)
         self._commit(step, checkpoint)
 
     def _commit(self, step: _Step[S], checkpoint: bytes | None) -> None:

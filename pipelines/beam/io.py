@@ -1,0 +1,151 @@
+"""Log files in and result files out for the Beam pipelines, and the checked input item.
+
+Every source of a Beam pipeline (a log file here, Kafka in `beam.kafka`) decodes each
+record once and validates it once with the step core's `checked`: valid events leave as
+typed `(position, FetchEvent)` on the main output, everything else as a typed
+`DeadLetter` on `DEAD`. Records are written as JSON only at the files' edge.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+from apache_beam import typehints
+from apache_beam.io.filesystems import FileSystems
+
+from frontierflow.connectors.base import Failed
+from frontierflow.connectors.logs import fetch_event_items
+from frontierflow.pipelines.beam.coders import UrlUpdate
+from frontierflow.pipelines.core.validate import checked
+from frontierflow.schemas.codecs import CONTAINER_MAGIC, container_log, jsonl_log, record_to_json
+from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry
+
+DEAD = "dead"
+"""The tag of every Beam source's dead-letter output."""
+
+PositionedEvent = typehints.Tuple[int, FetchEvent]
+
+
+def checked_item(
+    source: str, partition: int | None, position: int, decoded: FetchEvent | Failed, raw: bytes
+) -> Any:
+    """A decoded record as a Beam output: `(position, event)` if it passes the step core's
+    checks, else a tagged `DeadLetter` with the reason and the raw bytes."""
+    event = checked(decoded)
+    if isinstance(event, Failed):
+        letter = DeadLetter(source, partition, position, event.error_class, event.message, raw, 0)
+        return beam.pvalue.TaggedOutput(DEAD, letter)
+    return position, event
+
+
+def with_dead_letters(outputs: Any) -> tuple[Any, Any]:
+    """(events, dead letters) of a source's ParDo `.with_outputs(DEAD, main="events")`, both
+    typed so they cross stages through their Avro coders (`beam.coders`)."""
+    events, dead = outputs.events, outputs[DEAD]
+    events.element_type = PositionedEvent
+    dead.element_type = DeadLetter
+    return events, dead
+
+
+class ReadFetchEventLog(beam.PTransform):
+    """(valid `(position, FetchEvent)`s, `DeadLetter`s) of one log file.
+
+    `path` is a local path or any URL Beam's `FileSystems` knows (`gs://…` with the GCP
+    extra installed). It must name exactly one file: positions are record indexes, and two
+    files would give two records the same position. Checked when the pipeline is built.
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        super().__init__()
+        self.source = str(path)
+        self.path = one_log_file(self.source)
+
+    def expand(self, pbegin: Any) -> tuple[Any, Any]:
+        read = (
+            pbegin
+            | "LogPath" >> beam.Create([self.path])
+            | "ReadChecked" >> beam.ParDo(_ReadLog(self.source)).with_outputs(DEAD, main="events")
+        )
+        return with_dead_letters(read)  # the grouping steps after this spread the work
+
+
+class _ReadLog(beam.DoFn):
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def process(self, path: str) -> Iterator[Any]:
+        for position, decoded, raw in read_log_items(path):
+            yield checked_item(self.source, None, position.offset, decoded, raw)
+
+
+def read_log_items(path: str) -> Iterator[Any]:
+    """The input items of one log, opened through `FileSystems` (any registered scheme)."""
+    with FileSystems.open(path, mime_type="application/octet-stream") as handle:
+        is_container = handle.read(4) == CONTAINER_MAGIC
+        handle.seek(0)
+        records = (
+            container_log(handle, "FetchEvent", 0)
+            if is_container
+            else jsonl_log(handle, "FetchEvent", 0)
+        )
+        yield from fetch_event_items(records)
+
+
+def one_log_file(path: str) -> str:
+    """The one file `path` names, through `FileSystems.match`; refused clearly otherwise.
+
+    A remote URL (`scheme://`) is taken as given when listing it fails here (no credentials
+    where the pipeline is built): the worker that opens it then reports a missing file.
+    """
+    remote = "://" in path
+    try:
+        found = FileSystems.match([path])[0].metadata_list
+    except (OSError, ValueError) as exc:  # BeamIOError is an IOError
+        if remote:
+            return path
+        raise FileNotFoundError(f"cannot read log {path}: {exc}") from exc
+    if not found:
+        raise FileNotFoundError(f"no such log: {path}")
+    if len(found) > 1:
+        raise ValueError(f"log {path} matches {len(found)} files; give one file")
+    return str(found[0].path)
+
+
+def write_results(results: Any, dead: Any, out_prefix: str) -> None:
+    """Per-URL updates and dead letters to `<out>-frontier*.jsonl` (entries: a file holds
+    upserts, as the engine's `FileSink`), `<out>-state*.jsonl` and
+    `<out>-dead-letters*.jsonl`."""
+    (
+        results
+        | "Entries" >> beam.FlatMap(_entry_lines)
+        | "WriteFrontier" >> beam.io.WriteToText(out_prefix + "-frontier", ".jsonl")
+    )
+    (
+        results
+        | "States" >> beam.FlatMap(_state_line)
+        | "WriteState" >> beam.io.WriteToText(out_prefix + "-state", ".jsonl")
+    )
+    (
+        dead
+        | "DeadLines" >> beam.Map(lambda d: record_to_json(d.to_avro(), "DeadLetter"))
+        | "WriteDead" >> beam.io.WriteToText(out_prefix + "-dead-letters", ".jsonl")
+    )
+
+
+def _entry_lines(update: UrlUpdate) -> list[str]:
+    return [
+        record_to_json(change.to_avro(), "FrontierEntry")
+        for change in update.changes
+        if isinstance(change, FrontierEntry)
+    ]
+
+
+def _state_line(update: UrlUpdate) -> list[str]:
+    if update.state is None:
+        return []
+    return [json.dumps({"url": update.url, "state": base64.b64encode(update.state).decode()})]
