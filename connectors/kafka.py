@@ -22,7 +22,8 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from frontierflow.connectors.base import DecisionSink, Failed, InputItem, Position
-from frontierflow.schemas.codecs import AvroCodec, CodecError, json_to_record, record_from_dict
+from frontierflow.schemas.codecs import AvroCodec, CodecError, record_from_dict
+from frontierflow.schemas.jsonl import json_to_record
 from frontierflow.schemas.records import (
     DeadLetter,
     FetchEvent,

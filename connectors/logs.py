@@ -16,13 +16,9 @@ from pathlib import Path
 from typing import IO
 
 from frontierflow.connectors.base import DecisionSink, Failed, InputItem, Position
-from frontierflow.schemas.codecs import (
-    CodecError,
-    iter_log_from,
-    record_from_dict,
-    record_to_json,
-    write_container,
-)
+from frontierflow.schemas.codecs import CodecError, record_from_dict
+from frontierflow.schemas.container import iter_log_from, write_container
+from frontierflow.schemas.jsonl import record_to_json
 from frontierflow.schemas.records import (
     DeadLetter,
     FetchEvent,

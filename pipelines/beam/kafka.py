@@ -52,7 +52,8 @@ from frontierflow.pipelines.beam.replay import (
 from frontierflow.pipelines.beam.stream import ClockWindows, stream_frontier
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.pipelines.core.validate import InvalidEvent, validate_event
-from frontierflow.schemas.codecs import AvroCodec, json_to_record
+from frontierflow.schemas.codecs import AvroCodec
+from frontierflow.schemas.jsonl import json_to_record
 
 _MAX_OFFSET = 2**63 - 1
 

@@ -58,16 +58,9 @@ from frontierflow.pipelines.core.strategy import (
 )
 from frontierflow.pipelines.core.validate import InvalidEvent, validate_event
 from frontierflow.pipelines.strategies import build_strategy
-from frontierflow.schemas.codecs import (
-    CONTAINER_MAGIC,
-    AvroCodec,
-    CodecError,
-    container_log,
-    json_to_record,
-    jsonl_log,
-    record_from_dict,
-    record_to_json,
-)
+from frontierflow.schemas.codecs import AvroCodec, CodecError, record_from_dict
+from frontierflow.schemas.container import CONTAINER_MAGIC, container_log, jsonl_log
+from frontierflow.schemas.jsonl import json_to_record, record_to_json
 from frontierflow.schemas.records import (
     DeadLetter,
     FetchEvent,
