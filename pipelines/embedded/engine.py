@@ -11,7 +11,6 @@ again from the committed input position, so the redone step writes the same byte
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -49,6 +48,8 @@ from frontierflow.schemas.records import (
     Removal,
     ScalingDecision,
 )
+from frontierflow.state.codec import decode_i32, decode_u64, encode_i32, encode_u64
+from frontierflow.state.format import CRAWLED_FAMILY, INPUT_POSITION, OUTPUT_POSITION, crawled_key
 from frontierflow.state.store import META_FAMILY, StateStore, Transaction, with_meta
 from frontierflow.state.urls import is_http_url
 
@@ -56,15 +57,8 @@ log = logging.getLogger(__name__)
 
 S = TypeVar("S")
 
-CRAWLED_FAMILY = "crawled"
-"""Engine-owned: URL → the last cycle it was fetched in, to count pages and drop repeats."""
 SPEED_FAMILY = "speed"
 """Engine-owned when the speed controller runs: fetcher id → its windows and controller."""
-
-INPUT_POSITION = b"input.position"
-OUTPUT_POSITION = b"output.position"
-_U64 = struct.Struct("<Q")
-_I32 = struct.Struct("<i")
 
 
 @dataclass(slots=True)
@@ -128,7 +122,7 @@ class Engine(Generic[S]):
         """For a one-partition source (a file): the index of the first item not yet
         committed (0 on a fresh store)."""
         raw = self.input_checkpoint()
-        return 0 if raw is None else _U64.unpack(raw)[0]
+        return 0 if raw is None else decode_u64(raw)  # a one-position token
 
     def input_checkpoint(self) -> bytes | None:
         """The source's resume token committed with the last step (None: from the start)."""
@@ -136,8 +130,8 @@ class Engine(Generic[S]):
 
     def crawled(self, crawl_id: str = "default") -> int:
         """Distinct pages fetched so far in `crawl_id` (the IECA clock)."""
-        raw = self.store.get(META_FAMILY, _crawled_key(crawl_id))
-        return 0 if raw is None else _U64.unpack(raw)[0]
+        raw = self.store.get(META_FAMILY, crawled_key(crawl_id))
+        return 0 if raw is None else decode_u64(raw)
 
     def seed(
         self, urls: Iterable[str], crawl_id: str = "default", cycle: int = 0, now_ms: int = 0
@@ -166,7 +160,7 @@ class Engine(Generic[S]):
         if not items:
             return
         if checkpoint is None:
-            checkpoint = _U64.pack(items[-1][0].offset + 1)
+            checkpoint = encode_u64(items[-1][0].offset + 1)  # a one-position token
         step = _Step(self)
         step.prefetch(items)
         for position, item, raw in items:
@@ -247,7 +241,7 @@ class _Step(Generic[S]):
         self._load_states(list(keys))
         raw = self.txn.get_many(CRAWLED_FAMILY, [u.encode() for u in pages])
         for url, value in zip(pages, raw, strict=True):
-            self.last_crawled[url] = None if value is None else _I32.unpack(value)[0]
+            self.last_crawled[url] = None if value is None else decode_i32(value)
 
     def _load_states(self, keys: list[str]) -> None:
         wanted = [k for k in keys if k not in self.states]
@@ -324,7 +318,7 @@ class _Step(Generic[S]):
 
     def _load_crawled(self, url: str) -> None:
         value = self.txn.get(CRAWLED_FAMILY, url.encode())
-        self.last_crawled[url] = None if value is None else _I32.unpack(value)[0]
+        self.last_crawled[url] = None if value is None else decode_i32(value)
 
     def apply(self, key: str, message: Message, clock: CrawlClock) -> None:
         if key not in self.states:
@@ -379,13 +373,13 @@ class _Step(Generic[S]):
         self.txn.put_many(
             CRAWLED_FAMILY,
             (
-                (url.encode(), _I32.pack(cycle))
+                (url.encode(), encode_i32(cycle))
                 for url, cycle in self.last_crawled.items()
                 if cycle is not None
             ),
         )
         for crawl_id, count in self.crawl_counts.items():
-            self.txn.put(META_FAMILY, _crawled_key(crawl_id), _U64.pack(count))
+            self.txn.put(META_FAMILY, crawled_key(crawl_id), encode_u64(count))
         if self.speed_states:
             self.txn.put_many(
                 SPEED_FAMILY,
@@ -395,10 +389,6 @@ class _Step(Generic[S]):
                     if state is not None
                 ),
             )
-
-
-def _crawled_key(crawl_id: str) -> bytes:
-    return b"crawled/" + crawl_id.encode()
 
 
 def apply_all(engine: Engine[Any], items: Iterable[InputItem], step_size: int) -> None:
