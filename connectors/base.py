@@ -4,7 +4,10 @@ A source yields `InputItem`s — where the item came from, the decoded FetchEven
 `Failed` record for the dead-letter output) and the raw bytes — and resumes from an opaque
 token the engine commits with its state. A sink takes frontier changes and dead letters,
 flushes them durably and reports an opaque position, and can be rewound to a committed
-position after a crash. Connectors build on these types; engines drive them.
+position after a crash. Tokens and positions are position tokens
+(`frontierflow.state.codec.encode_positions`: unsigned 64-bit big-endian numbers whose meaning
+is the connector's), so every one in a state directory has one byte order and one error type.
+Connectors build on these types; engines drive them.
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ class Source(Protocol):
 
 
 class Sink(ABC):
-    """Where frontier changes and dead letters go. Positions are opaque bytes."""
+    """Where frontier changes and dead letters go. Positions are position tokens, opaque
+    to the engine."""
 
     @abstractmethod
     def write(self, changes: Sequence[FrontierChange], dead: Sequence[DeadLetter]) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +21,8 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from frontierflow.connectors.base import DecisionSink, Failed, InputItem, Position
-from frontierflow.schemas.codecs import AvroCodec, CodecError, json_to_record, record_from_dict
+from frontierflow.schemas.codecs import AvroCodec, CodecError, record_from_dict
+from frontierflow.schemas.jsonl import json_to_record
 from frontierflow.schemas.records import (
     DeadLetter,
     FetchEvent,
@@ -30,6 +30,7 @@ from frontierflow.schemas.records import (
     Removal,
     ScalingDecision,
 )
+from frontierflow.state.codec import StateCodecError, decode_positions, encode_positions
 
 log = logging.getLogger(__name__)
 
@@ -131,23 +132,27 @@ def ensure_topics(settings: KafkaSettings) -> None:
         admin.close()
 
 
-_COUNT = struct.Struct("<I")
-_PAIR = struct.Struct("<iq")
+_MAX_PARTITION = 2**31 - 1
 
 
 def encode_offsets(offsets: Mapping[int, int]) -> bytes:
-    """The source's checkpoint: the next offset to read of every partition, sorted."""
-    items = sorted(offsets.items())
-    return _COUNT.pack(len(items)) + b"".join(_PAIR.pack(p, o) for p, o in items)
+    """The source's checkpoint, a position token: partition, next offset to read, for every
+    partition in partition order."""
+    return encode_positions([n for pair in sorted(offsets.items()) for n in pair])
 
 
 def decode_offsets(data: bytes | None) -> dict[int, int]:
+    """partition → next offset from a checkpoint (None or empty: none); StateCodecError if
+    it is not one `encode_offsets` makes."""
     if not data:
         return {}
-    (count,) = _COUNT.unpack_from(data)
-    if len(data) != _COUNT.size + count * _PAIR.size:
-        raise ValueError("corrupt Kafka checkpoint: wrong length")
-    return {p: o for p, o in _PAIR.iter_unpack(data[_COUNT.size :])}
+    numbers = decode_positions(data, "Kafka checkpoint")
+    if len(numbers) % 2:
+        raise StateCodecError("corrupt Kafka checkpoint: an odd number of positions")
+    partitions, offsets = numbers[::2], numbers[1::2]
+    if any(p > _MAX_PARTITION for p in partitions) or list(partitions) != sorted(set(partitions)):
+        raise StateCodecError(f"corrupt Kafka checkpoint: partitions {list(partitions)}")
+    return dict(zip(partitions, offsets, strict=True))
 
 
 def decode_fetch_event(value: bytes | None) -> FetchEvent | Failed:

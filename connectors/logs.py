@@ -10,20 +10,14 @@ them back to a committed position, so a step redone after a crash writes the sam
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
 from frontierflow.connectors.base import DecisionSink, Failed, InputItem, Position
-from frontierflow.schemas.codecs import (
-    CodecError,
-    LogItem,
-    iter_log_from,
-    record_from_dict,
-    record_to_json,
-    write_container,
-)
+from frontierflow.schemas.codecs import CodecError, record_from_dict
+from frontierflow.schemas.container import LogItem, iter_log_from, write_container
+from frontierflow.schemas.jsonl import record_to_json
 from frontierflow.schemas.records import (
     DeadLetter,
     FetchEvent,
@@ -31,9 +25,7 @@ from frontierflow.schemas.records import (
     Removal,
     ScalingDecision,
 )
-
-_POSITION = struct.Struct("<QQ")
-_POSITION_WITH_DECISIONS = struct.Struct("<QQQ")
+from frontierflow.state.codec import StateCodecError, decode_positions, encode_positions
 
 
 def read_fetch_events(path: Path, start: int = 0) -> Iterator[InputItem]:
@@ -80,8 +72,12 @@ class FileSink(DecisionSink):
         """Cut the files back to `position` (None: start them empty) and open them."""
         sizes: tuple[int, ...] = (0, 0, 0)
         if position is not None:
-            layout = _POSITION if len(position) == _POSITION.size else _POSITION_WITH_DECISIONS
-            sizes = (*layout.unpack(position), 0)[:3]
+            sizes = decode_positions(position, "FileSink position")
+            if len(sizes) not in (2, 3):
+                raise StateCodecError(
+                    f"corrupt FileSink position: {len(sizes)} file sizes, expected 2 or 3"
+                )
+            sizes = (*sizes, 0)[:3]
         self.close()
         paths = [self.out, self.dead_path]
         if self.decisions_path is not None:
@@ -118,14 +114,14 @@ class FileSink(DecisionSink):
             self._dead.write(text.encode())
 
     def flush(self) -> bytes:
-        """Flush both files (and fsync them if asked); their sizes are the position."""
+        """Flush the files (and fsync them if asked); the position token is their sizes:
+        frontier, dead letters, and decisions when the sink has a decisions file."""
         if self._out is None or self._dead is None:
             raise RuntimeError("FileSink.flush before rewind")
-        if self._decisions is None:
-            return _POSITION.pack(self._sync(self._out), self._sync(self._dead))
-        return _POSITION_WITH_DECISIONS.pack(
-            self._sync(self._out), self._sync(self._dead), self._sync(self._decisions)
-        )
+        handles = [self._out, self._dead]
+        if self._decisions is not None:
+            handles.append(self._decisions)
+        return encode_positions([self._sync(handle) for handle in handles])
 
     def _sync(self, handle: IO[bytes]) -> int:
         handle.flush()

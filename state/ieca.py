@@ -13,6 +13,8 @@ import struct
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from frontierflow.state.codec import StateCodecError
+
 UNKNOWN = math.inf
 NOT_CRAWLED = -1
 
@@ -163,9 +165,15 @@ _STATE = struct.Struct("<di")
 
 def encode_ieca(state: IecaDistance) -> bytes:
     """12 bytes: little-endian float64 distance, int32 last crawled cycle."""
-    return _STATE.pack(state.distance, state.crawled_cycle)
+    try:
+        return _STATE.pack(state.distance, state.crawled_cycle)
+    except struct.error as exc:
+        raise StateCodecError(f"cannot encode {state!r}: {exc}") from exc
 
 
 def decode_ieca(data: bytes) -> IecaDistance:
+    """The state in the 12 bytes of `encode_ieca`; StateCodecError for anything else."""
+    if len(data) != _STATE.size:
+        raise StateCodecError(f"an IECA state needs {_STATE.size} bytes, got {len(data)}")
     distance, cycle = _STATE.unpack(data)
     return IecaDistance(distance, cycle)

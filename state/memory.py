@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
 
+from frontierflow.state.codec import encode_u64
+from frontierflow.state.format import STORE_FORMAT, STORE_FORMAT_KEY
 from frontierflow.state.store import (
+    META_FAMILY,
     BufferedTransaction,
     Changes,
     StoreError,
@@ -35,6 +38,7 @@ class InMemoryStore:
     def __init__(self, families: Iterable[str]) -> None:
         self.families: tuple[str, ...] = with_meta(families)
         self._data: dict[str, dict[bytes, bytes]] = {name: {} for name in self.families}
+        self._data[META_FAMILY][STORE_FORMAT_KEY] = encode_u64(STORE_FORMAT)  # as RocksDB's
         self._closed = False
 
     def get(self, family: str, key: bytes) -> bytes | None:

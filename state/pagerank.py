@@ -43,17 +43,23 @@ _HEAD = struct.Struct("<diB")
 
 def encode_ranked(state: RankedUrl) -> bytes:
     """Fixed head (float64 estimate, int32 cycle, ranked flag) then outlinks, NUL-joined."""
-    head = _HEAD.pack(state.estimate, state.crawled_cycle, state.ranked)
-    return head + "\0".join(state.outlinks).encode()
+    try:
+        head = _HEAD.pack(state.estimate, state.crawled_cycle, state.ranked)
+        return head + "\0".join(state.outlinks).encode()
+    except (struct.error, UnicodeEncodeError) as exc:
+        raise StateCodecError(f"cannot encode {state!r}: {exc}") from exc
 
 
 def decode_ranked(data: bytes) -> RankedUrl:
+    """The state in bytes made by `encode_ranked`; StateCodecError if they are not one."""
     try:
         estimate, cycle, ranked = _HEAD.unpack_from(data)
         tail = data[_HEAD.size :]
         outlinks = tuple(tail.decode().split("\0")) if tail else ()
     except (struct.error, UnicodeDecodeError) as exc:
         raise StateCodecError(f"not a RankedUrl: {exc}") from exc
+    if ranked > 1:
+        raise StateCodecError(f"not a RankedUrl: ranked flag {ranked} is neither 0 nor 1")
     return RankedUrl(estimate, cycle, bool(ranked), outlinks)
 
 

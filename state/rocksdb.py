@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -27,7 +27,15 @@ from rocksdict import (
     WriteOptions,
 )
 
+from frontierflow.state.format import (
+    NEW_STORE,
+    STORE_FORMAT,
+    STORE_FORMAT_KEY,
+    stored_format,
+    upgrade_changes,
+)
 from frontierflow.state.store import (
+    META_FAMILY,
     BufferedTransaction,
     Changes,
     StoreError,
@@ -130,7 +138,9 @@ class RocksDBStore:
 
     Families missing from the directory are created on open. Column families the
     directory has but `families` does not name are opened too (RocksDB requires it) and
-    left untouched. Keys iterate in bytewise order.
+    left untouched. Keys iterate in bytewise order. A new directory records the store
+    format; one of format 1 is migrated on open, one of a newer format refused
+    (`frontierflow.state.format`).
     """
 
     def __init__(
@@ -143,10 +153,15 @@ class RocksDBStore:
         self.path = Path(path)
         self.options = options if options is not None else RocksDBOptions()
         self._write_options = self.options.write_options()
-        self._db = self._open()
+        self._db, self._db_families = self._open()
         self._views = {name: self._db.get_column_family(name) for name in self.families}
         self._handles = {name: self._db.get_column_family_handle(name) for name in self.families}
         self._closed = False
+        try:
+            self._settle_format()
+        except BaseException:
+            self.close()
+            raise
         logger.debug("opened RocksDB store at %s with families %s", self.path, self.families)
 
     def get(self, family: str, key: bytes) -> bytes | None:
@@ -203,16 +218,51 @@ class RocksDBStore:
     ) -> None:
         self.close()
 
-    def _open(self) -> Rdict:
+    def _open(self) -> tuple[Rdict, tuple[str, ...]]:
+        """The database and every column family it has (`default` excluded)."""
         db_options = self.options.to_rocksdict()
         names = [*self.families, *self._existing_families(db_options)]
         column_families = {name: db_options for name in dict.fromkeys(names)}
         column_families.pop(_DEFAULT_FAMILY, None)
         self.path.mkdir(parents=True, exist_ok=True)
         try:
-            return Rdict(str(self.path), db_options, column_families=column_families)
+            db = Rdict(str(self.path), db_options, column_families=column_families)
         except Exception as exc:  # rocksdict raises plain Exception for RocksDB errors
             raise StoreError(f"cannot open RocksDB at {self.path}: {exc}") from exc
+        return db, tuple(column_families)
+
+    def _settle_format(self) -> None:
+        """Record the format of a new directory, or migrate an older one in one batch."""
+        version = stored_format(self.get(META_FAMILY, STORE_FORMAT_KEY), self._has_data())
+        if version == STORE_FORMAT:
+            return
+        changes = upgrade_changes(version, self._read_any_family, self._db_families)
+        handles = {name: self._db.get_column_family_handle(name) for name in changes}
+        self._write_batch(changes, handles)
+        if version != NEW_STORE:
+            logger.warning(
+                "migrated the state directory %s from store format %d to %d",
+                self.path,
+                version,
+                STORE_FORMAT,
+            )
+
+    def _has_data(self) -> bool:
+        """Whether any column family (those not opened by name included) holds a key."""
+        for name in self._db_families:
+            if self._read_chunk(self._db.get_column_family(name), b"", limit=1):
+                return True
+        return bool(self._read_chunk(self._db, b"", limit=1))
+
+    def _read_any_family(self, family: str) -> list[tuple[bytes, bytes]]:
+        """Every entry of a column family of the directory, opened by name or not."""
+        view = self._db.get_column_family(family)
+        out: list[tuple[bytes, bytes]] = []
+        start = b""
+        while chunk := self._read_chunk(view, start):
+            out += chunk
+            start = chunk[-1][0] + b"\x00"
+        return out
 
     def _existing_families(self, db_options: Options) -> list[str]:
         if not (self.path / "CURRENT").exists():
@@ -222,21 +272,27 @@ class RocksDBStore:
     def _iter_items(self, family: str) -> Iterator[tuple[bytes, bytes]]:
         start = b""
         while True:
-            chunk = self._read_chunk(family, start)
+            chunk = self._read_chunk(self._view(family), start)
             yield from chunk
             if len(chunk) < _ITEMS_CHUNK:
                 return
             start = chunk[-1][0] + b"\x00"  # the smallest key after the last one read
 
-    def _read_chunk(self, family: str, start: bytes) -> list[tuple[bytes, bytes]]:
-        entries = cast(Iterator[tuple[bytes, bytes]], self._view(family).items(from_key=start))
-        return list(islice(entries, _ITEMS_CHUNK))
+    @staticmethod
+    def _read_chunk(
+        view: Rdict, start: bytes, limit: int = _ITEMS_CHUNK
+    ) -> list[tuple[bytes, bytes]]:
+        entries = cast(Iterator[tuple[bytes, bytes]], view.items(from_key=start))
+        return list(islice(entries, limit))
 
-    def _write_batch(self, changes: Changes) -> None:
-        """Write all `changes` in one `WriteBatch` across column families."""
+    def _write_batch(
+        self, changes: Changes, handles: Mapping[str, ColumnFamily] | None = None
+    ) -> None:
+        """Write all `changes` in one `WriteBatch` across column families (those of
+        `handles` when given, else the store's own)."""
         batch = WriteBatch(raw_mode=True)
         for family, family_changes in changes.items():
-            handle = self._handle(family)
+            handle = self._handle(family) if handles is None else handles[family]
             for key, value in family_changes.items():
                 if value is None:
                     batch.delete(key, handle)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from frontierflow.state.codec import StateCodecError
+
 NOT_CRAWLED = -1
 
 
@@ -30,13 +32,21 @@ _STATE_V0 = struct.Struct("<di")
 
 def encode_scored(state: ScoredUrl) -> bytes:
     """16 bytes: little-endian float64 score, int32 last crawled cycle, int32 score cycle."""
-    return _STATE.pack(state.score, state.crawled_cycle, state.score_cycle)
+    try:
+        return _STATE.pack(state.score, state.crawled_cycle, state.score_cycle)
+    except struct.error as exc:
+        raise StateCodecError(f"cannot encode {state!r}: {exc}") from exc
 
 
 def decode_scored(data: bytes) -> ScoredUrl:
-    """Reads the 16-byte form and the earlier 12-byte one (score cycle 0)."""
+    """Reads the 16-byte form and the earlier 12-byte one (score cycle 0); StateCodecError
+    for any other length."""
     if len(data) == _STATE_V0.size:
         score, cycle = _STATE_V0.unpack(data)
         return ScoredUrl(score, cycle)
+    if len(data) != _STATE.size:
+        raise StateCodecError(
+            f"a baseline score needs {_STATE.size} or {_STATE_V0.size} bytes, got {len(data)}"
+        )
     score, cycle, score_cycle = _STATE.unpack(data)
     return ScoredUrl(score, cycle, score_cycle)

@@ -16,7 +16,7 @@ from frontierflow.pipelines.beam import coders as ours
 from frontierflow.pipelines.beam.replay import build_replay
 from frontierflow.pipelines.beam.stream import ClockWindows, build_stream_replay
 from frontierflow.pipelines.strategies import build_strategy
-from frontierflow.schemas.codecs import write_container
+from frontierflow.schemas.container import write_container
 from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry, Removal
 
 _CARRIED = ("FetchEvent", "DeadLetter", "UrlUpdate", "EventOrClock")

@@ -21,7 +21,9 @@ from frontierflow.pipelines.core.strategy import change_key
 from frontierflow.pipelines.embedded.replay import replay_log
 from frontierflow.pipelines.evaluation.simulator import simulate_cycles
 from frontierflow.pipelines.strategies.lafc import ECHO_PUSH, Lafc, LafcSettings
-from frontierflow.schemas.codecs import json_to_record, record_from_dict, write_container
+from frontierflow.schemas.codecs import record_from_dict
+from frontierflow.schemas.container import write_container
+from frontierflow.schemas.jsonl import json_to_record
 from frontierflow.schemas.records import ALREADY_FETCHED, FetchEvent, FrontierEntry
 from frontierflow.state.relevance import Topic
 from frontierflow.state.rocksdb import RocksDBStore

@@ -15,7 +15,7 @@ from frontierflow.pipelines.beam.replay import run_beam_replay
 from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.core.step import is_repeat_fetch
 from frontierflow.pipelines.embedded.replay import replay_log
-from frontierflow.schemas.codecs import write_container
+from frontierflow.schemas.container import write_container
 from frontierflow.state.rocksdb import RocksDBStore
 
 BUDGET = 120  # k = 3: IECA's clock steps every 3 pages, so any clock error shows

@@ -15,7 +15,7 @@ from topical_webs import random_web
 
 from frontierflow.pipelines.evaluation.simulator import simulate_cycles
 from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
-from frontierflow.schemas.codecs import write_container
+from frontierflow.schemas.container import write_container
 from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.relevance import Topic
 from frontierflow.state.rocksdb import RocksDBStore

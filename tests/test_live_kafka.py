@@ -30,7 +30,8 @@ from frontierflow.pipelines.embedded.engine import Engine, EngineStats
 from frontierflow.pipelines.embedded.live import LiveMetrics, LiveOptions, run_live
 from frontierflow.pipelines.embedded.replay import replay_log
 from frontierflow.pipelines.strategies import build_strategy
-from frontierflow.schemas.codecs import AvroCodec, write_container
+from frontierflow.schemas.codecs import AvroCodec
+from frontierflow.schemas.container import write_container
 from frontierflow.state.rocksdb import RocksDBStore
 
 pytestmark = pytest.mark.kafka

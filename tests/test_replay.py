@@ -20,7 +20,7 @@ import pytest
 from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.embedded.engine import Engine
 from frontierflow.pipelines.strategies import build_strategy
-from frontierflow.schemas.codecs import read_container, write_container
+from frontierflow.schemas.container import read_container, write_container
 from frontierflow.state.rocksdb import RocksDBStore
 
 STEP = 40

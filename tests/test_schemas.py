@@ -29,16 +29,12 @@ from frontierflow.schemas.codecs import (
     canonical_form,
     decode_record,
     encode_record,
-    iter_log_from,
-    json_to_record,
     load_schema,
-    read_container,
-    read_log,
     record_from_dict,
-    record_to_json,
     schema_fingerprint,
-    write_container,
 )
+from frontierflow.schemas.container import iter_log_from, read_container, read_log, write_container
+from frontierflow.schemas.jsonl import json_to_record, record_to_json
 from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry, ScalingDecision
 
 # --- sample records -------------------------------------------------------------------------

@@ -17,7 +17,9 @@ from frontierflow.pipelines.embedded.live import LiveOptions, run_live
 from frontierflow.pipelines.embedded.replay import replay_log
 from frontierflow.pipelines.speed.controller import ControllerSettings, decisions_from_log, observe
 from frontierflow.pipelines.strategies import build_strategy
-from frontierflow.schemas.codecs import AvroCodec, json_to_record, write_container
+from frontierflow.schemas.codecs import AvroCodec
+from frontierflow.schemas.container import write_container
+from frontierflow.schemas.jsonl import json_to_record
 from frontierflow.schemas.records import FetchEvent, ScalingDecision
 
 SETTINGS = ControllerSettings(window_ms=10_000, slide_ms=5_000, allowed_lateness_ms=3_000)

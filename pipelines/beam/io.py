@@ -22,7 +22,8 @@ from frontierflow.connectors.base import Failed
 from frontierflow.connectors.logs import fetch_event_items
 from frontierflow.pipelines.beam.coders import UrlUpdate
 from frontierflow.pipelines.core.validate import checked
-from frontierflow.schemas.codecs import CONTAINER_MAGIC, container_log, jsonl_log, record_to_json
+from frontierflow.schemas.container import CONTAINER_MAGIC, container_log, jsonl_log
+from frontierflow.schemas.jsonl import record_to_json
 from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry
 
 DEAD = "dead"

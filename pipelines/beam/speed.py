@@ -44,7 +44,8 @@ from frontierflow.pipelines.speed.controller import (
     merge_windows,
     speed_event_problem,
 )
-from frontierflow.schemas.codecs import AvroCodec, record_from_dict, record_to_json
+from frontierflow.schemas.codecs import AvroCodec, record_from_dict
+from frontierflow.schemas.jsonl import record_to_json
 from frontierflow.schemas.records import FetchEvent, ScalingDecision
 
 DEAD = "dead"

@@ -26,7 +26,7 @@ import numpy as np
 from frontierflow.connectors.logs import FileSink, read_fetch_events
 from frontierflow.pipelines.embedded.replay import replay_log
 from frontierflow.pipelines.strategies.base import EntryFactory
-from frontierflow.schemas.codecs import write_container
+from frontierflow.schemas.container import write_container
 from frontierflow.schemas.records import FetchEvent, FrontierEntry
 from frontierflow.state.urls import host_of
 

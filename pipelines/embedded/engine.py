@@ -11,7 +11,6 @@ again from the committed input position, so the redone step writes the same byte
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -50,6 +49,8 @@ from frontierflow.schemas.records import (
     ScalingDecision,
 )
 from frontierflow.state.cache import HotStates
+from frontierflow.state.codec import decode_i32, decode_u64, encode_i32, encode_u64
+from frontierflow.state.format import CRAWLED_FAMILY, INPUT_POSITION, OUTPUT_POSITION, crawled_key
 from frontierflow.state.store import META_FAMILY, StateStore, Transaction, with_meta
 from frontierflow.state.urls import is_http_url
 
@@ -57,18 +58,11 @@ log = logging.getLogger(__name__)
 
 S = TypeVar("S")
 
-CRAWLED_FAMILY = "crawled"
-"""Engine-owned: URL → the last cycle it was fetched in, to count pages and drop repeats."""
 SPEED_FAMILY = "speed"
 """Engine-owned when the speed controller runs: fetcher id → its windows and controller."""
 
 DEFAULT_HOT_STATES = 262_144
 """Strategy states kept decoded-ready across steps (about 50 MB for IECA's)."""
-
-INPUT_POSITION = b"input.position"
-OUTPUT_POSITION = b"output.position"
-_U64 = struct.Struct("<Q")
-_I32 = struct.Struct("<i")
 
 
 @dataclass(slots=True)
@@ -135,7 +129,7 @@ class Engine(Generic[S]):
         """For a one-partition source (a file): the index of the first item not yet
         committed (0 on a fresh store)."""
         raw = self.input_checkpoint()
-        return 0 if raw is None else _U64.unpack(raw)[0]
+        return 0 if raw is None else decode_u64(raw)  # a one-position token
 
     def input_checkpoint(self) -> bytes | None:
         """The source's resume token committed with the last step (None: from the start)."""
@@ -143,8 +137,8 @@ class Engine(Generic[S]):
 
     def crawled(self, crawl_id: str = "default") -> int:
         """Distinct pages fetched so far in `crawl_id` (the IECA clock)."""
-        raw = self.store.get(META_FAMILY, _crawled_key(crawl_id))
-        return 0 if raw is None else _U64.unpack(raw)[0]
+        raw = self.store.get(META_FAMILY, crawled_key(crawl_id))
+        return 0 if raw is None else decode_u64(raw)
 
     def seed(
         self, urls: Iterable[str], crawl_id: str = "default", cycle: int = 0, now_ms: int = 0
@@ -173,7 +167,7 @@ class Engine(Generic[S]):
         if not items:
             return
         if checkpoint is None:
-            checkpoint = _U64.pack(items[-1][0].offset + 1)
+            checkpoint = encode_u64(items[-1][0].offset + 1)  # a one-position token
         step = _Step(self)
         step.prefetch(items)
         limits = self.limits
@@ -252,7 +246,7 @@ class _Step(Generic[S]):
         self._load_states(list(keys))
         raw = self.txn.get_many(CRAWLED_FAMILY, [u.encode() for u in pages])
         for url, value in zip(pages, raw, strict=True):
-            self.last_crawled[url] = None if value is None else _I32.unpack(value)[0]
+            self.last_crawled[url] = None if value is None else decode_i32(value)
 
     def _load_states(self, keys: list[str]) -> None:
         """Decode the states of `keys` not loaded yet: from the engine's cache of committed
@@ -342,7 +336,7 @@ class _Step(Generic[S]):
 
     def _load_crawled(self, url: str) -> None:
         value = self.txn.get(CRAWLED_FAMILY, url.encode())
-        self.last_crawled[url] = None if value is None else _I32.unpack(value)[0]
+        self.last_crawled[url] = None if value is None else decode_i32(value)
 
     def apply(self, key: str, message: Message, clock: CrawlClock) -> None:
         if key not in self.states:
@@ -396,13 +390,13 @@ class _Step(Generic[S]):
         self.txn.put_many(
             CRAWLED_FAMILY,
             (
-                (url.encode(), _I32.pack(cycle))
+                (url.encode(), encode_i32(cycle))
                 for url, cycle in self.last_crawled.items()
                 if cycle is not None
             ),
         )
         for crawl_id, count in self.crawl_counts.items():
-            self.txn.put(META_FAMILY, _crawled_key(crawl_id), _U64.pack(count))
+            self.txn.put(META_FAMILY, crawled_key(crawl_id), encode_u64(count))
         if self.speed_states:
             self.txn.put_many(
                 SPEED_FAMILY,
@@ -413,10 +407,6 @@ class _Step(Generic[S]):
                 ),
             )
         return written
-
-
-def _crawled_key(crawl_id: str) -> bytes:
-    return b"crawled/" + crawl_id.encode()
 
 
 def apply_all(engine: Engine[Any], items: Iterable[InputItem], step_size: int) -> None:
