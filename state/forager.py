@@ -221,7 +221,11 @@ def split_weblog(weblog: Weblog, seed: int, key: str, counter: int) -> tuple[Web
     """Alg. "multiplication": the weblog is randomly divided into two equal-sized parts
     (the parent keeps the first ⌈n/2⌉). Each part keeps the descending order. The draw is a
     Fisher–Yates shuffle from (seed, key, counter…): counters counter..counter+n−2 are used.
+    A weblog of one entry is copied, not split (ours: the seed does not say; an empty
+    weblog would leave the child no start URL).
     """
+    if len(weblog) < 2:
+        return weblog, weblog
     order = list(range(len(weblog)))
     for i in range(len(order) - 1, 0, -1):
         j = int(uniform_draw(seed, key, counter + len(order) - 1 - i) * (i + 1))

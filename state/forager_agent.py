@@ -30,8 +30,8 @@ class AgentParams:
     """Reinforcement for any other document (ours: @xmath76)."""
     initial_score: float = 1.0
     """A forager's score at creation and after a multiplication (ours: @xmath77, @xmath101)."""
-    send_cost: float = 0.1
-    """Score taken for every document sent (ours: @xmath78)."""
+    send_cost: float = 0.05
+    """Score taken for every document sent (ours: @xmath78; break-even sent efficiency 5%)."""
     relevant_gain: float = 1.0
     """Score given for every relevant document (ours: @xmath79)."""
     multiply_at: float = 3.0

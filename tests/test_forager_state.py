@@ -108,6 +108,7 @@ def test_split_weblog_gives_two_equal_halves_in_order() -> None:
     assert sorted(kept + given) == sorted(weblog)
     assert list(kept) == sorted(kept, key=lambda e: -e[1])
     assert split_weblog(weblog, 7, "f", 3) == (kept, given)  # repeatable
+    assert split_weblog((("a", 1.0),), 7, "f", 3) == ((("a", 1.0),), (("a", 1.0),))
 
 
 def test_multiplication_copies_weights_for_rl_and_draws_new_ones_for_wl() -> None:
