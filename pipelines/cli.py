@@ -274,6 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--workers", type=int, default=2, help="processes")
     sv.add_argument("--plots", type=int, default=-1, help="traces to plot (-1: all)")
 
+    fp = sub.add_parser("simulate-foragers", help="forager fleets (seeds 002/004), news site")
+    _add_forager_arguments(fp)
+
     bp = sub.add_parser("bench", help="IECA throughput with RocksDB state vs pass-through")
     bp.add_argument("--events", type=int, default=20_000)
     bp.add_argument("--outlinks", type=int, default=30)
@@ -309,6 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run": _run,
         "simulate": _simulate,
         "simulate-speed": _simulate_speed,
+        "simulate-foragers": _simulate_foragers,
         "bench": _bench,
         "bench-kafka": _bench_kafka,
         "bench-beam": _bench_beam,
@@ -516,6 +520,24 @@ def _simulate_speed(args: argparse.Namespace) -> int:
     print((args.out / "summary.md").read_text())
     print(f"wrote {args.out / 'runs.csv'}, summary.csv, summary.md, plots/")
     return 0
+
+
+def _add_forager_arguments(parser: argparse.ArgumentParser) -> None:
+    from frontierflow.pipelines.evaluation.foragers import add_arguments
+
+    add_arguments(parser)
+
+
+def _simulate_foragers(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from frontierflow.pipelines.evaluation.foragers import run_from_args, total_simulated_ms
+
+    total_hours = total_simulated_ms(args) / 3_600_000
+    with tqdm(total=total_hours, unit="sim h", disable=None) as bar:
+        code = run_from_args(args, lambda ms: bar.update(ms / 3_600_000))
+    print((args.out / "summary.md").read_text())
+    return code
 
 
 def _progress_bars(name: str, total: int) -> Callable[..., None]:

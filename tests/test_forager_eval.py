@@ -1,0 +1,116 @@
+"""The news site and the closed-loop forager fleet on a small synthetic recording (seconds)."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from frontierflow.connectors.news import NewsFormatError, iso_ms, read_stays
+from frontierflow.pipelines.cli import main
+from frontierflow.pipelines.evaluation.foragers import (
+    ForagerSetup,
+    build_site,
+    run_baseline,
+    run_fleet,
+    summarise,
+)
+from frontierflow.pipelines.evaluation.news_site import HOME, section_url
+from frontierflow.state.forager import Variant
+
+SECTIONS = ("Europe", "Football", "Business")
+WORDS = ("election", "match", "market", "storm", "vote", "goal", "bank", "court")
+
+
+def _iso(ms: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def write_recording(directory: Path, hours: int = 30) -> None:
+    """A home page snapshotted every 20 minutes; a story appears every 30 minutes, stays 4 h."""
+    start = iso_ms("2022-03-01T00:00:00Z")
+    rows = ["url\tsection\ttitle\tfirst_seen_utc_iso\tlast_seen_utc_iso\tn_snapshots"]
+    for k in range(hours * 2):
+        first = start + k * 1_800_000
+        section = SECTIONS[k % 3]
+        title = f"{WORDS[k % 8]} {WORDS[(k * 3) % 8]} story {k}"
+        url = f"https://www.bbc.com/news/s-{k}"
+        rows.append(f"{url}\t{section}\t{title}\t{_iso(first)}\t{_iso(first + 4 * 3_600_000)}\t12")
+    snaps = ["snapshot_time_iso\tn_links"]
+    snaps += [f"{_iso(start + i * 1_200_000)}\t12" for i in range(hours * 3)]
+    with gzip.open(directory / "bbc-homepage-presence.tsv.gz", "wt") as f:
+        f.write("\n".join(rows) + "\n")
+    (directory / "snapshots.tsv").write_text("\n".join(snaps) + "\n")
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> ForagerSetup:
+    write_recording(tmp_path)
+    return ForagerSetup(news=tmp_path, start="2022-03-01T06:00:00Z", days=1.0, topic=("Europe",))
+
+
+def test_site_serves_pages_as_they_were(setup: ForagerSetup) -> None:
+    site = build_site(setup)
+    t = site.start_ms
+    home = site.page(HOME, t)
+    assert home.links[:3] == tuple(section_url(s) for s in site.sections)
+    on_home = [u for u in home.links if u.startswith("https://www.bbc.com/news/")]
+    assert on_home and all(site.stories[u].published_ms <= t for u in on_home)
+    story = site.page(on_home[0], t)
+    assert story.links[:2] == (HOME, section_url(site.stories[on_home[0]].section))
+    assert story.published_ms == site.stories[on_home[0]].published_ms
+    assert story.x.shape == (50,) and abs(story.x).max() <= 1.0
+    later = site.page(HOME, t + 6 * 3_600_000)
+    assert set(later.links) != set(home.links)  # the home page changed
+
+
+def test_rewiring_keeps_the_number_of_story_links(setup: ForagerSetup) -> None:
+    plain = build_site(setup)
+    rewired = build_site(setup, rewired=True)
+    n_plain = sum(len(v) for v in plain.story_links.values())
+    n_rewired = sum(len(v) for v in rewired.story_links.values())
+    assert n_rewired <= n_plain and n_rewired >= 0.8 * n_plain  # self-links/repeats dropped
+    assert rewired.story_links != plain.story_links
+
+
+@pytest.mark.parametrize("variant", list(Variant))
+def test_fleet_run_counts_add_up_and_replay_bit_for_bit(
+    setup: ForagerSetup, variant: Variant
+) -> None:
+    site = build_site(setup)
+    first = run_fleet(site, setup, variant, seed=1)
+    again = run_fleet(build_site(setup), setup, variant, seed=1)
+    assert first.rewarded_at == again.rewarded_at and first.downloaded == again.downloaded
+    assert sum(first.bin_downloads) == first.downloaded
+    assert sum(first.bin_relevant) == first.relevant == len(first.rewarded_at)
+    assert 0 < first.relevant <= first.sent
+    assert all(site.stories[u].section == "Europe" for u in first.rewarded_at)
+    result = summarise(site, setup, "sfsw", variant.value, 0, first)
+    assert 0.0 < result.freshness <= 1.0
+    assert result.exploration == len(first.found) / first.downloaded
+
+
+def test_baseline_finds_each_story_once(setup: ForagerSetup) -> None:
+    site = build_site(setup)
+    m = run_baseline(site, setup)
+    assert m.relevant == len(m.rewarded_at) and m.sent >= m.relevant > 0
+
+
+def test_command_writes_table_csv_and_plot(setup: ForagerSetup, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = ["simulate-foragers", "--news", str(setup.news), "--start", setup.start]
+    args += ["--days", "0.25", "--runs", "2", "--topic", "Europe", "--out", str(out)]
+    assert main(args) == 0
+    summary = (out / "summary.md").read_text()
+    assert "| sent eff |" in summary and "## rewired" in summary
+    assert (out / "efficiency.png").stat().st_size > 0
+    assert (out / "runs.csv").read_text().count("\n") == 2 * (3 * 2 + 1) + 1
+
+
+def test_a_malformed_recording_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "bbc-homepage-presence.tsv").write_text("url\tnope\n")
+    with pytest.raises(NewsFormatError):
+        list(read_stays(tmp_path))
