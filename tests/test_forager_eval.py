@@ -114,3 +114,24 @@ def test_a_malformed_recording_is_refused(tmp_path: Path) -> None:
     (tmp_path / "bbc-homepage-presence.tsv").write_text("url\tnope\n")
     with pytest.raises(NewsFormatError):
         list(read_stays(tmp_path))
+
+
+NEWS = Path(__file__).resolve().parents[2] / "shared" / "data" / "news"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not NEWS.is_dir(), reason="the shared news recording is absent")
+def test_half_a_day_on_the_real_news_site(tmp_path: Path) -> None:
+    """The reduced evaluation of docs/FORAGERS.md on the real recording: every variant and
+    the baseline download at the same rate, and the agent's counts nest."""
+    out = tmp_path / "real"
+    args = ["simulate-foragers", "--news", str(NEWS), "--days", "0.5", "--runs", "1"]
+    assert main([*args, "--no-rewired", "--out", str(out)]) == 0
+    rows = [line.split(",") for line in (out / "runs.csv").read_text().splitlines()]
+    head, body = rows[0], rows[1:]
+    got = {row[head.index("variant")]: dict(zip(head, row, strict=True)) for row in body}
+    assert set(got) == {"wl", "rl", "wlrl", "baseline"}
+    for row in got.values():
+        downloaded, sent, relevant = (int(row[k]) for k in ("downloaded", "sent", "relevant"))
+        assert 4_300 <= downloaded <= 4_340  # 12 h at one page every 10 s = 4,320
+        assert 0 < relevant <= sent <= downloaded
