@@ -19,7 +19,7 @@ from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.container import write_container
 from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry, Removal
 
-_CARRIED = ("FetchEvent", "DeadLetter", "UrlUpdate", "EventOrClock")
+_CARRIED = ("FetchEvent", "DeadLetter", "UrlUpdate")
 
 
 class _Coders(PipelineVisitor):  # type: ignore[misc]
@@ -58,7 +58,7 @@ def test_replay_graph_uses_the_record_coders(tmp_path: Path) -> None:
     found = _graph(tmp_path, build_replay)
     _no_pickling(found)
     names = " ".join(repr(c) for c in found.values())
-    for coder in ("FetchEventCoder", "DeadLetterCoder", "EventOrClockCoder", "UrlUpdateCoder"):
+    for coder in ("FetchEventCoder", "DeadLetterCoder", "UrlUpdateCoder"):
         assert coder in names
 
 
@@ -89,7 +89,3 @@ def test_changes_and_updates_round_trip() -> None:
     assert coder.decode(coder.encode(update)) == update
     empty = ours.UrlUpdate("https://b/", None, ())
     assert coder.decode(coder.encode(empty)) == empty
-    side = coders.registry.get_coder(ours.EventOrClock)
-    event = FetchEvent("https://a/", 1, 200, "f", "a")
-    for value in (ours.EventOrClock(clock=(12, True)), ours.EventOrClock(event=event)):
-        assert side.decode(side.encode(value)) == value

@@ -54,6 +54,7 @@ TEMPLATE_ARGS = [
 ]
 TOP_LEVEL_STEPS = {
     "Read",
+    "Repeats",
     "Clock",
     "Route",
     "Update",
@@ -105,19 +106,21 @@ def test_graph_builds_with_dataflow_options() -> None:
     root = proto.components.transforms[root_id]
     top = {proto.components.transforms[t].unique_name for t in root.subtransforms}
     assert top == TOP_LEVEL_STEPS
-    # the three shuffles the replay needs: the global clock, the join and the per-URL group
+    # the three shuffles of the replay: by URL (repeats), by bucket of positions (the
+    # clock), by URL (the fold); none of them gathers the whole log on one key
     shuffles = {
         name
         for name, t in transforms.items()
         if t.spec.urn == common_urns.primitives.GROUP_BY_KEY.urn
     }
-    assert {"Clock/Gather", "Update/ByUrl"} <= shuffles
-    assert "Route/JoinByPosition" in shuffles
-    # the per-URL update is a stateful ParDo: its state spec must reach the runner
-    apply = transforms["Update/ApplyInOrder"]
-    assert apply.spec.urn == common_urns.primitives.PAR_DO.urn
-    payload = beam_runner_api_pb2.ParDoPayload.FromString(apply.spec.payload)
-    assert set(payload.state_specs) == {"state"}
+    assert {"Repeats/PageFetches", "Route/BucketFetches", "Update/ByUrl"} <= shuffles
+    # the clock's counts per bucket are combined, not grouped on one key
+    assert any(name.startswith("Clock/PerBucket") for name in transforms)
+    # a bounded replay visits each URL once: no step keeps state
+    for name, t in transforms.items():
+        if t.spec.urn == common_urns.primitives.PAR_DO.urn:
+            payload = beam_runner_api_pb2.ParDoPayload.FromString(t.spec.payload)
+            assert not payload.state_specs, name
     assert options.view_as(StandardOptions).runner == "DataflowRunner"
 
 

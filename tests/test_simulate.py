@@ -211,3 +211,26 @@ def test_reduced_run_on_the_shipped_law_graph(tmp_path: Path) -> None:
         if r["crawled_fraction"] == "0.100000"
     }
     assert final["ieca"] > final["bfs"] + 0.05
+
+
+def test_the_engine_runs_a_global_strategy_s_recomputation() -> None:
+    """PageRank declares itself a GlobalStrategy: with budget 40 its interval is one page,
+    so three first fetches make three recomputations, and a repeat makes none."""
+    from frontierflow.connectors.base import Position
+    from frontierflow.pipelines.core.strategy import GlobalStrategy
+    from frontierflow.pipelines.embedded.engine import Engine
+    from frontierflow.pipelines.evaluation.simulator import MemoryFrontier
+    from frontierflow.schemas.records import FetchEvent
+    from frontierflow.state.memory import InMemoryStore
+
+    strategy = build_strategy("pagerank", budget=40)
+    assert isinstance(strategy, GlobalStrategy) and strategy.interval == 1
+    engine = Engine(strategy, InMemoryStore(Engine.families_for(strategy)), MemoryFrontier())
+    urls = [f"https://example.org/{i}" for i in range(3)]
+    events = [
+        FetchEvent(url, i, 200, "f", "example.org", outlinks=tuple(urls))
+        for i, url in enumerate([*urls, urls[0]])
+    ]
+    engine.run_step([(Position(None, i), e, b"") for i, e in enumerate(events)])
+    assert engine.stats.recomputations == 3
+    assert engine.stats.duplicates == 1

@@ -5,7 +5,7 @@ registered with Beam's registry, so a stage whose output type names the record h
 next stage a typed record that was encoded once and is decoded once: no pickling, no JSON
 inside a pipeline. A frontier change is an entry or a `Removal` (a tag byte, then the
 entry's Avro bytes or the URL). The records the pipelines themselves pass between stages
-(`UrlUpdate`, `EventOrClock`) are defined here with their coders.
+(`UrlUpdate`) are defined here with their coders.
 """
 
 from __future__ import annotations
@@ -159,39 +159,4 @@ class UrlUpdateCoder(coders.Coder):
         return UrlUpdate
 
 
-@dataclass(frozen=True, slots=True)
-class EventOrClock:
-    """One side of the bounded pipeline's join by input position: the event, or the clock
-    the ordered count gave it (pages crawled, repeat)."""
-
-    event: FetchEvent | None = None
-    clock: tuple[int, bool] | None = None
-
-
-_CLOCK = struct.Struct(">q?")
-
-
-class EventOrClockCoder(coders.Coder):
-    """Tag 1 + the event's Avro bytes, or tag 0 + (crawled, repeat)."""
-
-    def encode(self, value: EventOrClock) -> bytes:
-        if value.event is not None:
-            return _ENTRY + encode_record(value.event)
-        assert value.clock is not None
-        return _REMOVAL + _CLOCK.pack(*value.clock)
-
-    def decode(self, encoded: bytes) -> EventOrClock:
-        if encoded[:1] == _ENTRY:
-            return EventOrClock(event=decode_record(FetchEvent, encoded[1:]))
-        crawled, repeat = _CLOCK.unpack(encoded[1:])
-        return EventOrClock(clock=(crawled, repeat))
-
-    def is_deterministic(self) -> bool:
-        return False
-
-    def to_type_hint(self) -> Any:
-        return EventOrClock
-
-
 coders.registry.register_coder(UrlUpdate, UrlUpdateCoder)
-coders.registry.register_coder(EventOrClock, EventOrClockCoder)

@@ -1,25 +1,27 @@
 """The replay pipeline on Apache Beam: the step core's rules, scaled out.
 
-Composite transforms with labelled steps:
+Composite transforms with labelled steps, three shuffles in all:
 
 - `ReadFetchEventLog` (`beam.io`): a log file read through Beam's `FileSystems`, each
   record decoded and checked once: typed `(position, FetchEvent)`s and `DeadLetter`s;
-- `CountCrawledPages`: IECA's global clock, exact: every event's count of distinct pages
-  fetched so far, over (position, crawl, url, cycle) in one ordered pass with the step
-  core's `is_repeat_fetch` and `crawl_clock`. A repeat is dropped, or, for a strategy that
-  `learns_from_repeats` (LAFC), let through marked as a repeat;
-- `RouteFetchEvents`: each counted event, joined with its clock by position
-  (`EventOrClock`), becomes the step core's `keyed_messages`, tagged with (position,
-  index) so every key applies them in input order;
-- `UpdateFrontier`: per URL, the messages sorted by (position, index) go through the step
-  core's `apply_messages` onto the state held in a Beam state cell; out comes a
-  `UrlUpdate`: the final state and the latest change per change key (a key owns every
-  change key it emits, so per key is the whole story).
+- `DecideRepeatFetches`: per URL, its fetches in input order through the step core's
+  `is_repeat_fetch`. A repeat is dropped, or, for a strategy that `learns_from_repeats`
+  (LAFC), kept and marked;
+- `CountCrawledPages`: IECA's global clock, exact and distributed: first fetches counted
+  per (crawl, bucket of `CLOCK_BUCKET` positions), prefix sums over the buckets as one
+  small side input;
+- `RouteFetchEvents`: per bucket, fetches in input order get the step core's
+  `crawl_clock` and become its `keyed_messages`, tagged with (position, index) so every
+  key applies them in input order;
+- `UpdateFrontier`: per URL, all its messages arrive together and are folded through the
+  step core's `apply_messages` from no state (each key is visited once: no state spec);
+  out comes a `UrlUpdate`: the final state and the latest change per change key (a key
+  owns every change key it emits, so per key is the whole story).
 
 Records cross stages through the coders of `beam.coders` (Avro bytes; no pickling, no
 JSON inside the pipeline). The result equals the embedded engine's on the same log: same
 clock, same repeats, same per-key order, same functions. Global strategies (the PageRank
-baselines) are refused. `CountCrawledPages` waits for the input to end; `beam.stream` is
+baselines) are refused. The bounded form waits for the input to end; `beam.stream` is
 the unbounded form.
 """
 
@@ -32,11 +34,9 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam import typehints
-from apache_beam.coders import BytesCoder
 from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 
-from frontierflow.pipelines.beam.coders import EventOrClock, UrlUpdate
+from frontierflow.pipelines.beam.coders import UrlUpdate
 from frontierflow.pipelines.beam.io import ReadFetchEventLog, write_results
 from frontierflow.pipelines.core.step import (
     LatestChanges,
@@ -49,87 +49,115 @@ from frontierflow.pipelines.core.strategy import CrawlClock, GlobalStrategy, Mes
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.records import FetchEvent
 
+CLOCK_BUCKET = 4096
+"""Input positions per bucket of the distributed crawl clock (`CountCrawledPages`)."""
 
-class CountCrawledPages(beam.PTransform):
-    """(position, (crawled count, repeat)) for every event that is not a repeat fetch, and,
-    with `keep_repeats`, for every repeat too (count so far, repeat = True)."""
+Fetch = typehints.Tuple[int, bool, FetchEvent]
+"""(position, repeat, event): a fetch with the step core's repeat verdict."""
+BucketKey = typehints.Tuple[str, int]
+"""(crawl id, position // CLOCK_BUCKET): where a fetch's clock is computed."""
 
-    def __init__(self, keep_repeats: bool = False) -> None:
+
+class DecideRepeatFetches(beam.PTransform):
+    """Per URL, its fetches in input order through the step core's `is_repeat_fetch`:
+    ((crawl id, bucket), (position, repeat, event)) for every first fetch, and, with
+    `keep_repeats` (a strategy that learns from repeats), for every repeat too."""
+
+    def __init__(self, keep_repeats: bool, bucket: int | None = None) -> None:
         super().__init__()
         self.keep_repeats = keep_repeats
+        self.bucket = CLOCK_BUCKET if bucket is None else bucket
 
     def expand(self, events: Any) -> Any:
         return (
             events
-            | "Quads"
-            >> beam.MapTuple(
-                lambda p, e: (None, (p, e.crawl_id, e.url, e.cycle))
-            ).with_output_types(typehints.KV[None, typehints.Tuple[int, str, str, int]])
-            | "Gather" >> beam.GroupByKey()
-            | "Count" >> beam.FlatMap(count_in_order, self.keep_repeats)
+            | "ByPage"
+            >> beam.MapTuple(lambda p, e: (e.url, (p, e))).with_output_types(
+                typehints.KV[str, typehints.Tuple[int, FetchEvent]]
+            )
+            | "PageFetches" >> beam.GroupByKey()
+            | "InOrder"
+            >> beam.FlatMap(decide_repeats, self.keep_repeats, self.bucket).with_output_types(
+                typehints.KV[BucketKey, Fetch]
+            )
         )
 
 
-def count_in_order(
-    keyed: tuple[None, Iterable[tuple[int, str, str, int]]], keep_repeats: bool = False
-) -> Iterator[tuple[int, tuple[int, bool]]]:
-    """The step core's count and repeat rule over (position, crawl, url, cycle) in input
-    order. A repeat keeps the count so far: it does not count again."""
-    last: dict[str, int] = {}
-    counts: dict[str, int] = {}
-    for position, crawl_id, url, cycle in sorted(keyed[1]):
-        repeat = is_repeat_fetch(last.get(url), cycle)
-        if repeat and not keep_repeats:
-            continue
-        clock = crawl_clock(counts.get(crawl_id, 0), repeat, 0)
+def decide_repeats(
+    grouped: tuple[str, Iterable[tuple[int, FetchEvent]]], keep_repeats: bool, bucket: int
+) -> Iterator[tuple[tuple[str, int], tuple[int, bool, FetchEvent]]]:
+    """One URL's fetches in input order, each with the step core's repeat verdict."""
+    _, fetches = grouped
+    last: int | None = None
+    for position, event in sorted(fetches, key=lambda f: f[0]):
+        repeat = is_repeat_fetch(last, event.cycle)
         if not repeat:
-            last[url] = cycle
-            counts[crawl_id] = clock.crawled
-        yield position, (clock.crawled, repeat)
+            last = event.cycle
+        elif not keep_repeats:
+            continue
+        yield (event.crawl_id, position // bucket), (position, repeat, event)
+
+
+class CountCrawledPages(beam.PTransform):
+    """The exact crawl clock as a distributed count: first fetches per (crawl, bucket of
+    positions), then, as one small dict, the pages of each crawl fetched before each
+    bucket (prefix sums). No worker holds more than one bucket's fetches."""
+
+    def expand(self, fetches: Any) -> Any:
+        return (
+            fetches
+            | "FirstFetches" >> beam.Filter(lambda kv: not kv[1][1])
+            | "One" >> beam.MapTuple(lambda key, _: (key, 1))
+            | "PerBucket" >> beam.CombinePerKey(sum)
+            | "AllBuckets" >> beam.combiners.ToDict()
+            | "PagesBefore" >> beam.Map(pages_before_buckets)
+        )
+
+
+def pages_before_buckets(counts: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """(crawl, bucket) → pages of that crawl first fetched in earlier buckets."""
+    before: dict[tuple[str, int], int] = {}
+    totals: dict[str, int] = {}
+    for crawl_id, bucket in sorted(counts):
+        before[(crawl_id, bucket)] = totals.get(crawl_id, 0)
+        totals[crawl_id] = totals.get(crawl_id, 0) + counts[(crawl_id, bucket)]
+    return before
 
 
 class RouteFetchEvents(beam.PTransform):
-    """(url, (position, index, (crawled, now_ms), message tuple)) for every counted event."""
+    """Per (crawl, bucket), fetches in input order with their exact clocks, routed by the
+    step core: (url, (position, index, (crawled, now_ms), message tuple))."""
 
     def __init__(self, strategy: Strategy[Any]) -> None:
         super().__init__()
         self.strategy = strategy
 
     def expand(self, pcolls: Any) -> Any:
-        events, clocks = pcolls
-        sides = typehints.KV[int, EventOrClock]
-        tagged_events = events | "EventSide" >> beam.MapTuple(
-            lambda p, e: (p, EventOrClock(event=e))
-        ).with_output_types(sides)
-        tagged_clocks = clocks | "ClockSide" >> beam.MapTuple(
-            lambda p, c: (p, EventOrClock(clock=c))
-        ).with_output_types(sides)
+        fetches, pages_before = pcolls
         return (
-            (tagged_events, tagged_clocks)
-            | "BothSides" >> beam.Flatten().with_output_types(sides)
-            | "JoinByPosition" >> beam.GroupByKey()
+            fetches
+            | "BucketFetches" >> beam.GroupByKey()
             | "Route"
-            >> beam.FlatMap(_route, self.strategy).with_output_types(
-                typehints.KV[str, typehints.Any]
-            )
+            >> beam.FlatMap(
+                route_bucket, self.strategy, beam.pvalue.AsSingleton(pages_before)
+            ).with_output_types(typehints.KV[str, typehints.Any])
         )
 
 
-def _route(joined: tuple[int, Iterable[EventOrClock]], strategy: Strategy[Any]) -> Iterator[Any]:
-    position, sides = joined
-    event: FetchEvent | None = None
-    counted: tuple[int, bool] | None = None
-    for side in sides:
-        if side.event is not None:
-            event = side.event
-        else:
-            counted = side.clock
-    if event is None or counted is None:  # a dropped repeat fetch has no clock
-        return
-    crawled, repeat = counted
-    clock = (crawled, event.fetched_at)
-    for index, (key, message) in enumerate(keyed_messages(strategy, event, repeat)):
-        yield key, (position, index, clock, message_tuple(message))
+def route_bucket(
+    grouped: tuple[tuple[str, int], Iterable[tuple[int, bool, FetchEvent]]],
+    strategy: Strategy[Any],
+    pages_before: dict[tuple[str, int], int],
+) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """A bucket's fetches in input order: the step core's clock, then its routing."""
+    key, fetches = grouped
+    pages = pages_before.get(key, 0)
+    for position, repeat, event in sorted(fetches, key=lambda f: f[0]):
+        clock = crawl_clock(pages, repeat, event.fetched_at)
+        pages = clock.crawled
+        now = (clock.crawled, clock.now_ms)
+        for index, (url, message) in enumerate(keyed_messages(strategy, event, repeat)):
+            yield url, (position, index, now, message_tuple(message))
 
 
 def message_tuple(message: Message) -> tuple[Any, ...]:
@@ -147,7 +175,9 @@ def message_of(t: tuple[Any, ...]) -> Message:
 
 
 class UpdateFrontier(beam.PTransform):
-    """Per URL: messages in input order through the step core; state in a state cell."""
+    """Per URL: all its messages arrive together after the shuffle and are folded in input
+    order through the step core, from no state: a bounded replay visits each key once, so
+    it needs no state spec."""
 
     def __init__(self, strategy: Strategy[Any]) -> None:
         super().__init__()
@@ -157,30 +187,29 @@ class UpdateFrontier(beam.PTransform):
         return (
             keyed
             | "ByUrl" >> beam.GroupByKey()
-            | "ApplyInOrder"
-            >> beam.ParDo(_ApplyInOrder(self.strategy))
-            .with_input_types(typehints.KV[str, typehints.Iterable[typehints.Any]])
-            .with_output_types(UrlUpdate)
+            | "FoldInOrder" >> beam.Map(fold_messages, self.strategy).with_output_types(UrlUpdate)
         )
 
 
-class _ApplyInOrder(beam.DoFn):
-    STATE = ReadModifyWriteStateSpec("state", BytesCoder())
-
-    def __init__(self, strategy: Strategy[Any]) -> None:
-        self.strategy = strategy
-
-    def process(
-        self,
-        grouped: tuple[str, Iterable[tuple[int, int, tuple[int, int], tuple[Any, ...]]]],
-        state: Any = beam.DoFn.StateParam(STATE),  # noqa: B008 (Beam's idiom)
-    ) -> Iterator[UrlUpdate]:
-        url, messages = grouped
-        ordered = sorted(messages, key=lambda m: m[:2])
-        encoded, latest = apply_to_state_cell(
-            self.strategy, url, state, ((*clock, message) for _, _, clock, message in ordered)
-        )
-        yield UrlUpdate(url, encoded, tuple(latest.values()))
+def fold_messages(
+    grouped: tuple[str, Iterable[tuple[int, int, tuple[int, int], tuple[Any, ...]]]],
+    strategy: Strategy[Any],
+) -> UrlUpdate:
+    """One URL's messages sorted by (position, index) through `apply_messages`."""
+    url, messages = grouped
+    latest: LatestChanges = {}
+    state = apply_messages(
+        strategy,
+        url,
+        None,
+        (
+            (CrawlClock(*clock), message_of(message))
+            for _, _, clock, message in sorted(messages, key=lambda m: m[:2])
+        ),
+        latest,
+    )
+    encoded = None if state is None else strategy.encode_state(state)
+    return UrlUpdate(url, encoded, tuple(latest.values()))
 
 
 def apply_to_state_cell(
@@ -212,8 +241,9 @@ def apply_to_state_cell(
 def update_frontier(events: Any, strategy: Strategy[Any]) -> Any:
     """The steps every bounded source shares: checked `(position, FetchEvent)`s in, one
     `UrlUpdate` per URL out."""
-    clocks = events | "Clock" >> CountCrawledPages(strategy.learns_from_repeats)
-    keyed = (events, clocks) | "Route" >> RouteFetchEvents(strategy)
+    fetches = events | "Repeats" >> DecideRepeatFetches(strategy.learns_from_repeats)
+    pages_before = fetches | "Clock" >> CountCrawledPages()
+    keyed = (fetches, pages_before) | "Route" >> RouteFetchEvents(strategy)
     return keyed | "Update" >> UpdateFrontier(strategy)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from frontierflow.pipelines.core.strategy import CrawlClock, Fetched, Link, Message, Strategy
+from frontierflow.pipelines.core.strategy import CrawlClock, Fetched, GlobalStrategy, Link, Message
 from frontierflow.pipelines.strategies.base import EntryFactory, echo_float, fmt_float
 from frontierflow.schemas.records import FetchEvent, FrontierChange, Removal
 from frontierflow.state.pagerank import (
@@ -28,7 +28,7 @@ from frontierflow.state.pagerank import (
 ECHO_RANK = "pr.rank"
 
 
-class PageRankOrder(Strategy[RankedUrl]):
+class PageRankOrder(GlobalStrategy[RankedUrl]):
     """PageRank on the known graph every `interval` pages; `partial` adds estimates between."""
 
     def __init__(
