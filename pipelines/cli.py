@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from frontierflow.pipelines.core.strategy import Strategy
-    from frontierflow.pipelines.speed.controller import ControllerSettings
+    from frontierflow.pipelines.speed.settings import ControllerSettings
     from frontierflow.pipelines.strategies.lafc import LafcSettings
     from frontierflow.state.relevance import Topic
 
@@ -64,7 +64,7 @@ def _add_engine_args(parser: argparse.ArgumentParser, state_required: bool = Tru
 
 
 def _speed(args: argparse.Namespace) -> ControllerSettings | None:
-    from frontierflow.pipelines.speed.controller import settings_for
+    from frontierflow.pipelines.speed.settings import settings_for
 
     if args.speed_controller == "none":
         return None

@@ -8,35 +8,40 @@ from dataclasses import replace
 
 import pytest
 
-from frontierflow.pipelines.speed.controller import (
-    ControllerSettings,
-    InvalidSpeedEvent,
-    SpeedSettingsError,
-    SpeedStateCodecError,
-    SpeedWindow,
-    Welford,
+from frontierflow.pipelines.speed.controllers import (
     autothrottle_delay,
     clamp_threads,
-    crawl_speed,
-    dead_band_width,
     decide,
-    decisions_from_log,
-    decode_speed_state,
-    encode_speed_state,
-    flush,
-    host_hash,
     initial_controller,
+)
+from frontierflow.pipelines.speed.hypothesis import (
+    dead_band_width,
     literal_e_cs,
-    merge_windows,
-    observe,
     prose_e_cs,
-    settings_for,
     sign_exact,
     sign_with_dead_band,
     threads_rule,
+)
+from frontierflow.pipelines.speed.per_fetcher import (
+    InvalidSpeedEvent,
+    decisions_from_log,
+    flush,
+    observe,
+)
+from frontierflow.pipelines.speed.settings import (
+    ControllerSettings,
+    SpeedSettingsError,
+    settings_for,
+)
+from frontierflow.pipelines.speed.windows import (
+    crawl_speed,
+    host_hash,
+    merge_windows,
     window_starts,
 )
 from frontierflow.schemas.records import FetchEvent
+from frontierflow.state.codec import StateCodecError
+from frontierflow.state.speed import SpeedWindow, Welford, decode_speed_state, encode_speed_state
 
 
 def _event(t_ms: int, status: int = 200, host: str = "a.example", fetcher: str = "f") -> FetchEvent:
@@ -316,9 +321,9 @@ def test_state_codec_round_trip_and_errors() -> None:
     assert state is not None and state.open_windows and state.controller.l_ecs
     data = encode_speed_state(state)
     assert decode_speed_state(data) == state
-    with pytest.raises(SpeedStateCodecError):
+    with pytest.raises(StateCodecError):
         decode_speed_state(data[:-3])
-    with pytest.raises(SpeedStateCodecError):
+    with pytest.raises(StateCodecError):
         decode_speed_state(data + b"\0")
-    with pytest.raises(SpeedStateCodecError):
+    with pytest.raises(StateCodecError):
         decode_speed_state(b"\x09" + data[1:])  # unknown version

@@ -33,15 +33,8 @@ from frontierflow.pipelines.core.strategy import (
     Strategy,
 )
 from frontierflow.pipelines.core.validate import InvalidEvent, Limits, validate_event
-from frontierflow.pipelines.speed.controller import (
-    ControllerSettings,
-    SpeedState,
-    decode_speed_state,
-    encode_speed_state,
-    flush,
-    observe,
-    speed_event_problem,
-)
+from frontierflow.pipelines.speed.per_fetcher import flush, observe, speed_event_problem
+from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.schemas.records import (
     ALREADY_FETCHED,
     DeadLetter,
@@ -49,6 +42,7 @@ from frontierflow.schemas.records import (
     Removal,
     ScalingDecision,
 )
+from frontierflow.state.speed import SpeedState, decode_speed_state, encode_speed_state
 from frontierflow.state.store import META_FAMILY, StateStore, Transaction, with_meta
 from frontierflow.state.urls import is_http_url
 

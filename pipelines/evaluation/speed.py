@@ -38,14 +38,11 @@ from frontierflow.pipelines.evaluation.speedsim import (
     read_trace,
     simulate_fetcher,
 )
-from frontierflow.pipelines.speed.controller import (
-    ControllerSettings,
-    SpeedState,
-    initial_controller,
-    observe,
-    settings_for,
-)
+from frontierflow.pipelines.speed.controllers import initial_controller
+from frontierflow.pipelines.speed.per_fetcher import observe
+from frontierflow.pipelines.speed.settings import ControllerSettings, settings_for
 from frontierflow.schemas.records import FetchEvent, ScalingDecision
+from frontierflow.state.speed import SpeedState
 
 log = logging.getLogger(__name__)
 
