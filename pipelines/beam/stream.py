@@ -41,8 +41,6 @@ with `fetched_at` and turns events already behind its watermark into dead letter
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -480,12 +478,3 @@ def run_beam_stream_replay(
     strategy = beam_strategy(strategy_name, budget=budget, seed=seed, strategy=strategy)
     with beam.Pipeline(options=PipelineOptions(beam_args or [])) as pipeline:
         build_stream_replay(pipeline, log, strategy, out_prefix, windows)
-
-
-def state_lines_to_dict(lines: Iterable[str]) -> dict[str, bytes]:
-    """url → encoded state from `-state*.jsonl` lines (for comparisons and reports)."""
-    out: dict[str, bytes] = {}
-    for line in lines:
-        row = json.loads(line)
-        out[row["url"]] = base64.b64decode(row["state"])
-    return out

@@ -32,6 +32,7 @@ from typing import cast
 
 import numpy as np
 
+from frontierflow.pipelines.evaluation.plotting import headless_pyplot
 from frontierflow.pipelines.evaluation.speedsim import (
     SimResult,
     SimSettings,
@@ -299,21 +300,12 @@ def _duration_text(duration_s: float | None) -> str:
     return "one pass of each trace" if duration_s is None else f"{duration_s:g} s"
 
 
-def _pyplot():  # type: ignore[no-untyped-def]
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_trace(path: Path, runs: Sequence[_Run]) -> None:
     """Like seed 003 Figs. 6–7: deviation ξ, crawl speed with the available capacity (the
     paper's light-gray "probable crawling speed"), and threads, against time."""
     if not runs:
         return
-    plt = _pyplot()
+    plt = headless_pyplot()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(3, 1, figsize=(9, 8), dpi=100, sharex=True)
     cap = runs[0].capacity_pages
@@ -338,7 +330,7 @@ def plot_trace(path: Path, runs: Sequence[_Run]) -> None:
 
 def plot_summary(path: Path, metrics: Sequence[RunMetrics], controllers: Sequence[str]) -> None:
     """Box plot of the capacity share per controller over traces."""
-    plt = _pyplot()
+    plt = headless_pyplot()
     fig, ax = plt.subplots(figsize=(8, 4), dpi=100)
     data = [[m.capacity_share for m in metrics if m.controller == c] for c in controllers]
     ax.boxplot(data)
