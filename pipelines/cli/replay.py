@@ -90,7 +90,8 @@ def replay(args: argparse.Namespace) -> int:
 
 def _replay_beam(args: argparse.Namespace) -> int:
     """The frontier pipeline the clock names, then (unless `--speed-controller none`) the
-    speed controller's Beam form over the same log: `OUT-decisions*.jsonl`."""
+    speed controller's Beam form over the same log: `OUT-speed-decisions*.jsonl` (and
+    `OUT-speed-dead*.jsonl`, events the speed statistics refuse)."""
     from frontierflow.pipelines.beam.stream import parse_clock
 
     speed = speed_settings(args)  # refused here, before any pipeline runs
@@ -123,8 +124,9 @@ def _replay_beam(args: argparse.Namespace) -> int:
     if speed is not None:
         from frontierflow.pipelines.beam.speed import run_beam_speed
 
-        run_beam_speed(speed_events(args.log), speed, str(args.out), beam_args=beam_args)
-        log.info("wrote %s-decisions*.jsonl, -dead*.jsonl", args.out)
+        prefix = f"{args.out}-speed"
+        run_beam_speed(speed_events(args.log), speed, prefix, beam_args=beam_args)
+        log.info("wrote %s-decisions*.jsonl, -dead*.jsonl", prefix)
     return 0
 
 

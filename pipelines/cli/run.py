@@ -163,6 +163,7 @@ def _run_beam(args: argparse.Namespace) -> int:
     come from the embedded engine (or `replay --runner beam` over a log)."""
     from frontierflow.connectors.kafka import ensure_topics
     from frontierflow.pipelines.beam.kafka import run_beam_kafka, run_beam_kafka_stream
+    from frontierflow.pipelines.beam.replay import beam_strategy
     from frontierflow.pipelines.beam.stream import parse_clock
 
     if args.speed_controller not in (None, NO_SPEED_CONTROLLER):
@@ -176,6 +177,7 @@ def _run_beam(args: argparse.Namespace) -> int:
     if args.allowed_lateness_ms < 0:
         raise ValueError(f"--allowed-lateness-ms must be >= 0, got {args.allowed_lateness_ms}")
     settings = kafka_settings(args)
+    beam_strategy(args.strategy, budget=args.budget)  # refuses what Beam cannot run, by name
     strategy = strategy_from_args(args)
     beam_args = list(args.beam_option)
     log.info("no ScalingDecisions on fetcher-control: the speed controller runs embedded only")
