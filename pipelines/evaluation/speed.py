@@ -24,7 +24,7 @@ from __future__ import annotations
 import csv
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -81,7 +81,9 @@ class _Run:
     capacity_pages: np.ndarray
 
 
-def make_controller(settings: ControllerSettings) -> tuple[list[SpeedState | None], object]:
+def make_controller(
+    settings: ControllerSettings,
+) -> tuple[list[SpeedState | None], Callable[[FetchEvent], list[ScalingDecision]]]:
     """A closure feeding each event to `observe`, as the fetcher's control loop would."""
     box: list[SpeedState | None] = [None]
 
