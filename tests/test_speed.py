@@ -41,7 +41,14 @@ from frontierflow.pipelines.speed.windows import (
 )
 from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.codec import StateCodecError
-from frontierflow.state.speed import SpeedWindow, Welford, decode_speed_state, encode_speed_state
+from frontierflow.state.speed import (
+    ControllerState,
+    SpeedState,
+    SpeedWindow,
+    Welford,
+    decode_speed_state,
+    encode_speed_state,
+)
 
 
 def _event(t_ms: int, status: int = 200, host: str = "a.example", fetcher: str = "f") -> FetchEvent:
@@ -311,6 +318,33 @@ def test_fixed() -> None:
 
 
 # --- codec -------------------------------------------------------------------------------
+
+
+def test_state_layout_is_the_released_one() -> None:
+    """The bytes of a fresh fetcher's state, field by field (big-endian): a state
+    directory written before the speed code moved to state/ must still read."""
+    state = SpeedState("f", ControllerState(threads=4))
+    fields = [
+        "01",  # version
+        "0001",  # fetcher id length
+        "8000000000000000",  # watermark: none yet (−2**63)
+        "0000000000000000",  # late events
+        "66",  # "f"
+        "00000004",  # threads
+        "01",  # learning
+        "00000000" + "00" * 16,  # history: n, mean, m2
+        "00000000" + "00" * 16,  # overall: n, mean, m2
+        "bff0000000000000",  # last speed −1.0
+        "00" * 40,  # stable, peak, Σξ, delay, latency floor
+        "0000000000000000",  # windows closed
+        "00",  # L_ecs length
+        "0000",  # open windows
+    ]
+    expected = bytes.fromhex("".join(fields))
+    assert encode_speed_state(state) == expected
+    assert decode_speed_state(expected) == state
+    with pytest.raises(StateCodecError):  # threads are an int32
+        encode_speed_state(SpeedState("f", ControllerState(threads=2**31)))
 
 
 def test_state_codec_round_trip_and_errors() -> None:
