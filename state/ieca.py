@@ -150,7 +150,7 @@ class IecaDistance(NamedTuple):
         if self.crawled_cycle >= cycle:
             return self
         if self.distance == UNKNOWN:
-            return IecaDistance((1.0 - delta) * d_parent + weight, self.crawled_cycle)
+            return IecaDistance(new_distance(d_parent, weight, delta), self.crawled_cycle)
         d = updated_distance(self.distance, d_parent, weight, delta, a)
         return IecaDistance(d, self.crawled_cycle)
 

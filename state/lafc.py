@@ -209,11 +209,6 @@ def start_cycle(aut: Automaton, cycle: int) -> Automaton:
     return Automaton(aut.actions, list(aut.probs), [True] * len(aut.actions), aut.tau, cycle)
 
 
-def enabled_count(aut: Automaton) -> int:
-    """How many actions remain available in this cycle (0: the page is popped, §3.2)."""
-    return sum(aut.enabled)
-
-
 def choose(aut: Automaton, u: float) -> int | None:
     """The index of the action drawn with uniform `u` ∈ [0, 1), or None if none is enabled.
 

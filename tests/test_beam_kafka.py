@@ -129,3 +129,26 @@ def test_kafka_stream_through_prism_equals_replay(
     # by hand: the watermark is the largest fetched_at read before it, base + 99 (lateness
     # 0), and the late event is at base − 5000: 5099 ms behind
     assert f"{base - 5000} is 5099 ms behind the watermark {base + 99}" in dead[2]["message"]
+
+
+def test_cli_run_beam_exact_clock_on_the_local_runner(kafka_broker: Any, tmp_path: Path) -> None:
+    """`frontierflow run --runner beam`: the exact clock reads fetch-events to its current
+    end and stops; what lands on the frontier topic equals the replay of the same events."""
+    from frontierflow.pipelines.cli import main
+
+    records = _events(120, seed=47)
+    settings = _settings(kafka_broker.bootstrap)
+    _produce(settings, [*_avro(records), b"garbage"])
+    t = settings.topics
+    topics = [
+        *("--topic-fetch-events", t.fetch_events, "--topic-frontier", t.frontier),
+        *("--topic-fetcher-control", t.fetcher_control, "--topic-dead-letter", t.dead_letter),
+    ]
+    argv = ["run", "--runner", "beam", "--bootstrap-servers", kafka_broker.bootstrap, *topics]
+    assert main([*argv, "--budget", str(BUDGET), "--beam-option=--runner=FnApiRunner"]) == 0
+    expected, _ = _replayed(tmp_path, records)
+    live = _latest_frontier(settings)
+    assert len(live) > 80
+    assert _comparable(live) == _comparable(expected)
+    dead = [v for _, v in _read_topic(settings, t.dead_letter) if v is not None]
+    assert [AvroCodec.for_name("DeadLetter").decode(v)["raw"] for v in dead] == [b"garbage"]

@@ -13,10 +13,13 @@ import pytest
 
 from frontierflow.pipelines.beam import replay as beam_replay
 from frontierflow.pipelines.beam.replay import run_beam_replay
+from frontierflow.pipelines.beam.speed import read_beam_decisions
 from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.core.step import is_repeat_fetch
 from frontierflow.pipelines.embedded.replay import replay_log
 from frontierflow.schemas.container import write_container
+from frontierflow.schemas.jsonl import json_to_record
+from frontierflow.schemas.records import ScalingDecision
 from frontierflow.state.rocksdb import RocksDBStore
 
 BUDGET = 120  # k = 3: IECA's clock steps every 3 pages, so any clock error shows
@@ -165,9 +168,12 @@ def test_flink_equals_embedded(
 
 
 def test_cli_replay_with_beam(tmp_path: Path) -> None:
+    """The frontier and, with it, the speed controller's Beam form: the same decisions as
+    the embedded replay (fetched_at takes 60 values, base + 0…59 ms: windows of 10 ms give 6)."""
     log = tmp_path / "events.avro"
     _log(log, events=60)
     out = tmp_path / "beam-out"
+    speed = ["--speed-window-ms", "10"]
     code = main(
         [
             "replay",
@@ -181,11 +187,23 @@ def test_cli_replay_with_beam(tmp_path: Path) -> None:
             "--budget",
             str(BUDGET),
             "--beam-option=--runner=FnApiRunner",
+            *speed,
         ]
     )
     assert code == 0
     entries, states, _ = _beam(out)
     assert entries and states
+    embedded = tmp_path / "embedded.jsonl"
+    args = ["replay", str(log), "--state-dir", str(tmp_path / "e"), "--out", str(embedded)]
+    assert main([*args, "--budget", str(BUDGET), *speed]) == 0
+    expected = [
+        ScalingDecision(**json_to_record(line, "ScalingDecision"))
+        for line in (tmp_path / "embedded.jsonl.decisions.jsonl").read_text().splitlines()
+    ]
+    assert [(d.window_start, d.window_end) for d in expected] == [
+        (1_700_000_000_000 + 10 * k, 1_700_000_000_010 + 10 * k) for k in range(6)
+    ]
+    assert read_beam_decisions(f"{out}-speed") == expected
 
 
 def test_pagerank_is_refused_on_beam(tmp_path: Path) -> None:

@@ -8,35 +8,47 @@ from dataclasses import replace
 
 import pytest
 
-from frontierflow.pipelines.speed.controller import (
-    ControllerSettings,
-    InvalidSpeedEvent,
-    SpeedSettingsError,
-    SpeedStateCodecError,
-    SpeedWindow,
-    Welford,
+from frontierflow.pipelines.speed.controllers import (
     autothrottle_delay,
     clamp_threads,
-    crawl_speed,
-    dead_band_width,
     decide,
-    decisions_from_log,
-    decode_speed_state,
-    encode_speed_state,
-    flush,
-    host_hash,
     initial_controller,
+)
+from frontierflow.pipelines.speed.hypothesis import (
+    dead_band_width,
     literal_e_cs,
-    merge_windows,
-    observe,
     prose_e_cs,
-    settings_for,
     sign_exact,
     sign_with_dead_band,
     threads_rule,
+)
+from frontierflow.pipelines.speed.per_fetcher import (
+    InvalidSpeedEvent,
+    decisions_from_log,
+    flush,
+    observe,
+)
+from frontierflow.pipelines.speed.settings import (
+    ControllerSettings,
+    SpeedSettingsError,
+    settings_for,
+)
+from frontierflow.pipelines.speed.windows import (
+    crawl_speed,
+    host_hash,
+    merge_windows,
     window_starts,
 )
 from frontierflow.schemas.records import FetchEvent
+from frontierflow.state.codec import StateCodecError
+from frontierflow.state.speed import (
+    ControllerState,
+    SpeedState,
+    SpeedWindow,
+    Welford,
+    decode_speed_state,
+    encode_speed_state,
+)
 
 
 def _event(t_ms: int, status: int = 200, host: str = "a.example", fetcher: str = "f") -> FetchEvent:
@@ -308,6 +320,33 @@ def test_fixed() -> None:
 # --- codec -------------------------------------------------------------------------------
 
 
+def test_state_layout_is_the_released_one() -> None:
+    """The bytes of a fresh fetcher's state, field by field (big-endian): a state
+    directory written before the speed code moved to state/ must still read."""
+    state = SpeedState("f", ControllerState(threads=4))
+    fields = [
+        "01",  # version
+        "0001",  # fetcher id length
+        "8000000000000000",  # watermark: none yet (−2**63)
+        "0000000000000000",  # late events
+        "66",  # "f"
+        "00000004",  # threads
+        "01",  # learning
+        "00000000" + "00" * 16,  # history: n, mean, m2
+        "00000000" + "00" * 16,  # overall: n, mean, m2
+        "bff0000000000000",  # last speed −1.0
+        "00" * 40,  # stable, peak, Σξ, delay, latency floor
+        "0000000000000000",  # windows closed
+        "00",  # L_ecs length
+        "0000",  # open windows
+    ]
+    expected = bytes.fromhex("".join(fields))
+    assert encode_speed_state(state) == expected
+    assert decode_speed_state(expected) == state
+    with pytest.raises(StateCodecError):  # threads are an int32
+        encode_speed_state(SpeedState("f", ControllerState(threads=2**31)))
+
+
 def test_state_codec_round_trip_and_errors() -> None:
     s = ControllerSettings(window_ms=10_000, slide_ms=5_000)
     state = None
@@ -316,9 +355,9 @@ def test_state_codec_round_trip_and_errors() -> None:
     assert state is not None and state.open_windows and state.controller.l_ecs
     data = encode_speed_state(state)
     assert decode_speed_state(data) == state
-    with pytest.raises(SpeedStateCodecError):
+    with pytest.raises(StateCodecError):
         decode_speed_state(data[:-3])
-    with pytest.raises(SpeedStateCodecError):
+    with pytest.raises(StateCodecError):
         decode_speed_state(data + b"\0")
-    with pytest.raises(SpeedStateCodecError):
+    with pytest.raises(StateCodecError):
         decode_speed_state(b"\x09" + data[1:])  # unknown version

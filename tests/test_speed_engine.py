@@ -15,7 +15,8 @@ from test_speed_sim import _recorded_log
 
 from frontierflow.pipelines.embedded.live import LiveOptions, run_live
 from frontierflow.pipelines.embedded.replay import replay_log
-from frontierflow.pipelines.speed.controller import ControllerSettings, decisions_from_log, observe
+from frontierflow.pipelines.speed.per_fetcher import decisions_from_log, observe
+from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.codecs import AvroCodec
 from frontierflow.schemas.container import write_container

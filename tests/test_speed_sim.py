@@ -19,13 +19,9 @@ from frontierflow.pipelines.evaluation.speedsim import (
     read_trace,
     simulate_fetcher,
 )
-from frontierflow.pipelines.speed.controller import (
-    ControllerSettings,
-    decisions_from_log,
-    initial_controller,
-    observe,
-    settings_for,
-)
+from frontierflow.pipelines.speed.controllers import initial_controller
+from frontierflow.pipelines.speed.per_fetcher import decisions_from_log, observe
+from frontierflow.pipelines.speed.settings import ControllerSettings, settings_for
 from frontierflow.schemas.records import FetchEvent
 
 BANDWIDTH = Path(__file__).resolve().parents[2] / "shared" / "data" / "bandwidth"

@@ -1,20 +1,20 @@
 """Crawl-speed windows and thread scaling (seed 003) as an Apache Beam pipeline.
 
 Composite transforms with labelled steps, calling the same pure functions as the embedded
-operator `speed.observe`:
+operator `per_fetcher.observe`:
 
 - `AttachWatermarks`: per fetcher, in log order, each event with the fetcher's watermark
   before it (the largest earlier `fetched_at`) and `fetched_at` as its Beam timestamp;
 - `WindowFetchEvents`: Beam's FixedWindows or SlidingWindows of the configured length;
 - `DropLateEvents`: the stated late rule, per (event, window): an event whose watermark had
   already reached the window's end + allowed lateness is not counted in that window;
-- `AggregateSpeedWindows`: `CombinePerKey` of `speed.add_event` / `speed.merge_windows`
+- `AggregateSpeedWindows`: `CombinePerKey` of `windows.add_event` / `windows.merge_windows`
   (integer sums, so any combining order gives the same window);
 - `DecideThreads`: back to the global window, grouped by fetcher, the windows in end
-  order folded through `speed.decide` with the controller state in a Beam state spec.
+  order folded through `controllers.decide` with the controller state in a Beam state spec.
 
-On the same log the decisions equal `speed.decisions_from_log` (a test proves it on the
-local FnApiRunner). Events `speed.speed_event_problem` refuses go to the `dead` output.
+On the same log the decisions equal `per_fetcher.decisions_from_log` (a test proves it on the
+local FnApiRunner). Events `per_fetcher.speed_event_problem` refuses go to the `dead` output.
 """
 
 from __future__ import annotations
@@ -31,26 +31,23 @@ from apache_beam.transforms import window as beam_window
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 from apache_beam.utils.timestamp import Timestamp
 
-from frontierflow.pipelines.speed.controller import (
-    ControllerSettings,
-    SpeedState,
-    SpeedWindow,
-    add_event,
-    decide,
-    decode_speed_state,
-    encode_speed_state,
-    initial_state,
-    is_late,
-    merge_windows,
-    speed_event_problem,
-)
+from frontierflow.pipelines.speed.controllers import decide
+from frontierflow.pipelines.speed.per_fetcher import initial_state, is_late, speed_event_problem
+from frontierflow.pipelines.speed.settings import ControllerSettings
+from frontierflow.pipelines.speed.windows import add_event, merge_windows
 from frontierflow.schemas.codecs import AvroCodec, record_from_dict
 from frontierflow.schemas.jsonl import record_to_json
 from frontierflow.schemas.records import FetchEvent, ScalingDecision
+from frontierflow.state.speed import (
+    NO_WATERMARK,
+    SpeedState,
+    SpeedWindow,
+    decode_speed_state,
+    encode_speed_state,
+)
 
 DEAD = "dead"
 _EVENT = AvroCodec.for_name("FetchEvent")
-_NO_WATERMARK = -(2**63)
 
 
 def event_bytes(event: FetchEvent) -> bytes:
@@ -85,7 +82,7 @@ def _key_by_fetcher(item: tuple[int, bytes]) -> tuple[str, tuple[int, bytes]]:
 class _Watermarks(beam.DoFn):
     def process(self, grouped: tuple[str, Iterable[tuple[int, bytes]]]) -> Iterator[Any]:
         fetcher, items = grouped
-        watermark = _NO_WATERMARK
+        watermark = NO_WATERMARK
         for position, data in sorted(items):
             event = _event_of(data)
             problem = speed_event_problem(event)
@@ -199,7 +196,7 @@ def _window_of(t: tuple[int, ...]) -> SpeedWindow:
 
 
 class DecideThreads(beam.PTransform):
-    """Per fetcher: windows in end order through `speed.decide`; out: decision JSON."""
+    """Per fetcher: windows in end order through `controllers.decide`; out: decision JSON."""
 
     def __init__(self, settings: ControllerSettings) -> None:
         super().__init__()

@@ -32,15 +32,8 @@ from frontierflow.pipelines.core.strategy import (
     Strategy,
 )
 from frontierflow.pipelines.core.validate import Limits, checked
-from frontierflow.pipelines.speed.controller import (
-    ControllerSettings,
-    SpeedState,
-    decode_speed_state,
-    encode_speed_state,
-    flush,
-    observe,
-    speed_event_problem,
-)
+from frontierflow.pipelines.speed.per_fetcher import flush, observe, speed_event_problem
+from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.schemas.records import (
     ALREADY_FETCHED,
     DeadLetter,
@@ -51,6 +44,7 @@ from frontierflow.schemas.records import (
 from frontierflow.state.cache import HotStates
 from frontierflow.state.codec import decode_i32, decode_u64, encode_i32, encode_u64
 from frontierflow.state.format import CRAWLED_FAMILY, INPUT_POSITION, OUTPUT_POSITION, crawled_key
+from frontierflow.state.speed import SpeedState, decode_speed_state, encode_speed_state
 from frontierflow.state.store import META_FAMILY, StateStore, Transaction, with_meta
 from frontierflow.state.urls import is_http_url
 

@@ -29,7 +29,7 @@ from frontierflow.connectors.kafka import (
 )
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.pipelines.embedded.engine import Engine, EngineStats
-from frontierflow.pipelines.speed.controller import ControllerSettings
+from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.state.rocksdb import RocksDBStore
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from typing import Any
 from frontierflow.connectors.logs import FileSink, read_fetch_events
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.pipelines.embedded.engine import Engine, EngineStats, apply_all
-from frontierflow.pipelines.speed.controller import ControllerSettings
+from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.state.rocksdb import RocksDBStore
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from frontierflow.pipelines.evaluation.plotting import headless_pyplot
 from frontierflow.pipelines.evaluation.simulator import RecordedWeb, simulate_cycles
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.pipelines.strategies.lafc import LafcSettings
@@ -307,10 +308,7 @@ def _fmt_p(p: float) -> str:
 
 def plot_precision(path: Path, result: TopicResult, setup: FocusedSetup) -> None:
     """Precision against downloads, one panel per cycle (seed 000 Figs. 2–6)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = headless_pyplot()
 
     fig, axes = plt.subplots(
         1, setup.cycles, figsize=(4.2 * setup.cycles, 3.8), dpi=110, sharey=True, squeeze=False

@@ -45,6 +45,7 @@ from frontierflow.pipelines.evaluation.news_site import (
     SiteSettings,
     section_url,
 )
+from frontierflow.pipelines.evaluation.plotting import headless_pyplot
 from frontierflow.state.forager import (
     ForagerParams,
     ForagerState,
@@ -455,10 +456,7 @@ def write_reports(
 
 def plot_efficiency(path: Path, results: Sequence[RunResult]) -> None:
     """Seed 004 Fig. 1(b): download efficiency in 3-hour intervals, one line per run."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = headless_pyplot()
 
     panels = [v for v in dict.fromkeys(r.variant for r in results if r.site == "sfsw")]
     fig, axes = plt.subplots(len(panels), 1, figsize=(7, 2.2 * len(panels)), sharex=True)

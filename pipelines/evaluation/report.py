@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from frontierflow.pipelines.evaluation.plotting import headless_pyplot
+
 
 @dataclass(frozen=True, slots=True)
 class HotPagesCurve:
@@ -52,10 +54,7 @@ def write_summary_md(
 
 def plot_hot_pages(path: Path, curves: Sequence[HotPagesCurve], title: str) -> None:
     """Fraction of hot pages crawled against fraction crawled, like seed 001's Figs. 4–6."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = headless_pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     for c in curves:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import csv
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -32,20 +32,18 @@ from typing import cast
 
 import numpy as np
 
+from frontierflow.pipelines.evaluation.plotting import headless_pyplot
 from frontierflow.pipelines.evaluation.speedsim import (
     SimResult,
     SimSettings,
     read_trace,
     simulate_fetcher,
 )
-from frontierflow.pipelines.speed.controller import (
-    ControllerSettings,
-    SpeedState,
-    initial_controller,
-    observe,
-    settings_for,
-)
+from frontierflow.pipelines.speed.controllers import initial_controller
+from frontierflow.pipelines.speed.per_fetcher import observe
+from frontierflow.pipelines.speed.settings import ControllerSettings, settings_for
 from frontierflow.schemas.records import FetchEvent, ScalingDecision
+from frontierflow.state.speed import SpeedState
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +81,9 @@ class _Run:
     capacity_pages: np.ndarray
 
 
-def make_controller(settings: ControllerSettings) -> tuple[list[SpeedState | None], object]:
+def make_controller(
+    settings: ControllerSettings,
+) -> tuple[list[SpeedState | None], Callable[[FetchEvent], list[ScalingDecision]]]:
     """A closure feeding each event to `observe`, as the fetcher's control loop would."""
     box: list[SpeedState | None] = [None]
 
@@ -103,7 +103,7 @@ def run_one(
     _, control = make_controller(settings)
     result = simulate_fetcher(
         trace,
-        control,  # type: ignore[arg-type]
+        control,
         initial_controller(settings).threads,
         sim,
     )
@@ -302,21 +302,12 @@ def _duration_text(duration_s: float | None) -> str:
     return "one pass of each trace" if duration_s is None else f"{duration_s:g} s"
 
 
-def _pyplot():  # type: ignore[no-untyped-def]
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_trace(path: Path, runs: Sequence[_Run]) -> None:
     """Like seed 003 Figs. 6–7: deviation ξ, crawl speed with the available capacity (the
     paper's light-gray "probable crawling speed"), and threads, against time."""
     if not runs:
         return
-    plt = _pyplot()
+    plt = headless_pyplot()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(3, 1, figsize=(9, 8), dpi=100, sharex=True)
     cap = runs[0].capacity_pages
@@ -341,7 +332,7 @@ def plot_trace(path: Path, runs: Sequence[_Run]) -> None:
 
 def plot_summary(path: Path, metrics: Sequence[RunMetrics], controllers: Sequence[str]) -> None:
     """Box plot of the capacity share per controller over traces."""
-    plt = _pyplot()
+    plt = headless_pyplot()
     fig, ax = plt.subplots(figsize=(8, 4), dpi=100)
     data = [[m.capacity_share for m in metrics if m.controller == c] for c in controllers]
     ax.boxplot(data)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -365,13 +365,3 @@ class _Simulation:
         )
         r.delivered_per_s = self.delivered[:seconds]
         return r
-
-
-def capacity_pages_per_s(result: SimResult, settings: SimSettings) -> np.ndarray:
-    """Available capacity in pages per second (bytes/s ÷ mean page size), per second."""
-    return result.capacity_per_s / settings.mean_page_bytes
-
-
-def trace_summary(traces: Sequence[BandwidthTrace]) -> dict[str, float]:
-    """Mean Mbps per trace (for reports)."""
-    return {t.name: float(np.mean(t.mbps)) for t in traces}

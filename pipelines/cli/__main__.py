@@ -1,0 +1,7 @@
+"""`python -m frontierflow.pipelines.cli`: the `frontierflow` command."""
+
+import sys
+
+from frontierflow.pipelines.cli import main
+
+sys.exit(main())

@@ -1,0 +1,88 @@
+"""`frontierflow bench`, `bench-kafka`, `bench-beam`: throughput of the embedded engine with
+RocksDB state, of Kafka → frontierflow → Kafka, and of one log on the Beam runners."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from frontierflow.pipelines.cli.common import csv_list
+
+
+def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
+    bp = sub.add_parser("bench", help="IECA throughput with RocksDB state vs pass-through")
+    bp.add_argument("--events", type=int, default=20_000)
+    bp.add_argument("--outlinks", type=int, default=30)
+    bp.add_argument("--urls", type=int, default=200_000, help="distinct URLs in the log")
+    bp.add_argument("--step-size", type=int, default=500)
+    bp.add_argument("--repeats", type=int, default=3, help="runs of each; medians reported")
+    bp.add_argument("--work-dir", type=Path, default=None)
+    bp.set_defaults(handler=bench)
+    kp = sub.add_parser("bench-kafka", help="Kafka → frontierflow → Kafka vs a no-work ceiling")
+    kp.add_argument("--bootstrap-servers", required=True, help="HOST:PORT of a broker")
+    kp.add_argument("--events", type=int, default=10_000)
+    kp.add_argument("--step-size", type=int, default=500)
+    kp.add_argument("--latency-seconds", type=float, default=15.0)
+    kp.set_defaults(handler=bench_kafka)
+    bb = sub.add_parser("bench-beam", help="one log: embedded engine vs Beam local/Prism/Flink")
+    bb.add_argument("--events", type=int, default=2_000)
+    bb.add_argument("--outlinks", type=int, default=30)
+    bb.add_argument("--repeats", type=int, default=3, help="runs of each; medians reported")
+    bb.add_argument("--runners", type=csv_list, default=("embedded", "fnapi", "prism", "flink"))
+    bb.add_argument("--prism-location", default=None, help="default: infra/prism/build.sh")
+    bb.add_argument("--flink-job-server-jar", default=None, help="default: infra/flink/…")
+    bb.add_argument("--flink-conf-dir", default=None, help="default: infra/flink")
+    bb.add_argument("--work-dir", type=Path, default=None)
+    bb.set_defaults(handler=bench_beam)
+
+
+def bench(args: argparse.Namespace) -> int:
+    from frontierflow.pipelines.bench.engine import BenchSetup, run_bench
+
+    report = run_bench(
+        BenchSetup(
+            events=args.events,
+            outlinks=args.outlinks,
+            urls=args.urls,
+            step_size=args.step_size,
+            repeats=args.repeats,
+        ),
+        work_dir=args.work_dir,
+    )
+    print(report)
+    return 0
+
+
+def bench_kafka(args: argparse.Namespace) -> int:
+    from frontierflow.pipelines.bench.kafka import KafkaBenchSetup, run_kafka_bench
+
+    print(
+        run_kafka_bench(
+            KafkaBenchSetup(
+                bootstrap_servers=args.bootstrap_servers,
+                events=args.events,
+                step_size=args.step_size,
+                latency_seconds=args.latency_seconds,
+            )
+        )
+    )
+    return 0
+
+
+def bench_beam(args: argparse.Namespace) -> int:
+    from frontierflow.pipelines.bench.beam import run_beam_bench
+
+    print(
+        run_beam_bench(
+            args.events,
+            args.runners,
+            args.prism_location,
+            args.flink_job_server_jar,
+            args.flink_conf_dir,
+            args.repeats,
+            outlinks=args.outlinks,
+            work_dir=args.work_dir,
+        )
+    )
+    return 0

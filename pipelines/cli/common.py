@@ -1,0 +1,108 @@
+"""Options shared by the engine commands (`replay`, `run`) and by `simulate`: the strategy
+and its settings, the crawl-speed controller, comma-separated lists."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from frontierflow.pipelines.core.strategy import Strategy
+    from frontierflow.pipelines.speed.settings import ControllerSettings
+    from frontierflow.pipelines.strategies.lafc import LafcSettings
+    from frontierflow.state.relevance import Topic
+
+DEFAULT_SPEED_CONTROLLER = "seed003"
+NO_SPEED_CONTROLLER = "none"
+
+
+def csv_list(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def add_engine_args(parser: argparse.ArgumentParser, state_required: bool = True) -> None:
+    """The options every engine run takes: strategy, state, budget, step, random seed,
+    the speed controller."""
+    parser.add_argument("--strategy", default="ieca")
+    parser.add_argument(
+        "--state-dir", type=Path, required=state_required, help="RocksDB state directory"
+    )
+    parser.add_argument(
+        "--budget",
+        type=int,
+        default=1_000_000,
+        help="crawl budget in pages, for IECA's δ_t and the PageRank interval",
+    )
+    parser.add_argument("--step-size", type=int, default=500, help="events per committed step")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the random strategy and of LAFC's automata"
+    )
+    parser.add_argument(
+        "--topic",
+        default=None,
+        help="for lafc and best-first: a named topic (sockets, memory, ...), keywords, "
+        "or 'kw:weight,...'",
+    )
+    add_lafc_args(parser)
+    parser.add_argument(
+        "--speed-controller",
+        default=None,
+        help="crawl-speed controller whose ScalingDecisions go out per fetcher and window: "
+        f"{DEFAULT_SPEED_CONTROLLER} (default), seed003-literal, aimd, autothrottle, fixed-N, "
+        f"or {NO_SPEED_CONTROLLER}",
+    )
+    parser.add_argument(
+        "--speed-window-ms", type=int, default=10_000, help="speed statistics window length"
+    )
+
+
+def speed_settings(args: argparse.Namespace) -> ControllerSettings | None:
+    """The speed controller's settings the options name; None for `--speed-controller none`.
+    Unknown names and bad windows raise `SpeedSettingsError` (a ValueError)."""
+    from frontierflow.pipelines.speed.settings import settings_for
+
+    name = args.speed_controller or DEFAULT_SPEED_CONTROLLER
+    if name == NO_SPEED_CONTROLLER:
+        return None
+    return settings_for(name, window_ms=args.speed_window_ms)
+
+
+def add_lafc_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """LAFC's settings (seed 000); defaults are the paper's calibration."""
+    parser.add_argument("--lafc-c", type=float, default=0.8, help="LAFC's control threshold C")
+    parser.add_argument("--lafc-a", type=float, default=0.09, help="LAFC's learning rate a")
+    parser.add_argument(
+        "--lafc-scheme", default="L_R-I", help="LAFC's scheme: L_R-I, L_R-P or L_R-eP"
+    )
+
+
+def topic(text: str) -> Topic:
+    """A named topic, or keywords (`'kw kw'` or `'kw:weight,...'`)."""
+    from frontierflow.state.relevance import TOPICS, Topic
+
+    return TOPICS[text] if text in TOPICS else Topic.parse(text)
+
+
+def lafc_settings(args: argparse.Namespace, seed: int) -> LafcSettings:
+    from frontierflow.pipelines.strategies.lafc import LafcSettings
+    from frontierflow.state.lafc import LearningParams
+
+    return LafcSettings(
+        control_threshold=args.lafc_c,
+        learning=LearningParams(a=args.lafc_a, scheme=args.lafc_scheme),
+        seed=seed,
+    )
+
+
+def strategy_from_args(args: argparse.Namespace) -> Strategy[Any]:
+    """The strategy an engine command's options describe."""
+    from frontierflow.pipelines.strategies import build_strategy
+
+    return build_strategy(
+        args.strategy,
+        budget=args.budget,
+        seed=args.seed,
+        topic=topic(args.topic) if args.topic is not None else None,
+        lafc=lafc_settings(args, args.seed),
+    )

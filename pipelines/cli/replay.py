@@ -1,0 +1,149 @@
+"""`frontierflow replay`: a recorded FetchEvent log through the embedded engine (RocksDB
+state, resumable) or through the Beam pipelines (the bounded exact-clock form or the
+unbounded windowed form, and the crawl-speed controller's Beam form)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from frontierflow.pipelines.cli.common import add_engine_args, speed_settings, strategy_from_args
+
+if TYPE_CHECKING:
+    from frontierflow.schemas.records import FetchEvent
+
+log = logging.getLogger(__name__)
+
+
+def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
+    rp = sub.add_parser("replay", help="replay a FetchEvent log into frontier entries")
+    rp.add_argument("log", type=Path, help="FetchEvents: Avro container file or JSON lines")
+    add_engine_args(rp, state_required=False)
+    rp.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="FrontierEntries: .avro for an Avro container file, else JSON lines",
+    )
+    rp.add_argument(
+        "--dead-letters",
+        type=Path,
+        default=None,
+        help="dead-letter JSON lines (default: OUT.dead-letters.jsonl)",
+    )
+    rp.add_argument(
+        "--runner",
+        choices=("embedded", "beam"),
+        default="embedded",
+        help="embedded engine (RocksDB, resumable) or an Apache Beam pipeline",
+    )
+    rp.add_argument(
+        "--beam-option",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="Beam pipeline option, e.g. --beam-option=--runner=FlinkRunner "
+        "(repeatable); with --runner beam, OUT is a file prefix",
+    )
+    rp.add_argument(
+        "--clock",
+        default="exact",
+        help="with --runner beam: 'exact' (bounded: counts pages in one pass at the end) or "
+        "'windowed:W' (unbounded form: the crawl clock refreshed every W ms of event time)",
+    )
+    rp.set_defaults(handler=replay)
+
+
+def replay(args: argparse.Namespace) -> int:
+    if args.runner == "beam":
+        return _replay_beam(args)
+    from frontierflow.pipelines.embedded.replay import replay_log
+
+    if args.state_dir is None:
+        raise ValueError("--state-dir is required with the embedded engine")
+
+    stats = replay_log(
+        args.log,
+        strategy_name=args.strategy,
+        state_dir=args.state_dir,
+        out=args.out,
+        dead_letters=args.dead_letters,
+        budget=args.budget,
+        step_size=args.step_size,
+        seed=args.seed,
+        strategy=strategy_from_args(args),
+        speed=speed_settings(args),
+    )
+    log.info(
+        "replayed %d events (%d duplicates, %d dead letters): %d entries, %d removals",
+        stats.events,
+        stats.duplicates,
+        stats.dead_letters,
+        stats.entries,
+        stats.removals,
+    )
+    return 0
+
+
+def _replay_beam(args: argparse.Namespace) -> int:
+    """The frontier pipeline the clock names, then (unless `--speed-controller none`) the
+    speed controller's Beam form over the same log: `OUT-speed-decisions*.jsonl` (and
+    `OUT-speed-dead*.jsonl`, events the speed statistics refuse)."""
+    from frontierflow.pipelines.beam.stream import parse_clock
+
+    speed = speed_settings(args)  # refused here, before any pipeline runs
+    windows = parse_clock(args.clock)
+    beam_args = list(args.beam_option)
+    if windows is not None:
+        from frontierflow.pipelines.beam.stream import run_beam_stream_replay
+
+        run_beam_stream_replay(
+            str(args.log),
+            strategy_name=args.strategy,
+            out_prefix=str(args.out),
+            budget=args.budget,
+            windows=windows,
+            seed=args.seed,
+            beam_args=beam_args,
+        )
+    else:
+        from frontierflow.pipelines.beam.replay import run_beam_replay
+
+        run_beam_replay(
+            args.log,
+            strategy_name=args.strategy,
+            out_prefix=str(args.out),
+            budget=args.budget,
+            seed=args.seed,
+            beam_args=beam_args,
+        )
+        log.info("wrote %s-frontier*.jsonl, -state*.jsonl, -dead-letters*.jsonl", args.out)
+    if speed is not None:
+        from frontierflow.pipelines.beam.speed import run_beam_speed
+
+        prefix = f"{args.out}-speed"
+        run_beam_speed(speed_events(args.log), speed, prefix, beam_args=beam_args)
+        log.info("wrote %s-decisions*.jsonl, -dead*.jsonl", prefix)
+    return 0
+
+
+def speed_events(path: Path) -> Iterator[FetchEvent]:
+    """The events of a log the embedded engine's speed windows see: those that decode and
+    pass validation, except answers to already-fetched pages (status 208, no download)."""
+    from frontierflow.connectors.base import Failed
+    from frontierflow.connectors.logs import read_fetch_events
+    from frontierflow.pipelines.core.validate import InvalidEvent, validate_event
+    from frontierflow.schemas.records import ALREADY_FETCHED
+
+    for _, item, _ in read_fetch_events(path):
+        if isinstance(item, Failed):
+            continue
+        try:
+            event = validate_event(item)
+        except InvalidEvent:
+            continue
+        if event.status != ALREADY_FETCHED:
+            yield event

@@ -1,0 +1,206 @@
+"""`frontierflow run`: Kafka in, Kafka out. The embedded engine (RocksDB state, its own
+checkpoints, the speed controller on fetcher-control) or, with `--runner beam`, the Beam
+pipelines: the exact crawl clock over fetch-events up to its current end, or the unbounded
+windowed form that reads on."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from frontierflow.pipelines.cli.common import (
+    NO_SPEED_CONTROLLER,
+    add_engine_args,
+    speed_settings,
+    strategy_from_args,
+)
+
+if TYPE_CHECKING:
+    from frontierflow.connectors.kafka import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+TOPICS = ("fetch-events", "frontier", "fetcher-control", "dead-letter")
+
+
+def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
+    lp = sub.add_parser("run", help="the live engine: fetch-events in, frontier out (Kafka)")
+    lp.add_argument("--bootstrap-servers", required=True, help="HOST:PORT[,HOST:PORT…]")
+    add_engine_args(lp, state_required=False)
+    lp.add_argument(
+        "--metrics-port", type=int, default=None, help="serve Prometheus metrics on 127.0.0.1:PORT"
+    )
+    lp.add_argument(
+        "--exit-when-idle", action="store_true", help="stop once fetch-events is read to its end"
+    )
+    lp.add_argument("--group-id", default="frontierflow")
+    lp.add_argument(
+        "--partitions",
+        type=int,
+        default=1,
+        help="partitions of the topics the job creates when missing",
+    )
+    for topic in TOPICS:
+        lp.add_argument(f"--topic-{topic}", default=topic, help=f"default: {topic}")
+    lp.add_argument(
+        "--kafka",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="kafka-python client setting (TLS, SASL), e.g. security_protocol=SASL_SSL; repeatable",
+    )
+    lp.add_argument(
+        "--runner",
+        choices=("embedded", "beam"),
+        default="embedded",
+        help="embedded engine (RocksDB state, needs --state-dir) or an Apache Beam pipeline",
+    )
+    beam = lp.add_argument_group("with --runner beam")
+    beam.add_argument(
+        "--clock",
+        default="exact",
+        help="'exact': the exact crawl clock over fetch-events up to its current end offsets "
+        "(the run ends there); 'windowed:W': the unbounded form, the crawl clock refreshed "
+        "every W ms of event time, reading on until the runner stops (with --exit-when-idle: "
+        "up to the current end offsets)",
+    )
+    beam.add_argument(
+        "--beam-option",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="Beam pipeline option, e.g. --beam-option=--runner=FlinkRunner (repeatable)",
+    )
+    beam.add_argument(
+        "--allowed-lateness-ms",
+        type=int,
+        default=0,
+        help="with windowed:W: how far behind a partition's newest fetched_at an event may "
+        "arrive before it is dead-lettered as late",
+    )
+    beam.add_argument(
+        "--topic-state",
+        default=None,
+        help="with windowed:W: also write every URL's latest state to this compacted topic",
+    )
+    lp.set_defaults(handler=run)
+
+
+def kafka_settings(args: argparse.Namespace) -> KafkaSettings:
+    from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
+
+    return KafkaSettings(
+        bootstrap_servers=args.bootstrap_servers,
+        topics=KafkaTopics(
+            fetch_events=args.topic_fetch_events,
+            frontier=args.topic_frontier,
+            fetcher_control=args.topic_fetcher_control,
+            dead_letter=args.topic_dead_letter,
+        ),
+        client=client_settings(args.kafka),
+        group_id=args.group_id,
+        partitions=args.partitions,
+    )
+
+
+def client_settings(pairs: Sequence[str]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ValueError(f"--kafka takes KEY=VALUE, got {pair!r}")
+        out[key.strip()] = int(value) if value.strip().isdigit() else value
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.runner == "beam":
+        return _run_beam(args)
+    beam_only = [
+        name
+        for name, given in (
+            ("--clock", args.clock != "exact"),
+            ("--beam-option", bool(args.beam_option)),
+            ("--allowed-lateness-ms", args.allowed_lateness_ms != 0),
+            ("--topic-state", args.topic_state is not None),
+        )
+        if given
+    ]
+    if beam_only:
+        raise ValueError(f"{', '.join(beam_only)}: only with --runner beam")
+    if args.state_dir is None:
+        raise ValueError("--state-dir is required with the embedded engine")
+    return _run_embedded(args)
+
+
+def _run_embedded(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from frontierflow.pipelines.embedded.live import LiveOptions, run_live
+
+    settings = kafka_settings(args)
+    options = LiveOptions(
+        step_size=args.step_size,
+        metrics_port=args.metrics_port,
+        exit_when_idle=args.exit_when_idle,
+        speed=speed_settings(args),
+    )
+    strategy = strategy_from_args(args)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    run_live(settings, strategy, args.state_dir, options, stop)
+    return 0
+
+
+def _run_beam(args: argparse.Namespace) -> int:
+    """Kafka → Beam → Kafka. The exact clock is one ordered pass, so it reads fetch-events
+    to its current end offsets and ends; the windowed form reads on unless
+    `--exit-when-idle`. The speed controller has no Kafka form on Beam yet: ScalingDecisions
+    come from the embedded engine (or `replay --runner beam` over a log)."""
+    from frontierflow.connectors.kafka import ensure_topics
+    from frontierflow.pipelines.beam.kafka import run_beam_kafka, run_beam_kafka_stream
+    from frontierflow.pipelines.beam.replay import beam_strategy
+    from frontierflow.pipelines.beam.stream import parse_clock
+
+    if args.speed_controller not in (None, NO_SPEED_CONTROLLER):
+        raise ValueError(
+            "--speed-controller: the Beam Kafka pipelines do not run the crawl-speed "
+            "controller; run it with the embedded engine, or `replay --runner beam` over a log"
+        )
+    windows = parse_clock(args.clock)
+    if windows is None and (args.allowed_lateness_ms or args.topic_state is not None):
+        raise ValueError("--allowed-lateness-ms and --topic-state need --clock windowed:W")
+    if args.allowed_lateness_ms < 0:
+        raise ValueError(f"--allowed-lateness-ms must be >= 0, got {args.allowed_lateness_ms}")
+    settings = kafka_settings(args)
+    beam_strategy(args.strategy, budget=args.budget)  # refuses what Beam cannot run, by name
+    strategy = strategy_from_args(args)
+    beam_args = list(args.beam_option)
+    log.info("no ScalingDecisions on fetcher-control: the speed controller runs embedded only")
+    ensure_topics(settings)
+    if windows is None:
+        run_beam_kafka(
+            settings,
+            strategy_name=args.strategy,
+            budget=args.budget,
+            beam_args=beam_args,
+            until_current_end=True,
+            strategy=strategy,
+        )
+    else:
+        run_beam_kafka_stream(
+            settings,
+            strategy_name=args.strategy,
+            budget=args.budget,
+            windows=windows,
+            beam_args=beam_args,
+            until_current_end=args.exit_when_idle,
+            lateness_ms=args.allowed_lateness_ms,
+            state_topic=args.topic_state,
+            strategy=strategy,
+        )
+    return 0
