@@ -304,15 +304,15 @@ def _report(setup: BenchSetup, log: BenchLog, runs: dict[str, list[dict[str, flo
         f"{setup.urls:,} URLs in the population ({log.distinct_urls:,} distinct in the log), "
         f"{log.megabytes:.1f} MB Avro; step {setup.step_size}; "
         f"median of {setup.repeats} run(s) of each, in turn",
-        f"{'run':<14}{'events/s':>12}{'entries':>12}{'link updates/s':>16}{'seconds':>10}"
-        f"{'peak RSS MiB':>14}{'vs ceiling':>12}",
+        f"{'run':<14}{'events':>9}{'events/s':>10}{'entries':>10}{'link updates/s':>16}"
+        f"{'seconds':>9}{'peak RSS MiB':>14}{'vs ceiling':>12}",
     ]
     for kind in RUNS:
         links = f"{link_rate:,.0f}" if kind == "ieca" else "-"
         lines.append(
-            f"{ROW_NAMES[kind]:<14}{rate[kind]:>12,.0f}{med(kind, 'entries'):>12,.0f}{links:>16}"
-            f"{med(kind, 'seconds'):>10.2f}{med(kind, 'peak_rss_mib'):>14.0f}"
-            f"{rate[kind] / ceiling:>12.3f}"
+            f"{ROW_NAMES[kind]:<14}{med(kind, 'events'):>9,.0f}{rate[kind]:>10,.0f}"
+            f"{med(kind, 'entries'):>10,.0f}{links:>16}{med(kind, 'seconds'):>9.2f}"
+            f"{med(kind, 'peak_rss_mib'):>14.0f}{rate[kind] / ceiling:>12.3f}"
         )
     lines += [
         "raw fastavro: the ceiling, fastavro alone reading the log and writing one full "
