@@ -21,10 +21,14 @@ from frontierflow.pipelines.bench.engine import (
     BenchSetup,
     LinkPopularity,
     bench_url,
+    generate_log,
     generated_events,
+    pass_through,
+    raw_ceiling,
 )
 from frontierflow.pipelines.bench.scale import ScaleSetup
 from frontierflow.pipelines.cli import main
+from frontierflow.schemas.codecs import read_container
 
 
 def _cells(out: str, name: str) -> list[str]:
@@ -203,3 +207,20 @@ def test_find_runner_runs_the_checkout_script_when_nothing_is_cached(tmp_path: P
     assert found.path is None
     assert found.note == "skipped: infra/prism/build.sh failed: go not found"
     assert os.access(built, os.X_OK)
+
+
+def test_raw_ceiling_writes_what_the_pass_through_writes(tmp_path: Path) -> None:
+    """fastavro alone and the project's pass-through write the same FrontierEntries (one per
+    outlink, the event's URL as `via`, its fetch time as `emitted_at`); only the strategy
+    name differs. Step 7 does not divide 40: the last block holds the remainder."""
+    log = tmp_path / "events.avro"
+    generate_log(log, BenchSetup(events=40, outlinks=5, urls=300))
+    assert raw_ceiling(log, tmp_path / "raw.avro", 7) == (40, 200)
+    assert pass_through(log, tmp_path / "pass.avro", 7) == (40, 200)
+    raw = list(read_container(tmp_path / "raw.avro", "FrontierEntry"))
+    passed = list(read_container(tmp_path / "pass.avro", "FrontierEntry"))
+    assert {e["strategy"] for e in raw} == {"raw"}
+    assert raw == [{**e, "strategy": "raw"} for e in passed]
+    first = next(generated_events(BenchSetup(events=1, outlinks=5, urls=300)))
+    assert [e["url"] for e in raw[:5]] == list(first["outlinks"])  # type: ignore[call-overload]
+    assert raw[0]["via"] == first["url"] and raw[0]["emitted_at"] == first["fetched_at"]
