@@ -3,9 +3,7 @@ same final state, on the local runner, on Prism and on Flink (embedded, LOOPBACK
 
 from __future__ import annotations
 
-import base64
 import json
-import random
 from pathlib import Path
 from typing import Any
 
@@ -14,86 +12,18 @@ import pytest
 from frontierflow.pipelines.beam.replay import run_beam_replay
 from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.embedded.engine import is_repeat_fetch
-from frontierflow.pipelines.embedded.replay import replay_log
-from frontierflow.schemas.codecs import write_container
-from frontierflow.state.rocksdb import RocksDBStore
-
-BUDGET = 120  # k = 3: IECA's clock steps every 3 pages, so any clock error shows
 
 
-def _log(path: Path, events: int = 300) -> list[dict[str, Any]]:
-    rng = random.Random(17)
-    urls = [f"https://h{i % 29}.example.com/p/{i}" for i in range(500)]
-    records = []
-    for i in range(events):
-        url = urls[rng.randrange(len(urls))]  # some pages fetched twice: repeats
-        records.append(
-            {
-                "url": url,
-                "fetched_at": 1_700_000_000_000 + i,
-                "status": 200,
-                "fetcher_id": "f",
-                "host": url.split("/")[2],
-                "crawl_id": "c",
-                "cycle": rng.choice([0, 0, 0, 1]),
-                "outlinks": [*rng.sample(urls, rng.randrange(0, 30)), "mailto:x@y.z"],
-                "echo": {"ieca.d": repr(rng.uniform(-0.5, 3.0))} if i % 3 else {},
-            }
-        )
-    records.insert(50, {**records[0], "url": "ftp://not-http/"})  # a dead letter
-    write_container(path, "FetchEvent", records)
-    return records
-
-
-def _embedded(log: Path, tmp: Path, strategy: str) -> tuple[dict, dict]:
-    out = tmp / "embedded.jsonl"
-    replay_log(
-        log, strategy_name=strategy, state_dir=tmp / "state", out=out, budget=BUDGET, step_size=37
-    )
-    latest = {}
-    for line in out.read_text().splitlines():
-        entry = json.loads(line)
-        latest[entry["url"]] = entry
-    with RocksDBStore(tmp / "state", (strategy, "crawled")) as store:
-        states = {k.decode(): v for k, v in store.items(strategy)}
-    return latest, states
-
-
-def beam_files(prefix: Path) -> tuple[list[str], dict[str, bytes], list[str]]:
-    """What a Beam replay wrote under `prefix`: frontier lines, state per URL, dead letters."""
-    lines: list[str] = []
-    states: dict[str, bytes] = {}
-    dead: list[str] = []
-    for f in prefix.parent.glob(prefix.name + "-frontier*"):
-        lines += f.read_text().splitlines()
-    for f in prefix.parent.glob(prefix.name + "-state*"):
-        for line in f.read_text().splitlines():
-            row = json.loads(line)
-            states[row["url"]] = base64.b64decode(row["state"])
-    for f in prefix.parent.glob(prefix.name + "-dead-letters*"):
-        dead += f.read_text().splitlines()
-    return lines, states, dead
-
-
-def _beam(prefix: Path) -> tuple[dict, dict, list[str]]:
-    lines, states, dead = beam_files(prefix)
-    entries = {}
-    for line in lines:
-        entry = json.loads(line)
-        entries[entry["url"]] = entry
-    return entries, states, dead
-
-
-def _check_equal(tmp: Path, strategy: str, beam_args: list[str]) -> None:
+def _check_equal(case: Any, tmp: Path, strategy: str, beam_args: list[str]) -> None:
     log = tmp / "events.avro"
-    records = _log(log)
-    expected, expected_states = _embedded(log, tmp, strategy)
+    records = case.write_log(log)
+    expected, expected_states = case.embedded(log, tmp, strategy)
     prefix = tmp / "beam" / "out"
     prefix.parent.mkdir()
     run_beam_replay(
-        log, strategy_name=strategy, out_prefix=str(prefix), budget=BUDGET, beam_args=beam_args
+        log, strategy_name=strategy, out_prefix=str(prefix), budget=case.budget, beam_args=beam_args
     )
-    entries, states, dead = _beam(prefix)
+    entries, states, dead = case.beam(prefix)
     # the embedded file holds every upsert; a URL fetched after its last entry has a
     # tombstone in Kafka and no entry from Beam: compare the URLs that are still waiting
     last_fetch: dict[str, int] = {}
@@ -111,13 +41,14 @@ def _check_equal(tmp: Path, strategy: str, beam_args: list[str]) -> None:
 
 
 @pytest.mark.parametrize("strategy", ["ieca", "bfs", "opic"])
-def test_local_runner_equals_embedded(tmp_path: Path, strategy: str) -> None:
-    _check_equal(tmp_path, strategy, ["--runner=FnApiRunner"])
+def test_local_runner_equals_embedded(beam_replay_case: Any, tmp_path: Path, strategy: str) -> None:
+    _check_equal(beam_replay_case, tmp_path, strategy, ["--runner=FnApiRunner"])
 
 
 @pytest.mark.beam_runner
-def test_prism_equals_embedded(tmp_path: Path, prism_binary: Path) -> None:
+def test_prism_equals_embedded(beam_replay_case: Any, tmp_path: Path, prism_binary: Path) -> None:
     _check_equal(
+        beam_replay_case,
         tmp_path,
         "ieca",
         ["--runner=PrismRunner", f"--prism_location={prism_binary}", "--environment_type=LOOPBACK"],
@@ -126,9 +57,10 @@ def test_prism_equals_embedded(tmp_path: Path, prism_binary: Path) -> None:
 
 @pytest.mark.beam_runner
 def test_flink_equals_embedded(
-    tmp_path: Path, flink_job_server_jar: Path, flink_conf_dir: Path
+    beam_replay_case: Any, tmp_path: Path, flink_job_server_jar: Path, flink_conf_dir: Path
 ) -> None:
     _check_equal(
+        beam_replay_case,
         tmp_path,
         "ieca",
         [
@@ -143,9 +75,9 @@ def test_flink_equals_embedded(
     )
 
 
-def test_cli_replay_with_beam(tmp_path: Path) -> None:
+def test_cli_replay_with_beam(beam_replay_case: Any, tmp_path: Path) -> None:
     log = tmp_path / "events.avro"
-    _log(log, events=60)
+    beam_replay_case.write_log(log, events=60)
     out = tmp_path / "beam-out"
     code = main(
         [
@@ -158,12 +90,12 @@ def test_cli_replay_with_beam(tmp_path: Path) -> None:
             "--out",
             str(out),
             "--budget",
-            str(BUDGET),
+            str(beam_replay_case.budget),
             "--beam-option=--runner=FnApiRunner",
         ]
     )
     assert code == 0
-    entries, states, _ = _beam(out)
+    entries, states, _ = beam_replay_case.beam(out)
     assert entries and states
 
 
