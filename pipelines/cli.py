@@ -301,8 +301,18 @@ def build_parser() -> argparse.ArgumentParser:
     bb.add_argument("--outlinks", type=int, default=30)
     bb.add_argument("--repeats", type=int, default=3, help="runs of each; medians reported")
     bb.add_argument("--runners", type=_csv, default=("embedded", "fnapi", "prism", "flink"))
-    bb.add_argument("--prism-location", default=None, help="default: infra/prism/build.sh")
-    bb.add_argument("--flink-job-server-jar", default=None, help="default: infra/flink/…")
+    bb.add_argument(
+        "--prism-location",
+        default=None,
+        help="default: what infra/prism/build.sh cached (~/.cache/frontierflow/prism), "
+        "else the script when run from a checkout",
+    )
+    bb.add_argument(
+        "--flink-job-server-jar",
+        default=None,
+        help="default: what infra/flink/fetch-job-server.sh cached "
+        "(~/.cache/frontierflow/flink), else the script when run from a checkout",
+    )
     bb.add_argument("--flink-conf-dir", default=None, help="default: infra/flink")
     bb.add_argument("--work-dir", type=Path, default=None)
     return parser
