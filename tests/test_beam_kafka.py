@@ -74,6 +74,7 @@ def _latest_values(kafka_client: Any, settings: Any, topic: str) -> dict[bytes, 
     return latest
 
 
+@pytest.mark.slow
 def test_kafka_stream_through_prism_equals_replay(
     kafka_broker: Any, kafka_client: Any, prism_binary: Path, tmp_path: Path
 ) -> None:

@@ -55,6 +55,7 @@ def test_prism_equals_embedded(beam_replay_case: Any, tmp_path: Path, prism_bina
     )
 
 
+@pytest.mark.slow
 @pytest.mark.beam_runner
 def test_flink_equals_embedded(
     beam_replay_case: Any, tmp_path: Path, flink_job_server_jar: Path, flink_conf_dir: Path

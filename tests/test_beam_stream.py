@@ -62,6 +62,7 @@ def _exact_and_stale_clocks(
     return out
 
 
+@pytest.mark.slow
 def test_one_page_windows_equal_embedded(beam_replay_case: Any, tmp_path: Path) -> None:
     log = tmp_path / "events.avro"
     beam_replay_case.write_log(log, events=60)  # fetched_at = base + i: one page per 1 ms window

@@ -77,6 +77,7 @@ run_live(settings, build_strategy("ieca", budget=int(sys.argv[6])), Path(state),
 """
 
 
+@pytest.mark.slow
 def test_kill_9_at_twenty_points(kafka_broker: Any, kafka_client: Any, tmp_path: Path) -> None:
     records = kafka_client.events(600, seed=11)
     prefix = uuid.uuid4().hex[:10]
@@ -116,6 +117,7 @@ def test_kill_9_at_twenty_points(kafka_broker: Any, kafka_client: Any, tmp_path:
     assert kafka_client.state(state, budget=BUDGET) == expected_state
 
 
+@pytest.mark.slow
 def test_broker_restart_mid_run(kafka_broker: Any, kafka_client: Any, tmp_path: Path) -> None:
     records = kafka_client.events(500, seed=5)
     settings = kafka_client.settings(kafka_broker.bootstrap)
@@ -206,6 +208,7 @@ def _malformed(
     return b"{" + rng.choice(good)  # garbage that looks like JSON
 
 
+@pytest.mark.slow
 def test_fuzz_every_bad_message_is_a_dead_letter(
     kafka_broker: Any, kafka_client: Any, tmp_path: Path
 ) -> None:

@@ -119,7 +119,6 @@ def test_recovery_time_by_hand() -> None:
     assert recovery_times(capacity, np.array([100.0] * 30 + [10.0] * 70)) == ([], 1)
 
 
-@pytest.mark.slow
 @needs_traces
 def test_reduced_evaluation_run(tmp_path: Path) -> None:
     out = tmp_path / "speed"
