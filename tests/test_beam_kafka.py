@@ -8,17 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_live_kafka import (
-    BUDGET,
-    _avro,
-    _comparable,
-    _events,
-    _latest_frontier,
-    _produce,
-    _read_topic,
-    _replayed,
-    _settings,
-)
 
 from frontierflow.pipelines.beam.kafka import (
     FUTURE_EVENT,
@@ -31,13 +20,18 @@ from frontierflow.schemas.codecs import AvroCodec
 
 pytestmark = [pytest.mark.kafka, pytest.mark.beam_runner]
 
+BUDGET = 1000
+STEP = 25  # the steps of the replay that the Beam runs must equal
+
 
 def test_kafka_through_prism_equals_replay(
-    kafka_broker: Any, prism_binary: Path, tmp_path: Path
+    kafka_broker: Any, kafka_client: Any, prism_binary: Path, tmp_path: Path
 ) -> None:
-    records = _events(300, seed=41)
-    settings = _settings(kafka_broker.bootstrap)
-    _produce(settings, [*_avro(records), b"garbage", b'{"url": "ftp://x/"}'])
+    records = kafka_client.events(300, seed=41)
+    settings = kafka_client.settings(kafka_broker.bootstrap)
+    kafka_client.produce(
+        settings, [*kafka_client.avro(records), b"garbage", b'{"url": "ftp://x/"}']
+    )
     run_beam_kafka(
         settings,
         strategy_name="ieca",
@@ -48,13 +42,13 @@ def test_kafka_through_prism_equals_replay(
             "--environment_type=LOOPBACK",
         ],
     )
-    expected, _ = _replayed(tmp_path, records)
-    live = _latest_frontier(settings)
+    expected, _ = kafka_client.replayed(tmp_path, records, budget=BUDGET, step=STEP)
+    live = kafka_client.latest_frontier(settings)
     assert len(live) > 200
-    assert _comparable(live) == _comparable(expected)
+    assert kafka_client.comparable(live) == kafka_client.comparable(expected)
     dead = [
         AvroCodec.for_name("DeadLetter").decode(v)
-        for _, v in _read_topic(settings, settings.topics.dead_letter)
+        for _, v in kafka_client.read_topic(settings, settings.topics.dead_letter)
         if v is not None
     ]
     assert sorted(d["raw"] for d in dead) == [b"garbage", b'{"url": "ftp://x/"}']
@@ -68,10 +62,10 @@ def _prism(prism_binary: Path) -> list[str]:
     ]
 
 
-def _latest_values(settings: Any, topic: str) -> dict[bytes, bytes]:
+def _latest_values(kafka_client: Any, settings: Any, topic: str) -> dict[bytes, bytes]:
     """A compacted topic as its reader sees it: latest value per key, tombstones remove."""
     latest: dict[bytes, bytes] = {}
-    for key, value in _read_topic(settings, topic):
+    for key, value in kafka_client.read_topic(settings, topic):
         assert key is not None
         if value is None:
             latest.pop(key, None)
@@ -80,25 +74,25 @@ def _latest_values(settings: Any, topic: str) -> dict[bytes, bytes]:
     return latest
 
 
+@pytest.mark.slow
 def test_kafka_stream_through_prism_equals_replay(
-    kafka_broker: Any, prism_binary: Path, tmp_path: Path
+    kafka_broker: Any, kafka_client: Any, prism_binary: Path, tmp_path: Path
 ) -> None:
     """The unbounded form, W = 1 ms: `fetched_at` = base + i, so one page per clock window
     and the windowed clock is exact (`beam_stream` docstring); read bounded to the end
     offsets. Compared: the latest frontier entry per URL on the compacted topic (priority,
     via, emitted_at, echo, host, cycle) and every URL's latest state on the state topic
     (bytes), against `frontierflow replay` of the events Beam accepted."""
-    records = _events(200, seed=43)
+    records = kafka_client.events(200, seed=43)
     base = records[0]["fetched_at"]
     late = {**records[7], "url": "https://late.example.net/x", "fetched_at": base - 5000}
     # fetched in 2096 says the event; Kafka stamps it now: it must not move the watermark
     future = {**records[9], "url": "https://future.example.net/y", "fetched_at": 4 * 10**12}
-    values = [
-        *_avro(records[:100]), *_avro([late, future]), b"garbage", *_avro(records[100:]),
-    ]  # fmt: skip
-    settings = _settings(kafka_broker.bootstrap)
+    avro = kafka_client.avro
+    values = [*avro(records[:100]), *avro([late, future]), b"garbage", *avro(records[100:])]
+    settings = kafka_client.settings(kafka_broker.bootstrap)
     state_topic = settings.topics.frontier + "-state"
-    _produce(settings, values)
+    kafka_client.produce(settings, values)
     run_beam_kafka_stream(
         settings,
         strategy_name="ieca",
@@ -108,17 +102,19 @@ def test_kafka_stream_through_prism_equals_replay(
         lateness_ms=0,
         state_topic=state_topic,
     )
-    expected, expected_state = _replayed(tmp_path, records)  # the late event is dead
-    live = _latest_frontier(settings)
+    expected, expected_state = kafka_client.replayed(
+        tmp_path, records, budget=BUDGET, step=STEP
+    )  # the late event is dead
+    live = kafka_client.latest_frontier(settings)
     assert len(live) > 150
-    assert _comparable(live) == _comparable(expected)
-    states = _latest_values(settings, state_topic)
+    assert kafka_client.comparable(live) == kafka_client.comparable(expected)
+    states = _latest_values(kafka_client, settings, state_topic)
     assert len(states) > 500
     assert states == expected_state["ieca"]
     dead = sorted(
         (
             AvroCodec.for_name("DeadLetter").decode(v)
-            for _, v in _read_topic(settings, settings.topics.dead_letter)
+            for _, v in kafka_client.read_topic(settings, settings.topics.dead_letter)
             if v is not None
         ),
         key=lambda d: d["error_class"],
@@ -131,14 +127,16 @@ def test_kafka_stream_through_prism_equals_replay(
     assert f"{base - 5000} is 5099 ms behind the watermark {base + 99}" in dead[2]["message"]
 
 
-def test_cli_run_beam_exact_clock_on_the_local_runner(kafka_broker: Any, tmp_path: Path) -> None:
+def test_cli_run_beam_exact_clock_on_the_local_runner(
+    kafka_broker: Any, kafka_client: Any, tmp_path: Path
+) -> None:
     """`frontierflow run --runner beam`: the exact clock reads fetch-events to its current
     end and stops; what lands on the frontier topic equals the replay of the same events."""
     from frontierflow.pipelines.cli import main
 
-    records = _events(120, seed=47)
-    settings = _settings(kafka_broker.bootstrap)
-    _produce(settings, [*_avro(records), b"garbage"])
+    records = kafka_client.events(120, seed=47)
+    settings = kafka_client.settings(kafka_broker.bootstrap)
+    kafka_client.produce(settings, [*kafka_client.avro(records), b"garbage"])
     t = settings.topics
     topics = [
         *("--topic-fetch-events", t.fetch_events, "--topic-frontier", t.frontier),
@@ -146,9 +144,9 @@ def test_cli_run_beam_exact_clock_on_the_local_runner(kafka_broker: Any, tmp_pat
     ]
     argv = ["run", "--runner", "beam", "--bootstrap-servers", kafka_broker.bootstrap, *topics]
     assert main([*argv, "--budget", str(BUDGET), "--beam-option=--runner=FnApiRunner"]) == 0
-    expected, _ = _replayed(tmp_path, records)
-    live = _latest_frontier(settings)
+    expected, _ = kafka_client.replayed(tmp_path, records, budget=BUDGET, step=STEP)
+    live = kafka_client.latest_frontier(settings)
     assert len(live) > 80
-    assert _comparable(live) == _comparable(expected)
-    dead = [v for _, v in _read_topic(settings, t.dead_letter) if v is not None]
+    assert kafka_client.comparable(live) == kafka_client.comparable(expected)
+    dead = [v for _, v in kafka_client.read_topic(settings, t.dead_letter) if v is not None]
     assert [AvroCodec.for_name("DeadLetter").decode(v)["raw"] for v in dead] == [b"garbage"]

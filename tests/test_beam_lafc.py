@@ -8,11 +8,11 @@ the crawl clock), must leave the engine's final state and latest entry per chang
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_beam_replay import beam_files
 from topical_webs import random_web
 
 from frontierflow.pipelines.beam.replay import run_beam_replay
@@ -83,7 +83,9 @@ def _embedded(log: Path, tmp: Path) -> tuple[dict[Any, dict[str, Any]], dict[str
     return _latest_per_change_key(out.read_text().splitlines()), states, stats.duplicates
 
 
-def _check(log: Path, tmp: Path, events: list[FetchEvent], prefix: Path) -> None:
+def _check(
+    log: Path, tmp: Path, events: list[FetchEvent], prefix: Path, beam_files: Callable[..., Any]
+) -> None:
     """The Beam output under `prefix` equals the embedded engine's replay of `log` (its
     state directory under `tmp`)."""
     expected, expected_states, duplicates = _embedded(log, tmp)
@@ -123,7 +125,9 @@ def test_recorded_crawl_has_cycles_and_answers(crawl: tuple[Path, list[FetchEven
     assert sum(e.status == ALREADY_FETCHED for e in events) > 0
 
 
-def test_local_runner_equals_embedded(crawl: tuple[Path, list[FetchEvent]], tmp_path: Path) -> None:
+def test_local_runner_equals_embedded(
+    crawl: tuple[Path, list[FetchEvent]], tmp_path: Path, beam_files: Callable[..., Any]
+) -> None:
     log_dir, events = crawl
     prefix = tmp_path / "beam" / "out"
     prefix.parent.mkdir()
@@ -135,12 +139,15 @@ def test_local_runner_equals_embedded(crawl: tuple[Path, list[FetchEvent]], tmp_
         beam_args=LOCAL,
         strategy=_strategy(),
     )
-    _check(log_dir / "events.avro", tmp_path, events, prefix)
+    _check(log_dir / "events.avro", tmp_path, events, prefix, beam_files)
 
 
 @pytest.mark.parametrize("width_ms", [1, 7, 1_000_000])
 def test_unbounded_form_equals_embedded_for_any_window(
-    crawl: tuple[Path, list[FetchEvent]], tmp_path: Path, width_ms: int
+    crawl: tuple[Path, list[FetchEvent]],
+    tmp_path: Path,
+    width_ms: int,
+    beam_files: Callable[..., Any],
 ) -> None:
     """W = 1: one event per window (fetched_at advances 1 ms per answer); W = 7: several;
     W = 10^6: the whole crawl in one window. LAFC reads no clock: all equal the engine."""
@@ -156,11 +163,13 @@ def test_unbounded_form_equals_embedded_for_any_window(
         beam_args=LOCAL,
         strategy=_strategy(),
     )
-    _check(log_dir / "events.avro", tmp_path, events, prefix)
+    _check(log_dir / "events.avro", tmp_path, events, prefix, beam_files)
 
 
 @pytest.mark.beam_runner
-def test_prism_equals_embedded(tmp_path: Path, prism_binary: Path) -> None:
+def test_prism_equals_embedded(
+    tmp_path: Path, prism_binary: Path, beam_files: Callable[..., Any]
+) -> None:
     events = _recorded_crawl(tmp_path / "events.avro", pages=40, budget=15)
     prefix = tmp_path / "beam" / "out"
     prefix.parent.mkdir()
@@ -176,4 +185,4 @@ def test_prism_equals_embedded(tmp_path: Path, prism_binary: Path) -> None:
         ],
         strategy=_strategy(),
     )
-    _check(tmp_path / "events.avro", tmp_path, events, prefix)
+    _check(tmp_path / "events.avro", tmp_path, events, prefix, beam_files)

@@ -143,6 +143,7 @@ def test_prism_stateful(
 # ---------------------------------------------------------------- Flink
 
 
+@pytest.mark.slow
 @pytest.mark.beam_runner
 def test_flink_stateful_rocksdb(
     flink_job_server_jar: Path,

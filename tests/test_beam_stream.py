@@ -14,7 +14,6 @@ from typing import Any, ClassVar
 import apache_beam as beam
 import pytest
 from apache_beam.io.filesystem import FileMetadata, FileSystem, MatchResult
-from test_beam_replay import BUDGET, _beam, _embedded, _log
 
 from frontierflow.pipelines.beam.io import one_log_file, read_log_items
 from frontierflow.pipelines.beam.replay import build_replay
@@ -31,18 +30,18 @@ from frontierflow.state.ieca import IecaParams, clock_coefficients
 LOCAL = ["--runner=FnApiRunner"]
 
 
-def _run(tmp: Path, log: Path, width_ms: int) -> tuple[dict, dict, list[str]]:
+def _run(case: Any, tmp: Path, log: Path, width_ms: int) -> tuple[dict, dict, list[str]]:
     prefix = tmp / f"stream{width_ms}" / "out"
     prefix.parent.mkdir()
     run_beam_stream_replay(
         log,
         strategy_name="ieca",
         out_prefix=str(prefix),
-        budget=BUDGET,
+        budget=case.budget,
         windows=ClockWindows(width_ms),
         beam_args=LOCAL,
     )
-    return _beam(prefix)
+    return case.beam(prefix)
 
 
 def _exact_and_stale_clocks(
@@ -64,23 +63,26 @@ def _exact_and_stale_clocks(
     return out
 
 
-def test_one_page_windows_equal_embedded(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_one_page_windows_equal_embedded(beam_replay_case: Any, tmp_path: Path) -> None:
     log = tmp_path / "events.avro"
-    _log(log, events=60)  # fetched_at = base + i: one page per 1 ms window
-    _, expected_states = _embedded(log, tmp_path, "ieca")
-    entries, states, dead = _run(tmp_path, log, 1)
+    beam_replay_case.write_log(log, events=60)  # fetched_at = base + i: one page per 1 ms window
+    _, expected_states = beam_replay_case.embedded(log, tmp_path, "ieca")
+    entries, states, dead = _run(beam_replay_case, tmp_path, log, 1)
     assert states == expected_states
     assert len(states) > 300 and entries
     assert len(dead) == 1
 
 
-def test_stale_clock_only_touches_children_of_events_across_a_k_step(tmp_path: Path) -> None:
+def test_stale_clock_only_touches_children_of_events_across_a_k_step(
+    beam_replay_case: Any, tmp_path: Path
+) -> None:
     log = tmp_path / "events.avro"
-    records = _log(log, events=60)
-    _, expected_states = _embedded(log, tmp_path, "ieca")
+    records = beam_replay_case.write_log(log, events=60)
+    _, expected_states = beam_replay_case.embedded(log, tmp_path, "ieca")
     width = 4  # ≤ 4 pages per window: the clock lags by at most 3 pages
-    _, states, _ = _run(tmp_path, log, width)
-    params = IecaParams.for_budget(BUDGET)  # k = 120 // 40 = 3
+    _, states, _ = _run(beam_replay_case, tmp_path, log, width)
+    params = IecaParams.for_budget(beam_replay_case.budget)  # k = 120 // 40 = 3
     clocks = _exact_and_stale_clocks(records, width)
     assert max(exact - stale for _, exact, stale in clocks) <= width - 1
     touched = set()
@@ -88,7 +90,7 @@ def test_stale_clock_only_touches_children_of_events_across_a_k_step(tmp_path: P
         d_exact, a_exact = clock_coefficients(exact, params)
         d_stale, a_stale = clock_coefficients(stale, params)
         # lag s ≤ 3 = k: at most ⌈3/3⌉ = 1 step of eq. 12, 0.28·3/120 = 0.007
-        assert abs(d_exact - d_stale) <= 0.28 * params.k / BUDGET + 1e-12
+        assert abs(d_exact - d_stale) <= 0.28 * params.k / beam_replay_case.budget + 1e-12
         if (d_exact, a_exact) != (d_stale, a_stale):
             touched.update(r["outlinks"])
     differing = {u for u in expected_states if states.get(u) != expected_states[u]}
@@ -99,11 +101,11 @@ def test_stale_clock_only_touches_children_of_events_across_a_k_step(tmp_path: P
 
 
 def test_stateful_steps_have_deterministic_key_coders(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    beam_replay_case: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     log = tmp_path / "events.avro"
-    _log(log, events=5)
-    strategy = build_strategy("ieca", budget=BUDGET)
+    beam_replay_case.write_log(log, events=5)
+    strategy = build_strategy("ieca", budget=beam_replay_case.budget)
     with caplog.at_level(logging.WARNING):
         build_replay(beam.Pipeline(argv=LOCAL), log, strategy, str(tmp_path / "a"))
         build_stream_replay(
@@ -187,9 +189,9 @@ class _MemoryFileSystem(FileSystem):
         raise NotImplementedError
 
 
-def test_log_reads_through_beam_filesystems(tmp_path: Path) -> None:
+def test_log_reads_through_beam_filesystems(beam_replay_case: Any, tmp_path: Path) -> None:
     log = tmp_path / "events.avro"
-    _log(log, events=20)  # 20 events + 1 dead letter
+    beam_replay_case.write_log(log, events=20)  # 20 events + 1 dead letter
     local = list(read_log_items(one_log_file(str(log))))
     _MemoryFileSystem.files["memtest://bucket/events.avro"] = log.read_bytes()
     remote = list(read_log_items(one_log_file("memtest://bucket/events.avro")))
@@ -201,14 +203,23 @@ def test_log_reads_through_beam_filesystems(tmp_path: Path) -> None:
         one_log_file(str(tmp_path / "missing.avro"))
 
 
-def test_cli_replay_with_windowed_clock(tmp_path: Path) -> None:
+def test_cli_replay_with_windowed_clock(beam_replay_case: Any, tmp_path: Path) -> None:
     from frontierflow.pipelines.cli import main
 
     log = tmp_path / "events.avro"
-    _log(log, events=10)
+    beam_replay_case.write_log(log, events=10)
     out = tmp_path / "out"
-    args = ["replay", str(log), "--runner", "beam", "--out", str(out), "--budget", str(BUDGET)]
+    args = [
+        "replay",
+        str(log),
+        "--runner",
+        "beam",
+        "--out",
+        str(out),
+        "--budget",
+        str(beam_replay_case.budget),
+    ]
     assert main([*args, "--clock", "windowed:5", "--beam-option=--runner=FnApiRunner"]) == 0
-    entries, states, _ = _beam(out)
+    entries, states, _ = beam_replay_case.beam(out)
     assert entries and states
     assert main([*args, "--clock", "windowed:0"]) == 2  # refused at start-up

@@ -1,34 +1,226 @@
-"""The benchmark command runs end to end on a small log and prints its figures and ratio
-(speed targets are measured by the command itself, not asserted here)."""
+"""The benchmarks run end to end on small logs and print figures whose relations hold (speed
+targets are measured by the commands themselves, not asserted here); the log generator
+draws what `numpy.random.Generator.choice` would; bench-beam finds cached runners."""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from frontierflow.pipelines.bench.beam import (
+    cached_flink_job_server,
+    cached_prism,
+    find_runner,
+)
+from frontierflow.pipelines.bench.engine import (
+    BenchSetup,
+    LinkPopularity,
+    bench_url,
+    generate_log,
+    generated_events,
+    pass_through,
+    raw_ceiling,
+)
+from frontierflow.pipelines.bench.scale import ScaleSetup
 from frontierflow.pipelines.cli import main
+from frontierflow.schemas.container import read_container
 
 
-def test_bench_prints_rates_and_ratio(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    code = main(
-        [
-            "bench",
-            "--events",
-            "200",
-            "--urls",
-            "3000",
-            "--repeats",
-            "1",
-            "--step-size",
-            "50",
-            "--work-dir",
-            str(tmp_path),
-        ]
-    )
-    assert code == 0
+def _cells(out: str, name: str) -> list[str]:
+    """The cells after `name` on the report line that starts with it."""
+    lines = [line for line in out.splitlines() if line.strip().startswith(name + " ")]
+    assert len(lines) == 1, f"no single row {name!r} in:\n{out}"
+    return lines[0].strip()[len(name) :].split()
+
+
+def _figures(cells: list[str]) -> list[float]:
+    return [float("nan") if c == "-" else float(c.replace(",", "")) for c in cells]
+
+
+def test_bench_rows_agree_with_the_log(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """200 events with 30 distinct outlinks each: the ceiling and the pass-through both
+    write 200 × 30 = 6,000 entries; IECA writes one per changed link, at most as many; each
+    row's events/s is 200 over its seconds, and its ratio that over the ceiling's."""
+    argv = ["bench", "--events", "200", "--urls", "3000", "--repeats", "1", "--step-size", "50"]
+    assert main([*argv, "--work-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"pass-through\s+[\d,]+\s+-", out)
-    assert re.search(r"ieca\+rocksdb\s+[\d,]+\s+[\d,]+", out)
-    assert re.search(r"ratio ieca / pass-through: \d+\.\d\d", out)
+    assert re.search(r"^log: 200 FetchEvents, 30 outlinks each, 3,000 URLs", out, re.M)
+    rows = {
+        name: _figures(_cells(out, name))
+        for name in ("raw fastavro", "pass-through", "ieca+rocksdb")
+    }
+    # events, events/s, entries, link updates/s, seconds, peak RSS MiB, vs ceiling
+    assert all(len(r) == 7 for r in rows.values())
+    raw, passed, ieca = rows["raw fastavro"], rows["pass-through"], rows["ieca+rocksdb"]
+    assert raw[0] == passed[0] == ieca[0] == 200
+    assert raw[2] == passed[2] == 6_000
+    assert 0 < ieca[2] <= 6_000
+    assert raw[6] == 1.0
+    for _, rate, _, _, seconds, _, ratio in rows.values():
+        # seconds are printed to 0.01 and events/s to 1
+        assert 200 / (seconds + 0.005) - 1 <= rate <= 200 / max(seconds - 0.005, 1e-9) + 1
+        assert ratio == pytest.approx(rate / raw[1], rel=0.01, abs=0.001)
+    assert ieca[3] >= ieca[1]  # link updates/s: every event changes some of its 30 links
+    ratio = re.search(r"ratio ieca / pass-through: (\d+\.\d\d)", out)
+    assert ratio and float(ratio.group(1)) == pytest.approx(ieca[1] / passed[1], abs=0.011)
+
+
+def test_scale_mode_reports_each_population(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Two populations, IECA only: one row each, the largest's rate over the smallest's as
+    printed, and the worker's peak RSS in MB (10^6 bytes) beside the 400 MB target."""
+    argv = ["bench", "--scale", "--scale-urls", "500,5000", "--events", "100"]
+    assert main([*argv, "--step-size", "25", "--work-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    # in log, log MB, events/s, link updates/s, seconds, peak RSS MiB, vs smallest
+    small, large = _figures(_cells(out, "500")), _figures(_cells(out, "5,000"))
+    # distinct URLs: at most the population, and at most 100 pages + 100 × 30 outlinks
+    assert 30 < small[0] <= 500
+    assert small[0] < large[0] <= 100 + 100 * 30
+    assert small[6] == 1.0
+    assert large[6] == pytest.approx(large[2] / small[2], rel=0.01, abs=0.001)
+    ratio = re.search(
+        r"^events/s at 5,000 URLs / at 500: (\d\.\d{3}) \(target >= 0\.9: ", out, re.M
+    )
+    assert ratio and float(ratio.group(1)) == large[6]
+    rss = re.search(
+        r"^worker peak RSS at 5,000 URLs: (\d+) MB \(target < 400 MB: (NOT )?met\)", out, re.M
+    )
+    assert rss and int(rss.group(1)) == pytest.approx(large[5] * 1.048576, abs=1.5)
+    assert (rss.group(2) is None) == (int(rss.group(1)) < 400)
+
+
+def test_scale_needs_two_distinct_populations() -> None:
+    with pytest.raises(ValueError, match="at least two URL populations"):
+        ScaleSetup(populations=(1_000,))
+    with pytest.raises(ValueError, match="URL populations repeat"):
+        ScaleSetup(populations=(1_000, 1_000))
+
+
+def test_popularity_draws_equal_numpy_choice() -> None:
+    """The inverse-CDF draw is `choice(p=...)` without its O(n) set-up per call: the same
+    ranks from the same generator state, in batches of any size."""
+    weights = np.arange(1, 1001, dtype=np.float64) ** -0.8
+    expected = np.random.default_rng(3).choice(1000, size=5_000, p=weights / weights.sum())
+    rng = np.random.default_rng(3)
+    popularity = LinkPopularity(1000)
+    got = np.concatenate([popularity.draw(rng, 1_000), popularity.draw(rng, 4_000)])
+    assert got.tolist() == expected.tolist()
+
+
+def test_generated_log_is_skewed_and_deterministic() -> None:
+    """The most popular URL is linked from a large share of the pages, the least popular
+    from almost none; the same seed gives the same log."""
+    setup = BenchSetup(events=300, outlinks=10, urls=1000)
+    events = list(generated_events(setup, seed=5))
+    assert events == list(generated_events(setup, seed=5))
+    assert [e["url"] for e in events[:2]] == [bench_url(0), bench_url(7919 % 1000)]
+    links = [url for e in events for url in e["outlinks"]]  # type: ignore[attr-defined]
+    assert all(len(e["outlinks"]) == 10 for e in events)  # type: ignore[arg-type]
+    # H = Σ k^-0.8 (k = 1..1000) = 15.47: one draw is rank 0 with p = 0.065, so 74% of the
+    # pages draw it among their 20 draws (fewer keep it among their first 10 distinct), and
+    # rank 999 with p = 1000^-0.8 / H = 2.6e-4: 1.5 times expected in 6,000 draws
+    assert 100 <= links.count(bench_url(0)) <= 0.74 * 300
+    assert links.count(bench_url(999)) < 10
+
+
+def _executable(path: Path) -> Path:
+    path.parent.mkdir(parents=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_cached_prism_is_found_where_build_sh_puts_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    binary = _executable(home / ".cache" / "frontierflow" / "prism" / "2.75.0" / "prism")
+    assert cached_prism("2.75.0", {}, home) == binary
+    assert cached_prism("2.74.0", {}, home) is None  # another version's binary is not it
+    xdg = _executable(tmp_path / "xdg" / "frontierflow" / "prism" / "2.75.0" / "prism")
+    assert cached_prism("2.75.0", {"XDG_CACHE_HOME": str(tmp_path / "xdg")}, home) == xdg
+    own = _executable(tmp_path / "own" / "2.75.0" / "prism")
+    env = {"PRISM_CACHE": str(tmp_path / "own"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    assert cached_prism("2.75.0", env, home) == own
+    own.chmod(0o644)  # half-written, not executable: not taken
+    assert cached_prism("2.75.0", env, home) is None
+
+
+def test_cached_flink_job_server_in_the_script_order(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    cache = home / ".cache" / "frontierflow" / "flink"
+    cache.mkdir(parents=True)
+    fallback = cache / "beam-runners-flink-1.19-job-server-2.62.0-launcher.jar"
+    fallback.write_bytes(b"PK")
+    assert cached_flink_job_server("2.75.0", {}, home) is None  # no .complete marker yet
+    Path(f"{fallback}.complete").touch()
+    assert cached_flink_job_server("2.75.0", {}, home) == fallback
+    assert cached_flink_job_server("2.75.0", {"FLINK_RUNNER_FALLBACK_VERSION": ""}, home) is None
+    assembled = cache / "beam-runners-flink-1.19-job-server-2.75.0-launcher.jar"
+    assembled.write_bytes(b"PK")
+    Path(f"{assembled}.complete").touch()
+    assert cached_flink_job_server("2.75.0", {}, home) == assembled
+    published = cache / "beam-runners-flink-1.19-job-server-2.75.0.jar"
+    published.write_bytes(b"PK")
+    assert cached_flink_job_server("2.75.0", {}, home) == published
+    env = {"FLINK_JOB_SERVER_CACHE": str(tmp_path / "elsewhere")}
+    assert cached_flink_job_server("2.75.0", env, home) is None
+
+
+def test_find_runner_outside_a_checkout(tmp_path: Path) -> None:
+    """A non-editable install has no infra/ beside it: the cache, else a note naming the
+    option and the script."""
+    home, no_infra = tmp_path / "home", tmp_path / "site-packages" / "infra"
+    found = find_runner("prism", "2.75.0", env={}, home=home, infra=no_infra)
+    assert found.path is None
+    prism_path = home / ".cache" / "frontierflow" / "prism" / "2.75.0" / "prism"
+    assert found.note == (
+        f"skipped: nothing cached at {prism_path} and no infra/prism/build.sh beside this "
+        "install; pass --prism-location=PATH, or run `bash infra/prism/build.sh` once from "
+        "a checkout of frontierflow (it caches there and later runs find it)"
+    )
+    flink = find_runner("flink", "2.75.0", env={}, home=home, infra=no_infra)
+    assert flink.path is None
+    assert "pass --flink-job-server-jar=PATH, or run `bash infra/flink/fetch-job-server.sh`" in (
+        flink.note
+    )
+    _executable(prism_path)
+    found = find_runner("prism", "2.75.0", env={}, home=home, infra=no_infra)
+    assert found.path == str(prism_path)
+    assert found.note == f"cached: {prism_path}"
+
+
+def test_find_runner_runs_the_checkout_script_when_nothing_is_cached(tmp_path: Path) -> None:
+    infra = tmp_path / "repo" / "infra"
+    built = _executable(tmp_path / "built" / "prism")
+    script = infra / "prism" / "build.sh"
+    script.parent.mkdir(parents=True)
+    script.write_text(f"echo building >&2\necho {built}\n")
+    found = find_runner("prism", "2.75.0", env={}, home=tmp_path / "home", infra=infra)
+    assert found.path == str(built)
+    assert found.note == "from infra/prism/build.sh"
+    script.write_text("echo 'go not found' >&2\nexit 1\n")
+    found = find_runner("prism", "2.75.0", env={}, home=tmp_path / "home", infra=infra)
+    assert found.path is None
+    assert found.note == "skipped: infra/prism/build.sh failed: go not found"
+    assert os.access(built, os.X_OK)
+
+
+def test_raw_ceiling_writes_what_the_pass_through_writes(tmp_path: Path) -> None:
+    """fastavro alone and the project's pass-through write the same FrontierEntries (one per
+    outlink, the event's URL as `via`, its fetch time as `emitted_at`); only the strategy
+    name differs. Step 7 does not divide 40: the last block holds the remainder."""
+    log = tmp_path / "events.avro"
+    generate_log(log, BenchSetup(events=40, outlinks=5, urls=300))
+    assert raw_ceiling(log, tmp_path / "raw.avro", 7) == (40, 200)
+    assert pass_through(log, tmp_path / "pass.avro", 7) == (40, 200)
+    raw = list(read_container(tmp_path / "raw.avro", "FrontierEntry"))
+    passed = list(read_container(tmp_path / "pass.avro", "FrontierEntry"))
+    assert {e["strategy"] for e in raw} == {"raw"}
+    assert raw == [{**e, "strategy": "raw"} for e in passed]
+    first = next(generated_events(BenchSetup(events=1, outlinks=5, urls=300)))
+    assert [e["url"] for e in raw[:5]] == list(first["outlinks"])  # type: ignore[call-overload]
+    assert raw[0]["via"] == first["url"] and raw[0]["emitted_at"] == first["fetched_at"]

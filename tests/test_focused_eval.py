@@ -85,6 +85,7 @@ def debian_docs() -> str:
     return "debian-docs:" + ",".join(packages)
 
 
+@pytest.mark.slow
 def test_reduced_evaluation_on_debian_manuals(debian_docs: str, tmp_path: Path) -> None:
     out = tmp_path / "focused"
     argv = [

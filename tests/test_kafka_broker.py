@@ -49,6 +49,7 @@ def read_all(bootstrap: str, topic: str, expected: int) -> dict[bytes, bytes]:
         consumer.close()
 
 
+@pytest.mark.slow
 def test_compacted_topic_survives_a_broker_restart(kafka_broker) -> None:
     bootstrap = kafka_broker.bootstrap
     topic = f"frontier-test-{uuid.uuid4().hex[:8]}"

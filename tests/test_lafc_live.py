@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_live_kafka import _avro, _produce, _settings
 from topical_webs import random_web
 
 from frontierflow.pipelines.evaluation.simulator import simulate_cycles
@@ -41,13 +40,15 @@ def _state(state_dir: Path) -> dict[str, dict[bytes, bytes]]:
         return {f: dict(store.items(f)) for f in families}
 
 
-def test_run_lafc_against_kafka_equals_replay(kafka_broker: Any, tmp_path: Path) -> None:
+def test_run_lafc_against_kafka_equals_replay(
+    kafka_broker: Any, kafka_client: Any, tmp_path: Path
+) -> None:
     events = _recorded_crawl()
     assert sum(e.status == 208 for e in events) > 0  # answers without download are in the log
     records = [e.to_avro() for e in events]
-    settings = _settings(kafka_broker.bootstrap)
+    settings = kafka_client.settings(kafka_broker.bootstrap)
     topics = settings.topics
-    _produce(settings, _avro(records))
+    kafka_client.produce(settings, kafka_client.avro(records))
 
     lafc_args = ["--strategy", "lafc", "--topic", TOPIC, "--lafc-c", "0.3", "--seed", "3"]
     run = [

@@ -18,21 +18,17 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics, ensure_topics
-from frontierflow.pipelines.embedded.engine import Engine, EngineStats
+from frontierflow.connectors.kafka import KafkaSettings
+from frontierflow.pipelines.embedded.engine import EngineStats
 from frontierflow.pipelines.embedded.live import LiveMetrics, LiveOptions, run_live
-from frontierflow.pipelines.embedded.replay import replay_log
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.codecs import AvroCodec
-from frontierflow.schemas.container import write_container
-from frontierflow.state.rocksdb import RocksDBStore
 
 pytestmark = pytest.mark.kafka
 
@@ -41,147 +37,22 @@ STEP = 25
 DEADLINE_S = 120.0
 
 
-def _events(n: int, seed: int = 7) -> list[dict[str, Any]]:
-    rng = random.Random(seed)
-    urls = [f"https://h{i % 23}.example.net/doc/{i}" for i in range(700)]
-    out = []
-    for i in range(n):
-        url = urls[rng.randrange(len(urls))]
-        out.append(
-            {
-                "url": url,
-                "fetched_at": 1_700_000_000_000 + i,
-                "status": 200,
-                "fetcher_id": f"f{i % 3}",
-                "host": url.split("/")[2],
-                "crawl_id": "live",
-                "cycle": 0,
-                "outlinks": rng.sample(urls, rng.randrange(0, 35)),
-                "echo": {"ieca.d": repr(rng.uniform(0.2, 3.0))} if i % 4 else {},
-                "bytes": 1000 + i,
-                "fetch_ms": 50.0,
-            }
-        )
-    return out
-
-
-def _settings(bootstrap: str, name: str | None = None, **topics: str) -> KafkaSettings:
-    prefix = name or uuid.uuid4().hex[:10]
-    base = KafkaTopics(
-        fetch_events=f"{prefix}-fetch-events",
-        frontier=f"{prefix}-frontier",
-        fetcher_control=f"{prefix}-control",
-        dead_letter=f"{prefix}-dead",
-    )
-    fields = {f: topics.get(f, getattr(base, f)) for f in base.__slots__}
-    return KafkaSettings(
-        bootstrap_servers=bootstrap, topics=KafkaTopics(**fields), group_id=f"g-{prefix}"
-    )
-
-
-def _produce(settings: KafkaSettings, values: Iterable[bytes | None]) -> int:
-    ensure_topics(settings)
-    producer = KafkaProducer(
-        bootstrap_servers=settings.bootstrap_servers, acks="all", max_request_size=4 * 1024 * 1024
-    )
-    count = 0
-    for value in values:
-        producer.send(settings.topics.fetch_events, value=value)
-        count += 1
-    producer.flush()
-    producer.close()
-    return count
-
-
-def _avro(records: Iterable[dict[str, Any]]) -> list[bytes]:
-    codec = AvroCodec.for_name("FetchEvent")
-    return [codec.encode(r) for r in records]
-
-
-def _read_topic(settings: KafkaSettings, topic: str) -> list[tuple[bytes | None, bytes | None]]:
-    """Every (key, value) of `topic` from the beginning to its current end."""
-    consumer = KafkaConsumer(bootstrap_servers=settings.bootstrap_servers, enable_auto_commit=False)
-    partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
-    consumer.assign(partitions)
-    consumer.seek_to_beginning(*partitions)
-    ends = consumer.end_offsets(partitions)
-    out: list[tuple[bytes | None, bytes | None]] = []
-    deadline = time.monotonic() + DEADLINE_S
-    while any(consumer.position(tp) < ends[tp] for tp in partitions):
-        assert time.monotonic() < deadline, f"could not read {topic} to its end"
-        for records in consumer.poll(timeout_ms=500).values():
-            out.extend((r.key, r.value) for r in records)
-    consumer.close()
-    return out
-
-
-def _latest_frontier(settings: KafkaSettings) -> dict[str, dict[str, Any]]:
-    """What a fetcher rebuilds from the compacted topic: latest value per URL, tombstones
-    removing the URL."""
-    codec = AvroCodec.for_name("FrontierEntry")
-    latest: dict[str, dict[str, Any]] = {}
-    for key, value in _read_topic(settings, settings.topics.frontier):
-        assert key is not None
-        url = key.decode()
-        if value is None:
-            latest.pop(url, None)
-        else:
-            latest[url] = codec.decode(value)
-    return latest
-
-
-def _replayed(tmp: Path, records: list[dict[str, Any]]) -> tuple[dict, dict]:
-    """(latest frontier, state dump) of `frontierflow replay` over the same events."""
-    log = tmp / "events.avro"
-    write_container(log, "FetchEvent", records)
-    out = tmp / "replay.jsonl"
-    replay_log(
-        log,
-        strategy_name="ieca",
-        state_dir=tmp / "replay-state",
-        out=out,
-        budget=BUDGET,
-        step_size=STEP,
-    )
-    fetched = {r["url"] for r in records}
-    latest: dict[str, dict[str, Any]] = {}
-    for line in out.read_text().splitlines():
-        entry = json.loads(line)
-        latest[entry["url"]] = entry
-    for url in fetched:
-        latest.pop(url, None)  # the live topic holds a tombstone for a fetched page
-    return latest, _state(tmp / "replay-state")
-
-
-def _state(state_dir: Path) -> dict[str, dict[bytes, bytes]]:
-    families = Engine.families_for(build_strategy("ieca", budget=BUDGET))
-    with RocksDBStore(state_dir, families) as store:
-        return {f: dict(store.items(f)) for f in families if f != "meta"}
-
-
 def _run(settings: KafkaSettings, state_dir: Path, **kw: Any) -> EngineStats:
     options = LiveOptions(step_size=STEP, exit_when_idle=True, retry_backoff_s=0.2)
     return run_live(settings, build_strategy("ieca", budget=BUDGET), state_dir, options, **kw)
 
 
-def _comparable(entries: dict[str, dict[str, Any]]) -> dict[str, tuple]:
-    return {
-        u: (e["priority"], e["via"], e["emitted_at"], e["echo"], e["host"], e["cycle"])
-        for u, e in entries.items()
-    }
-
-
-def test_end_to_end_equals_replay(kafka_broker: Any, tmp_path: Path) -> None:
-    records = _events(400)
-    settings = _settings(kafka_broker.bootstrap)
-    _produce(settings, _avro(records))
+def test_end_to_end_equals_replay(kafka_broker: Any, kafka_client: Any, tmp_path: Path) -> None:
+    records = kafka_client.events(400)
+    settings = kafka_client.settings(kafka_broker.bootstrap)
+    kafka_client.produce(settings, kafka_client.avro(records))
     stats = _run(settings, tmp_path / "state")
     assert stats.events == len({r["url"] for r in records})
-    live = _latest_frontier(settings)
-    expected, expected_state = _replayed(tmp_path, records)
+    live = kafka_client.latest_frontier(settings)
+    expected, expected_state = kafka_client.replayed(tmp_path, records, budget=BUDGET, step=STEP)
     assert len(live) > 300
-    assert _comparable(live) == _comparable(expected)
-    assert _state(tmp_path / "state") == expected_state
+    assert kafka_client.comparable(live) == kafka_client.comparable(expected)
+    assert kafka_client.state(tmp_path / "state", budget=BUDGET) == expected_state
 
 
 _CHILD = """
@@ -206,11 +77,12 @@ run_live(settings, build_strategy("ieca", budget=int(sys.argv[6])), Path(state),
 """
 
 
-def test_kill_9_at_twenty_points(kafka_broker: Any, tmp_path: Path) -> None:
-    records = _events(600, seed=11)
+@pytest.mark.slow
+def test_kill_9_at_twenty_points(kafka_broker: Any, kafka_client: Any, tmp_path: Path) -> None:
+    records = kafka_client.events(600, seed=11)
     prefix = uuid.uuid4().hex[:10]
-    settings = _settings(kafka_broker.bootstrap, prefix)
-    _produce(settings, _avro(records))
+    settings = kafka_client.settings(kafka_broker.bootstrap, prefix)
+    kafka_client.produce(settings, kafka_client.avro(records))
     state = tmp_path / "state"
     rng = random.Random(99)
     kills = 0
@@ -239,16 +111,18 @@ def test_kill_9_at_twenty_points(kafka_broker: Any, tmp_path: Path) -> None:
         kills += 1
     assert kills >= 15  # 600 events in steps of 25 leave room for most of the 20 kills
     _run(settings, state)
-    expected, expected_state = _replayed(tmp_path, records)
-    assert _comparable(_latest_frontier(settings)) == _comparable(expected)
-    assert _state(state) == expected_state
+    expected, expected_state = kafka_client.replayed(tmp_path, records, budget=BUDGET, step=STEP)
+    live = kafka_client.latest_frontier(settings)
+    assert kafka_client.comparable(live) == kafka_client.comparable(expected)
+    assert kafka_client.state(state, budget=BUDGET) == expected_state
 
 
-def test_broker_restart_mid_run(kafka_broker: Any, tmp_path: Path) -> None:
-    records = _events(500, seed=5)
-    settings = _settings(kafka_broker.bootstrap)
+@pytest.mark.slow
+def test_broker_restart_mid_run(kafka_broker: Any, kafka_client: Any, tmp_path: Path) -> None:
+    records = kafka_client.events(500, seed=5)
+    settings = kafka_client.settings(kafka_broker.bootstrap)
     first, second = records[:250], records[250:]
-    _produce(settings, _avro(first))
+    kafka_client.produce(settings, kafka_client.avro(first))
     distinct_first = len({r["url"] for r in first})
     progressed = threading.Event()
     stop = threading.Event()
@@ -278,15 +152,16 @@ def test_broker_restart_mid_run(kafka_broker: Any, tmp_path: Path) -> None:
     assert progressed.wait(DEADLINE_S), "the job did not process the first half"
     kafka_broker.stop()
     kafka_broker.start()
-    _produce(settings, _avro(second))
+    kafka_client.produce(settings, kafka_client.avro(second))
     total = len({r["url"] for r in records})
     _wait_for(lambda: seen[0] >= total, "the job did not resume after the broker restart")
     stop.set()
     job.join(DEADLINE_S)
     assert not job.is_alive()
-    expected, expected_state = _replayed(tmp_path, records)
-    assert _comparable(_latest_frontier(settings)) == _comparable(expected)
-    assert _state(tmp_path / "state") == expected_state
+    expected, expected_state = kafka_client.replayed(tmp_path, records, budget=BUDGET, step=STEP)
+    live = kafka_client.latest_frontier(settings)
+    assert kafka_client.comparable(live) == kafka_client.comparable(expected)
+    assert kafka_client.state(tmp_path / "state", budget=BUDGET) == expected_state
 
 
 def _wait_for(condition: Callable[[], bool], message: str) -> None:
@@ -297,10 +172,12 @@ def _wait_for(condition: Callable[[], bool], message: str) -> None:
         event.wait(0.05)
 
 
-def _malformed(rng: random.Random, good: list[bytes]) -> bytes | None:
-    """One bad message of a random kind."""
+def _malformed(
+    rng: random.Random, good: list[bytes], events: Callable[..., list[dict[str, Any]]]
+) -> bytes | None:
+    """One bad message of a random kind; `events(1, seed=...)` gives a valid base."""
     codec = AvroCodec.for_name("FetchEvent")
-    base = _events(1, seed=rng.randrange(10**6))[0]
+    base = events(1, seed=rng.randrange(10**6))[0]
     kind = rng.randrange(9)
     if kind == 0:
         return bytes(rng.randrange(256) for _ in range(rng.randrange(0, 300)))
@@ -331,36 +208,42 @@ def _malformed(rng: random.Random, good: list[bytes]) -> bytes | None:
     return b"{" + rng.choice(good)  # garbage that looks like JSON
 
 
-def test_fuzz_every_bad_message_is_a_dead_letter(kafka_broker: Any, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_fuzz_every_bad_message_is_a_dead_letter(
+    kafka_broker: Any, kafka_client: Any, tmp_path: Path
+) -> None:
     rng = random.Random(3)
-    records = _events(300, seed=21)
-    good = _avro(records)
-    bad = [_malformed(rng, good) for _ in range(2000)]
+    records = kafka_client.events(300, seed=21)
+    good = kafka_client.avro(records)
+    bad = [_malformed(rng, good, kafka_client.events) for _ in range(2000)]
     mixed: list[bytes | None] = []
     g, b = iter(good), iter(bad)
     slots = ["g"] * len(good) + ["b"] * len(bad)
     rng.shuffle(slots)
     for slot in slots:
         mixed.append(next(g) if slot == "g" else next(b))
-    settings = _settings(kafka_broker.bootstrap)
-    _produce(settings, mixed)
+    settings = kafka_client.settings(kafka_broker.bootstrap)
+    kafka_client.produce(settings, mixed)
     stats = _run(settings, tmp_path / "state")
     assert stats.dead_letters == len(bad)
-    letters = _read_topic(settings, settings.topics.dead_letter)
+    letters = kafka_client.read_topic(settings, settings.topics.dead_letter)
     assert len(letters) == len(bad)
     dead_codec = AvroCodec.for_name("DeadLetter")
     decoded = [dead_codec.decode(v) for _, v in letters if v is not None]
     assert sorted(d["raw"] for d in decoded) == sorted(x or b"" for x in bad)
     assert all(d["message"] for d in decoded)
-    expected, expected_state = _replayed(tmp_path, records)
-    assert _comparable(_latest_frontier(settings)) == _comparable(expected)
-    assert _state(tmp_path / "state") == expected_state
+    expected, expected_state = kafka_client.replayed(tmp_path, records, budget=BUDGET, step=STEP)
+    live = kafka_client.latest_frontier(settings)
+    assert kafka_client.comparable(live) == kafka_client.comparable(expected)
+    assert kafka_client.state(tmp_path / "state", budget=BUDGET) == expected_state
 
 
-def test_metrics_endpoint_counts_what_happened(kafka_broker: Any, tmp_path: Path) -> None:
-    records = _events(50, seed=2)
-    settings = _settings(kafka_broker.bootstrap)
-    _produce(settings, [*_avro(records), b"\x00bad", b"{}"])
+def test_metrics_endpoint_counts_what_happened(
+    kafka_broker: Any, kafka_client: Any, tmp_path: Path
+) -> None:
+    records = kafka_client.events(50, seed=2)
+    settings = kafka_client.settings(kafka_broker.bootstrap)
+    kafka_client.produce(settings, [*kafka_client.avro(records), b"\x00bad", b"{}"])
     metrics = LiveMetrics()
     options = LiveOptions(step_size=STEP, exit_when_idle=True, metrics_port=0)
     stats = run_live(

@@ -13,7 +13,9 @@ import random
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,25 +29,20 @@ STEP = 40
 EVENTS = 600
 
 
-def _write_log(path: Path, events: int = EVENTS, avro: bool = False) -> None:
-    rng = random.Random(7)
-    urls = [f"https://h{i % 37}.example.org/page/{i}" for i in range(900)]
-    records = []
-    for i in range(events):
-        url = urls[rng.randrange(len(urls))]
-        records.append(
-            {
-                "url": url,
-                "fetched_at": 1_700_000_000_000 + i,
-                "status": 200,
-                "fetcher_id": "f1",
-                "host": url.split("/")[2],
-                "crawl_id": "c",
-                "cycle": 0,
-                "outlinks": rng.sample(urls, rng.randrange(0, 40)),
-                "echo": {"ieca.d": repr(rng.uniform(0.1, 3.0))} if i % 3 else {},
-            }
-        )
+def _write_log(
+    path: Path, fetch_events: Callable[..., list[dict[str, Any]]], avro: bool = False
+) -> None:
+    """600 events over 900 pages of 37 hosts; as JSON lines with a broken line and an ftp:
+    event (two dead letters), or as an Avro container of the valid events."""
+    records = fetch_events(
+        EVENTS,
+        seed=7,
+        pages=900,
+        url="https://h{host}.example.org/page/{page}",
+        hosts=37,
+        max_outlinks=40,
+        fetcher_ids=("f1",),
+    )
     if avro:
         write_container(path, "FetchEvent", records)
         return
@@ -123,9 +120,11 @@ def _records(out: Path) -> list[dict[str, object]]:
 
 
 @pytest.fixture
-def reference(tmp_path: Path) -> tuple[Path, list[dict[str, object]], dict, bytes]:
+def reference(
+    tmp_path: Path, fetch_events: Callable[..., list[dict[str, Any]]]
+) -> tuple[Path, list[dict[str, object]], dict, bytes]:
     log = tmp_path / "events.jsonl"
-    _write_log(log)
+    _write_log(log, fetch_events)
     out = tmp_path / "ref" / "frontier.avro"
     assert main(_replay_args(log, tmp_path / "ref-state", out)) == 0
     dead = out.with_name(out.name + ".dead-letters.jsonl").read_bytes()
@@ -176,9 +175,11 @@ def test_second_run_on_finished_state_changes_nothing(tmp_path: Path, reference:
     assert _state_dump(state) == ref_state
 
 
-def test_jsonl_output_is_byte_identical_after_a_kill(tmp_path: Path) -> None:
+def test_jsonl_output_is_byte_identical_after_a_kill(
+    tmp_path: Path, fetch_events: Callable[..., list[dict[str, Any]]]
+) -> None:
     log = tmp_path / "events.avro"
-    _write_log(log, avro=True)
+    _write_log(log, fetch_events, avro=True)
     ref_out = tmp_path / "ref.jsonl"
     assert main(_replay_args(log, tmp_path / "ref-state", ref_out)) == 0
     state, out = tmp_path / "state", tmp_path / "run.jsonl"

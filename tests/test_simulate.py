@@ -166,26 +166,46 @@ def test_cli_simulate_small_graph(tmp_path: Path) -> None:
     assert (out / "hot_pages.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_cli_refuses_a_bad_seed(tmp_path: Path) -> None:
+def test_cli_refuses_a_bad_seed(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     edges = tmp_path / "g.tsv"
     edges.write_text("0\t1\n1\t0\n")
+    argv = ["simulate", "--graph", str(edges), "--seeds", "7", "--no-progress"]
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 2
+    assert "seed node 7 is not in the graph (0..1)" in caplog.text
+
+
+def test_a_frontier_that_empties_early_is_reported_and_scored(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The seed (node 0) reaches only the cycle 0 → 1 → 2 → 0 of a 2,000-page graph whose
+    other pages all link to 3 (3 ↔ 4). Stopping at 45% means 900 pages, checkpoints every
+    10: the crawl ends after 3, before the first one. The curve then ends at 3 pages:
+    PageRank puts 3 and 4 first and a cycle page third (each cycle page holds 1/n, the
+    pages 5..1999 only the teleport 0.15/n), so 1 of the top 3 was crawled: 1/3."""
+    n = 2000
+    arcs = [(0, 1), (1, 2), (2, 0), (3, 4), (4, 3)] + [(i, 3) for i in range(5, n)]
+    edges = tmp_path / "g.tsv"
+    edges.write_text("".join(f"{a}\t{b}\n" for a, b in arcs))
+    out = tmp_path / "o"
+    argv = ["simulate", "--graph", str(edges), "--strategies", "bfs,backlink", "--no-progress"]
+    assert main([*argv, "--out", str(out)]) == 0
+    rows = [
+        (r["strategy"], r["crawled_fraction"], r["hot_fraction"])
+        for r in csv.DictReader((out / "hot_pages.csv").open())
+    ]
+    assert rows == [("bfs", "0.001500", "0.333333"), ("backlink", "0.001500", "0.333333")]
+    assert "bfs: the frontier emptied after 3 of the 900 pages to crawl" in caplog.text
+    assert "backlink: the frontier emptied after 3 of the 900 pages to crawl" in caplog.text
+    summary = (out / "summary.md").read_text()
     assert (
-        main(
-            [
-                "simulate",
-                "--graph",
-                str(edges),
-                "--seeds",
-                "7",
-                "--out",
-                str(tmp_path / "o"),
-                "--no-progress",
-            ]
-        )
-        == 2
+        "- frontier emptied before the stop fraction: bfs after 3 pages (0.15%), "
+        "backlink after 3 pages (0.15%) of the 900 to crawl" in summary
     )
+    assert "| bfs | 0.1% | 33.3% | 33.3% |" in summary
+    assert (out / "hot_pages.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_reduced_run_on_the_shipped_law_graph(tmp_path: Path) -> None:
     """The first 10% of the evaluation in docs/RESULTS.md: IECA finds hot pages faster
     than breadth-first early on (seed 001, Fig. 5), on the real uk-2007-05@100000."""

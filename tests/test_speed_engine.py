@@ -10,8 +10,6 @@ from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
-from test_live_kafka import _avro, _produce, _settings
-from test_speed_sim import _recorded_log
 
 from frontierflow.pipelines.embedded.live import LiveOptions, run_live
 from frontierflow.pipelines.embedded.replay import replay_log
@@ -26,8 +24,7 @@ from frontierflow.schemas.records import FetchEvent, ScalingDecision
 SETTINGS = ControllerSettings(window_ms=10_000, slide_ms=5_000, allowed_lateness_ms=3_000)
 
 
-def _log(tmp_path: Path) -> tuple[list[FetchEvent], Path]:
-    events = _recorded_log(tmp_path)
+def _log(tmp_path: Path, events: list[FetchEvent]) -> tuple[list[FetchEvent], Path]:
     path = tmp_path / "events.avro"
     write_container(path, "FetchEvent", [e.to_avro() for e in events])
     return events, path
@@ -53,12 +50,14 @@ def _replay(log: Path, work: Path, **kw: Any) -> list[ScalingDecision]:
     return _decisions(work / "out.jsonl.decisions.jsonl")
 
 
-def test_replay_decisions_equal_the_reference_and_beam(tmp_path: Path) -> None:
+def test_replay_decisions_equal_the_reference_and_beam(
+    tmp_path: Path, recorded_speed_events: list[FetchEvent]
+) -> None:
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
     from frontierflow.pipelines.beam.speed import read_beam_decisions, run_beam_speed
 
-    events, log = _log(tmp_path)
+    events, log = _log(tmp_path, recorded_speed_events)
     got = _replay(log, tmp_path / "replay")
     expected = decisions_from_log(events, SETTINGS)
     assert len(got) > 10
@@ -68,8 +67,10 @@ def test_replay_decisions_equal_the_reference_and_beam(tmp_path: Path) -> None:
     assert sorted(got, key=key) == read_beam_decisions(str(tmp_path / "beam"))
 
 
-def test_a_crash_between_flush_and_commit_repeats_nothing(tmp_path: Path) -> None:
-    events, log = _log(tmp_path)
+def test_a_crash_between_flush_and_commit_repeats_nothing(
+    tmp_path: Path, recorded_speed_events: list[FetchEvent]
+) -> None:
+    events, log = _log(tmp_path, recorded_speed_events)
     expected = decisions_from_log(events, SETTINGS)
     calls = 0
 
@@ -88,11 +89,13 @@ def test_a_crash_between_flush_and_commit_repeats_nothing(tmp_path: Path) -> Non
 
 
 @pytest.mark.kafka
-def test_live_decisions_reach_fetcher_control(kafka_broker: Any, tmp_path: Path) -> None:
-    events, _ = _log(tmp_path)
-    settings = _settings(kafka_broker.bootstrap)
+def test_live_decisions_reach_fetcher_control(
+    kafka_broker: Any, kafka_client: Any, tmp_path: Path, recorded_speed_events: list[FetchEvent]
+) -> None:
+    events, _ = _log(tmp_path, recorded_speed_events)
+    settings = kafka_client.settings(kafka_broker.bootstrap)
     topics = settings.topics
-    _produce(settings, _avro(e.to_avro() for e in events))
+    kafka_client.produce(settings, kafka_client.avro(e.to_avro() for e in events))
     options = LiveOptions(step_size=17, exit_when_idle=True, speed=SETTINGS)
     stats = run_live(settings, build_strategy("bfs", budget=1000), tmp_path / "live", options)
 

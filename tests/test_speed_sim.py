@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import csv
-import random
 from dataclasses import replace
 from pathlib import Path
 
@@ -148,25 +147,12 @@ def test_reduced_evaluation_run(tmp_path: Path) -> None:
     assert (out / "capacity_share.png").stat().st_size > 0
 
 
-def test_cli_refuses_a_bad_controller(tmp_path: Path) -> None:
+def test_cli_refuses_a_bad_controller(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     trace = _trace(tmp_path, "0 1\n1 1\n")
     argv = ["simulate-speed", "--trace", str(trace), "--controllers", "fixed-x"]
     assert main([*argv, "--out", str(tmp_path / "o")]) == 2
-
-
-def _recorded_log(tmp_path: Path) -> list[FetchEvent]:
-    """Two fetchers' events from a simulated crawl, delivered out of order (late events)."""
-    trace = read_trace(_trace(tmp_path, "0 2\n5 0.5\n10 3\n15 1\n"))
-    settings = settings_for("seed003")
-    _, control = make_controller(settings)
-    sim = SimSettings(duration_s=90.0)
-    result = simulate_fetcher(trace, control, 4, sim)  # type: ignore[arg-type]
-    events = result.events + [
-        replace(e, fetcher_id="f2", fetched_at=e.fetched_at + 3_000) for e in result.events[::3]
-    ]
-    rng = random.Random(5)
-    events.sort(key=lambda e: e.fetched_at + rng.randrange(0, 12_000))  # up to 12 s disorder
-    return events
+    assert "fixed-N needs an integer N, got 'fixed-x'" in caplog.text
+    assert not (tmp_path / "o").exists()  # refused before any simulation ran
 
 
 @pytest.mark.parametrize(
@@ -178,12 +164,14 @@ def _recorded_log(tmp_path: Path) -> list[FetchEvent]:
     ],
     ids=["fixed-windows", "sliding-late", "aimd"],
 )
-def test_beam_gives_the_embedded_decisions(tmp_path: Path, settings: ControllerSettings) -> None:
+def test_beam_gives_the_embedded_decisions(
+    tmp_path: Path, settings: ControllerSettings, recorded_speed_events: list[FetchEvent]
+) -> None:
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
     from frontierflow.pipelines.beam.speed import read_beam_decisions, run_beam_speed
 
-    events = _recorded_log(tmp_path)
+    events = recorded_speed_events
     states: dict[str, object] = {}
     for e in events:
         states[e.fetcher_id], _ = observe(states.get(e.fetcher_id), e, settings)  # type: ignore[arg-type]

@@ -18,7 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from frontierflow.pipelines.bench.engine import BenchSetup, generate_log, spawn_worker
@@ -28,8 +29,11 @@ BUDGET = 1_000_000
 STEP_SIZE = 500
 FIXED_COST_EVENTS = 10
 # the infra scripts that build Prism and resolve the Flink job server, when run from the repo
-INFRA = Path(__file__).resolve().parent.parent / "infra"
+INFRA = Path(__file__).resolve().parent.parent.parent / "infra"
 SCRIPT_TIMEOUT_S = 1800
+FLINK_VERSION = "1.19"
+FLINK_RUNNER_FALLBACK_VERSION = "2.62.0"
+"""infra/flink/fetch-job-server.sh's fallback when the pinned Beam's runner is not served."""
 
 
 def beam_args(
@@ -121,26 +125,117 @@ def _spawn(runner: str, log: Path, work: Path, args: list[str]) -> dict[str, flo
     return spawn_worker(cmd, runner)
 
 
-def _infra_path(script: str) -> tuple[str | None, str]:
-    """Run an infra script that prints one path; (path, note)."""
-    path = INFRA / script
-    if not path.is_file():
-        return None, f"no {path.relative_to(INFRA.parent)} next to the package"
+def _cache_root(env: Mapping[str, str], home: Path, override: str, name: str) -> Path:
+    """The infra scripts' cache dir: `$override`, else
+    `${XDG_CACHE_HOME:-~/.cache}/frontierflow/<name>`."""
+    if env.get(override):
+        return Path(env[override])
+    xdg = env.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else home / ".cache") / "frontierflow" / name
+
+
+def cached_prism(beam_version: str, env: Mapping[str, str], home: Path) -> Path | None:
+    """The Prism binary infra/prism/build.sh left in its cache for `beam_version`, if any:
+    `<PRISM_CACHE or ~/.cache/frontierflow/prism>/<version>/prism`, executable."""
+    binary = cached_prism_path(beam_version, env, home)
+    return binary if binary.is_file() and os.access(binary, os.X_OK) else None
+
+
+def cached_flink_job_server(beam_version: str, env: Mapping[str, str], home: Path) -> Path | None:
+    """The job-server jar infra/flink/fetch-job-server.sh left in its cache, looked for in
+    the script's order: the published jar at `beam_version`, the assembled launcher at
+    `beam_version`, then the assembled launcher at the fallback version (an assembled jar
+    counts only with its `.complete` marker)."""
+    cache = _cache_root(env, home, "FLINK_JOB_SERVER_CACHE", "flink")
+    stem = f"beam-runners-flink-{FLINK_VERSION}-job-server"
+    published = cache / f"{stem}-{beam_version}.jar"
+    if published.is_file():
+        return published
+    fallback = env.get("FLINK_RUNNER_FALLBACK_VERSION", FLINK_RUNNER_FALLBACK_VERSION)
+    for version in dict.fromkeys(v for v in (beam_version, fallback) if v):
+        launcher = cache / f"{stem}-{version}-launcher.jar"
+        if launcher.is_file() and launcher.with_name(launcher.name + ".complete").is_file():
+            return launcher
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerLookup:
+    """Where a runner's binary or jar came from: a path, or why there is none."""
+
+    path: str | None
+    note: str
+
+
+def find_runner(
+    runner: str,
+    beam_version: str,
+    *,
+    env: Mapping[str, str],
+    home: Path,
+    infra: Path = INFRA,
+) -> RunnerLookup:
+    """The Prism binary or Flink job-server jar when no option gave one: first what an
+    earlier run of the infra script cached, then the script itself when this is a checkout
+    (it builds or resolves once), else a note that names the option and the script."""
+    if runner == "prism":
+        cached, script, option = (
+            cached_prism(beam_version, env, home),
+            "prism/build.sh",
+            "prism-location",
+        )
+    elif runner == "flink":
+        cached = cached_flink_job_server(beam_version, env, home)
+        script, option = "flink/fetch-job-server.sh", "flink-job-server-jar"
+    else:
+        raise ValueError(f"no binary or jar to find for runner {runner!r}")
+    if cached is not None:
+        return RunnerLookup(str(cached), f"cached: {cached}")
+    if (infra / script).is_file():
+        return _infra_path(infra, script)
+    where = (
+        cached_prism_path(beam_version, env, home)
+        if runner == "prism"
+        else _cache_root(env, home, "FLINK_JOB_SERVER_CACHE", "flink")
+    )
+    return RunnerLookup(
+        None,
+        f"skipped: nothing cached at {where} and no infra/{script} beside this install; "
+        f"pass --{option}=PATH, or run `bash infra/{script}` once from a checkout of "
+        "frontierflow (it caches there and later runs find it)",
+    )
+
+
+def cached_prism_path(beam_version: str, env: Mapping[str, str], home: Path) -> Path:
+    """Where infra/prism/build.sh puts the binary for `beam_version`."""
+    return _cache_root(env, home, "PRISM_CACHE", "prism") / beam_version / "prism"
+
+
+def _infra_path(infra: Path, script: str) -> RunnerLookup:
+    """Run an infra script that prints one path."""
     try:
         done = subprocess.run(
-            ["bash", str(path)],
+            ["bash", str(infra / script)],
             capture_output=True,
             text=True,
             timeout=SCRIPT_TIMEOUT_S,
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return None, f"infra/{script} took over {SCRIPT_TIMEOUT_S} s"
+        return RunnerLookup(None, f"skipped: infra/{script} took over {SCRIPT_TIMEOUT_S} s")
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or len(lines) != 1 or not Path(lines[0]).is_file():
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return None, f"infra/{script} failed: {last}"
-    return lines[0], f"from infra/{script}"
+        return RunnerLookup(None, f"skipped: infra/{script} failed: {last}")
+    return RunnerLookup(lines[0], f"from infra/{script}")
+
+
+def _beam_version() -> str:
+    """The installed Beam's version: the one pyproject.toml pins, which the infra scripts
+    build for."""
+    import apache_beam
+
+    return str(apache_beam.__version__)
 
 
 def run_beam_bench(
@@ -165,20 +260,28 @@ def run_beam_bench(
     if events < 1 or repeats < 1:
         raise ValueError("events and repeats must be >= 1")
     notes: list[str] = []
+    home, env = Path.home(), dict(os.environ)
     if "prism" in runners and prism_location is None:
-        prism_location, note = _infra_path("prism/build.sh")
-        notes.append(f"prism: {note}")
+        found = find_runner("prism", _beam_version(), env=env, home=home)
+        prism_location = found.path
+        notes.append(f"prism: {found.note}")
     if "flink" in runners and flink_jar is None:
-        flink_jar, note = _infra_path("flink/fetch-job-server.sh")
-        notes.append(f"flink: {note}")
-    if "flink" in runners and flink_conf_dir is None and (INFRA / "flink").is_dir():
-        flink_conf_dir = str(INFRA / "flink")
-    active: list[str] = []
-    for runner in runners:
-        if (runner == "prism" and not prism_location) or (runner == "flink" and not flink_jar):
-            notes.append(f"{runner}: skipped, no {'binary' if runner == 'prism' else 'jar'}")
+        found = find_runner("flink", _beam_version(), env=env, home=home)
+        flink_jar = found.path
+        notes.append(f"flink: {found.note}")
+    if "flink" in runners and flink_jar and flink_conf_dir is None:
+        if (INFRA / "flink" / "config.yaml").is_file():
+            flink_conf_dir = str(INFRA / "flink")
         else:
-            active.append(runner)
+            notes.append(
+                "flink: no infra/flink beside this install, so Flink's default state backend "
+                "(not RocksDB); pass --flink-conf-dir=DIR with infra/flink/config.yaml"
+            )
+    active = [
+        r
+        for r in runners
+        if not (r == "prism" and not prism_location) and not (r == "flink" and not flink_jar)
+    ]
     setup = BenchSetup(events=events, outlinks=outlinks, repeats=repeats)
     with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
         root = Path(tmp)

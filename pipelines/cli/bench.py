@@ -11,13 +11,23 @@ from frontierflow.pipelines.cli.common import csv_list
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
-    bp = sub.add_parser("bench", help="IECA throughput with RocksDB state vs pass-through")
-    bp.add_argument("--events", type=int, default=20_000)
+    bp = sub.add_parser(
+        "bench", help="IECA throughput with RocksDB state vs pass-through and raw fastavro"
+    )
+    bp.add_argument("--events", type=int, default=None, help="20,000; with --scale 200,000")
     bp.add_argument("--outlinks", type=int, default=30)
     bp.add_argument("--urls", type=int, default=200_000, help="distinct URLs in the log")
     bp.add_argument("--step-size", type=int, default=500)
-    bp.add_argument("--repeats", type=int, default=3, help="runs of each; medians reported")
+    bp.add_argument(
+        "--repeats", type=int, default=None, help="runs of each, medians reported: 3; --scale 1"
+    )
     bp.add_argument("--work-dir", type=Path, default=None)
+    bp.add_argument(
+        "--scale",
+        action="store_true",
+        help="IECA + RocksDB only, at each --scale-urls population: events/s, ratio, peak RSS",
+    )
+    bp.add_argument("--scale-urls", type=csv_list, default=("1000000", "10000000"))
     bp.set_defaults(handler=bench)
     kp = sub.add_parser("bench-kafka", help="Kafka → frontierflow → Kafka vs a no-work ceiling")
     kp.add_argument("--bootstrap-servers", required=True, help="HOST:PORT of a broker")
@@ -30,8 +40,18 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     bb.add_argument("--outlinks", type=int, default=30)
     bb.add_argument("--repeats", type=int, default=3, help="runs of each; medians reported")
     bb.add_argument("--runners", type=csv_list, default=("embedded", "fnapi", "prism", "flink"))
-    bb.add_argument("--prism-location", default=None, help="default: infra/prism/build.sh")
-    bb.add_argument("--flink-job-server-jar", default=None, help="default: infra/flink/…")
+    bb.add_argument(
+        "--prism-location",
+        default=None,
+        help="default: what infra/prism/build.sh cached (~/.cache/frontierflow/prism), "
+        "else the script when run from a checkout",
+    )
+    bb.add_argument(
+        "--flink-job-server-jar",
+        default=None,
+        help="default: what infra/flink/fetch-job-server.sh cached "
+        "(~/.cache/frontierflow/flink), else the script when run from a checkout",
+    )
     bb.add_argument("--flink-conf-dir", default=None, help="default: infra/flink")
     bb.add_argument("--work-dir", type=Path, default=None)
     bb.set_defaults(handler=bench_beam)
@@ -40,17 +60,33 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 def bench(args: argparse.Namespace) -> int:
     from frontierflow.pipelines.bench.engine import BenchSetup, run_bench
 
+    if args.scale:
+        return bench_scale(args)
     report = run_bench(
         BenchSetup(
-            events=args.events,
+            events=args.events or 20_000,
             outlinks=args.outlinks,
             urls=args.urls,
             step_size=args.step_size,
-            repeats=args.repeats,
+            repeats=args.repeats or 3,
         ),
         work_dir=args.work_dir,
     )
     print(report)
+    return 0
+
+
+def bench_scale(args: argparse.Namespace) -> int:
+    from frontierflow.pipelines.bench.scale import ScaleSetup, parse_populations, run_scale_bench
+
+    setup = ScaleSetup(
+        populations=parse_populations(args.scale_urls),
+        events=args.events or 200_000,
+        outlinks=args.outlinks,
+        step_size=args.step_size,
+        repeats=args.repeats or 1,
+    )
+    print(run_scale_bench(setup, work_dir=args.work_dir))
     return 0
 
 

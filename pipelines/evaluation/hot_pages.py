@@ -102,6 +102,7 @@ def run_hot_pages(
     checkpoints = _checkpoints(stop_count, setup.points)
     curves: list[HotPagesCurve] = []
     timings: dict[str, str] = {}
+    ran_dry: dict[str, int] = {}
     for name in setup.strategies:
         strategy = build_strategy(
             name, budget=budget, crawl_id="sim", seed=setup.random_seed, ieca=ieca
@@ -112,9 +113,19 @@ def run_hot_pages(
             graph, strategy, setup.seeds, stop_count, crawl_id="sim", on_fetch=on_fetch
         )
         timings[name] = f"{time.perf_counter() - started:.1f} s"
-        reached = [k for k in checkpoints if k <= len(order)]
-        if len(order) < stop_count:
-            log.warning("%s: frontier ran dry after %d of %d pages", name, len(order), stop_count)
+        fetched = len(order)
+        reached = _reached(checkpoints, fetched)
+        if fetched < stop_count:
+            ran_dry[name] = fetched
+            log.warning(
+                "%s: the frontier emptied after %d of the %d pages to crawl (%.2f%% of the "
+                "graph, stop at %.1f%%): the seeds reach no more; scored up to there",
+                name,
+                fetched,
+                stop_count,
+                100 * fetched / n,
+                100 * setup.stop_at,
+            )
         hot = hot_fraction_curve(order, global_rank, reached)
         curves.append(HotPagesCurve(name, tuple(k / n for k in reached), tuple(hot)))
         log.info(
@@ -131,10 +142,26 @@ def run_hot_pages(
         "run time per strategy": ", ".join(f"{k} {v}" for k, v in timings.items()),
         **setup.extra_context,
     }
+    if ran_dry:
+        context["frontier emptied before the stop fraction"] = (
+            ", ".join(f"{k} after {v:,} pages ({v / n:.2%})" for k, v in ran_dry.items())
+            + f" of the {stop_count:,} to crawl; the seeds reach no more pages, so these "
+            "rows end where the crawl stopped"
+        )
     write_hot_pages_csv(out_dir / "hot_pages.csv", curves)
     write_summary_md(out_dir / "summary.md", curves, setup.stop_at, context)
     plot_hot_pages(out_dir / "hot_pages.png", curves, f"Hot pages on {setup.graph_name}")
     return curves
+
+
+def _reached(checkpoints: Sequence[int], fetched: int) -> list[int]:
+    """The checkpoints a crawl of `fetched` pages reached, ending with `fetched` itself when
+    it stopped short of the last one (its frontier emptied), so the curve ends where the
+    crawl did."""
+    reached = [k for k in checkpoints if k <= fetched]
+    if fetched > 0 and (not reached or reached[-1] < fetched) and fetched < checkpoints[-1]:
+        reached.append(fetched)
+    return reached
 
 
 def _checkpoints(stop_count: int, points: int) -> Sequence[int]:
