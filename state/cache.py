@@ -43,16 +43,20 @@ class HotStates:
         return value
 
     def put_many(self, items: Iterable[tuple[str, bytes | None]]) -> None:
-        """Record committed values (None: the key was deleted)."""
+        """Record committed values (None: the key was deleted). The young generation may
+        pass its size by one step's writes before it becomes the old one."""
         if not self.capacity:
             return
-        old = self._old
+        young, old = self._young, self._old
         for key, value in items:
-            old.pop(key, None)
             if value is None:
-                self._young.pop(key, None)
+                young.pop(key, None)
+                old.pop(key, None)
             else:
-                self._keep(key, value)
+                young[key] = value  # shadows any older value in the old generation
+        if len(young) > self._generation:
+            self._old = young
+            self._young = {}
 
     def clear(self) -> None:
         self._young.clear()

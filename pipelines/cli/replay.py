@@ -131,19 +131,14 @@ def _replay_beam(args: argparse.Namespace) -> int:
 
 
 def speed_events(path: Path) -> Iterator[FetchEvent]:
-    """The events of a log the embedded engine's speed windows see: those that decode and
-    pass validation, except answers to already-fetched pages (status 208, no download)."""
+    """The events of a log the embedded engine's speed windows see: those the step core's
+    `checked` passes and that `counts_for_speed`."""
     from frontierflow.connectors.base import Failed
     from frontierflow.connectors.logs import read_fetch_events
-    from frontierflow.pipelines.core.validate import InvalidEvent, validate_event
-    from frontierflow.schemas.records import ALREADY_FETCHED
+    from frontierflow.pipelines.core.validate import checked
+    from frontierflow.pipelines.speed.per_fetcher import counts_for_speed
 
     for _, item, _ in read_fetch_events(path):
-        if isinstance(item, Failed):
-            continue
-        try:
-            event = validate_event(item)
-        except InvalidEvent:
-            continue
-        if event.status != ALREADY_FETCHED:
+        event = checked(item)
+        if not isinstance(event, Failed) and counts_for_speed(event):
             yield event

@@ -32,10 +32,14 @@ from frontierflow.pipelines.core.strategy import (
     Strategy,
 )
 from frontierflow.pipelines.core.validate import Limits, checked
-from frontierflow.pipelines.speed.per_fetcher import flush, observe, speed_event_problem
+from frontierflow.pipelines.speed.per_fetcher import (
+    counts_for_speed,
+    flush,
+    observe,
+    speed_event_problem,
+)
 from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.schemas.records import (
-    ALREADY_FETCHED,
     DeadLetter,
     FetchEvent,
     Removal,
@@ -272,7 +276,7 @@ class _Step(Generic[S]):
         """Apply one valid FetchEvent through the step core: count it (or find it a
         repeat), then apply the keyed messages it routes to, in order."""
         stats = self.engine.stats
-        if self.engine.speed is not None and event.status != ALREADY_FETCHED:
+        if self.engine.speed is not None and counts_for_speed(event):
             self.observe_speed(event, self.engine.speed)
         url = event.url
         if url not in self.last_crawled:

@@ -20,12 +20,19 @@ from dataclasses import replace
 from frontierflow.pipelines.speed.controllers import decide, initial_controller
 from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.pipelines.speed.windows import add_event, window_starts
-from frontierflow.schemas.records import FetchEvent, ScalingDecision
+from frontierflow.schemas.records import ALREADY_FETCHED, FetchEvent, ScalingDecision
 from frontierflow.state.speed import NO_WATERMARK, SpeedState, SpeedWindow
 
 
 class InvalidSpeedEvent(ValueError):
     """A FetchEvent the speed statistics cannot use (negative time, NaN latency, …)."""
+
+
+def counts_for_speed(event: FetchEvent) -> bool:
+    """Whether a valid fetch enters its fetcher's speed windows: every fetch, repeats
+    included (seed 003 counts pages downloaded), but not an answer without a download
+    (status `ALREADY_FETCHED`). The embedded engine and the Beam form both ask this."""
+    return event.status != ALREADY_FETCHED
 
 
 def speed_event_problem(event: FetchEvent) -> str | None:
