@@ -133,14 +133,15 @@ def write_results(results: Any, dead: Any, out_prefix: str) -> None:
     )
     (
         dead
-        | "DeadLines" >> beam.Map(lambda d: record_to_json(d.to_avro(), "DeadLetter"))
+        | "DeadLines"
+        >> beam.Map(lambda d: record_to_json(d.to_avro(), "DeadLetter", validate=False))
         | "WriteDead" >> beam.io.WriteToText(out_prefix + "-dead-letters", ".jsonl")
     )
 
 
 def _entry_lines(update: UrlUpdate) -> list[str]:
     return [
-        record_to_json(change.to_avro(), "FrontierEntry")
+        record_to_json(change.to_avro(), "FrontierEntry", validate=False)
         for change in update.changes
         if isinstance(change, FrontierEntry)
     ]

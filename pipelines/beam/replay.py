@@ -126,7 +126,7 @@ def pages_before_buckets(counts: dict[tuple[str, int], int]) -> dict[tuple[str, 
 
 class RouteFetchEvents(beam.PTransform):
     """Per (crawl, bucket), fetches in input order with their exact clocks, routed by the
-    step core: (url, (position, index, (crawled, now_ms), message tuple))."""
+    step core: (url, [(position, index, (crawled, now_ms), message tuple), …])."""
 
     def __init__(self, strategy: Strategy[Any]) -> None:
         super().__init__()
@@ -148,16 +148,19 @@ def route_bucket(
     grouped: tuple[tuple[str, int], Iterable[tuple[int, bool, FetchEvent]]],
     strategy: Strategy[Any],
     pages_before: dict[tuple[str, int], int],
-) -> Iterator[tuple[str, tuple[Any, ...]]]:
-    """A bucket's fetches in input order: the step core's clock, then its routing."""
+) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
+    """A bucket's fetches in input order: the step core's clock, then its routing; one
+    element per URL with all its messages from the bucket (fewer elements to shuffle)."""
     key, fetches = grouped
     pages = pages_before.get(key, 0)
+    by_url: dict[str, list[tuple[Any, ...]]] = {}
     for position, repeat, event in sorted(fetches, key=lambda f: f[0]):
         clock = crawl_clock(pages, repeat, event.fetched_at)
         pages = clock.crawled
         now = (clock.crawled, clock.now_ms)
         for index, (url, message) in enumerate(keyed_messages(strategy, event, repeat)):
-            yield url, (position, index, now, message_tuple(message))
+            by_url.setdefault(url, []).append((position, index, now, message_tuple(message)))
+    yield from by_url.items()
 
 
 def message_tuple(message: Message) -> tuple[Any, ...]:
@@ -192,11 +195,13 @@ class UpdateFrontier(beam.PTransform):
 
 
 def fold_messages(
-    grouped: tuple[str, Iterable[tuple[int, int, tuple[int, int], tuple[Any, ...]]]],
+    grouped: tuple[str, Iterable[list[tuple[int, int, tuple[int, int], tuple[Any, ...]]]]],
     strategy: Strategy[Any],
 ) -> UrlUpdate:
-    """One URL's messages sorted by (position, index) through `apply_messages`."""
-    url, messages = grouped
+    """One URL's messages (in batches, one per bucket) sorted by (position, index) through
+    `apply_messages`."""
+    url, batches = grouped
+    messages = [message for batch in batches for message in batch]
     latest: LatestChanges = {}
     state = apply_messages(
         strategy,
