@@ -7,8 +7,9 @@ importable by its bare name.
 
 import pytest
 
-# The session-scoped `kafka_broker` fixture: a real broker from infra/kafka.
-pytest_plugins = ["kafka_broker", "beam_runners"]
+# Session fixtures: a real Kafka broker (infra/kafka), Beam's runners (infra/prism and
+# infra/flink), and a standalone Flink session cluster (infra/flink/cluster.sh).
+pytest_plugins = ["kafka_broker", "beam_runners", "flink_cluster"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
