@@ -67,9 +67,10 @@ class FlinkCluster:
                 check=False,
             )
         except subprocess.TimeoutExpired as e:
+            stderr = e.stderr.decode() if isinstance(e.stderr, bytes) else e.stderr or ""
             raise RuntimeError(
                 f"cluster.sh {' '.join(args)} did not finish within {timeout}s\n"
-                f"--- stderr ---\n{e.stderr or ''}"
+                f"--- stderr ---\n{stderr}"
             ) from e
         if proc.returncode != 0:
             raise RuntimeError(

@@ -3,9 +3,10 @@ separate JVMs started by ``infra/flink/cluster.sh`` (fixture ``flink_cluster``).
 
 The bounded replay submitted with ``--flink_master=127.0.0.1:PORT`` equals the embedded
 engine (the comparison of ``test_beam_replay.py``) at parallelism 1 and 2, and the job
-really ran there: the cluster lists it as finished, at that parallelism, on as many
-TaskManagers. Last, the scripts a fault test needs: a TaskManager killed with SIGKILL and
-a fresh one started in its place leave a cluster of two TaskManagers and four slots.
+really ran there: the cluster lists it as finished without a task failure, at that
+parallelism, on as many TaskManagers. Last, the scripts a fault test needs: a TaskManager
+killed with SIGKILL and a fresh one started in its place leave a cluster of two
+TaskManagers and four slots.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ def test_cluster_replay_equals_embedded(
     _check_equal(tmp_path, "ieca", flink_cluster.beam_args(flink_worker_pool, parallelism))
 
     jid = _new_job(flink_cluster, before)
+    # ... and ran through without a task failure (a restart would hide one)
+    history = flink_cluster.rest(f"/jobs/{jid}/exceptions")["exceptionHistory"]["entries"]
+    assert history == []
     vertices = flink_cluster.rest(f"/jobs/{jid}")["vertices"]
     assert max(v["parallelism"] for v in vertices) == parallelism
     # cluster.evenly-spread-out-slots: a job of parallelism 2 runs on both TaskManagers

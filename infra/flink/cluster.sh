@@ -17,6 +17,7 @@
 #   infra/flink/cluster.sh savepoint JOB_ID      trigger a savepoint, print its path
 #   infra/flink/cluster.sh stop-job JOB_ID       stop the job with a savepoint (no drain),
 #                                                print the savepoint's path
+#   infra/flink/cluster.sh help                  this text
 #
 # Everything lives in one folder, FLINK_CLUSTER_DIR (${TMPDIR:-/tmp}/frontierflow-flink-
 # cluster): conf/ (config.yaml and log4j.properties, written on each start), log/ (one .log
@@ -257,6 +258,10 @@ taskmanager.memory.jvm-metaspace.size: ${TM_METASPACE}m
 taskmanager.memory.jvm-overhead.min: ${TM_OVERHEAD}m
 taskmanager.memory.jvm-overhead.max: ${TM_OVERHEAD}m
 
+# -- batch jobs: Flink's sort-based blocking shuffle wants 512 network buffers for each
+# result partition by default; a Beam batch job holds many partitions in one slot
+taskmanager.network.sort-shuffle.min-buffers: 64
+
 # -- scheduling: a job of parallelism 2 gets one slot on each TaskManager, so killing one
 # TaskManager hits the job; a lost TaskManager is noticed within seconds
 cluster.evenly-spread-out-slots: true
@@ -423,16 +428,17 @@ cmd_stop() {
 }
 
 cmd_status() {
-  local f name pid rc=0
+  local f name pid running=0 stopped=0
   [[ -d "$PIDS" ]] || { log "no cluster in $DIR"; return 1; }
   for f in "$PIDS"/*.pid; do
     [[ -f "$f" ]] || continue
     name="$(basename "$f" .pid)"
-    if pid="$(live_pid "$name")"; then echo "$name running (pid $pid)"
-    else echo "$name not running"; rc=1; fi
+    if pid="$(live_pid "$name")"; then echo "$name running (pid $pid)"; running=$((running + 1))
+    else echo "$name not running"; stopped=$((stopped + 1)); fi
   done
-  echo "REST $(rest_address): $(rest GET /overview || echo 'no answer')"
-  return "$rc"
+  echo "REST $(rest_address): $(rest GET /overview 2>/dev/null || echo 'no answer')"
+  # Success only when something was started and all of it is still running.
+  (( running > 0 && stopped == 0 ))
 }
 
 cmd_kill_taskmanager() {
@@ -501,7 +507,7 @@ else:
   done
 }
 
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit "${1:-2}"; }
 
 cmd="${1:-}"
 [[ $# -gt 0 ]] && shift
@@ -515,5 +521,6 @@ case "$cmd" in
   jobs) cmd_jobs ;;
   savepoint) [[ $# -eq 1 ]] || usage; savepoint_op "$1" savepoint ;;
   stop-job) [[ $# -eq 1 ]] || usage; savepoint_op "$1" stop ;;
+  help|-h|--help) usage 0 ;;
   *) usage ;;
 esac

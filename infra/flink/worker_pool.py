@@ -15,11 +15,12 @@ two restarts in a 6-element job, and duplicated side effects.
 
 This pool keeps every worker it starts. The runner closes a worker's control stream
 before it sends ``StopWorker`` (``ExternalEnvironmentFactory``'s ``close``), and a worker
-ends by itself when its control stream ends, so ``StopWorker`` only reaps workers that have
-already ended; it never stops a live one. It also listens on 127.0.0.1 only, starts
-worker processes with this interpreter (Beam's pool runs whatever ``python`` is on
-``PATH``), and gives the workers a state cache size (Beam's pool has no flag for it, and
-an EXTERNAL worker does not read the pipeline's ``--max_cache_memory_usage_mb``).
+ends by itself when its control stream ends; so each worker here ends that way and then
+leaves the pool's list, and ``StopWorker`` never stops a live worker. The pool also
+listens on 127.0.0.1 only, starts worker processes with this interpreter (Beam's pool runs
+whatever ``python`` is on ``PATH``), and gives the workers a state cache size (Beam's pool
+has no flag for it, and an EXTERNAL worker does not read the pipeline's
+``--max_cache_memory_usage_mb``).
 
     python infra/flink/worker_pool.py --service_port=PORT [--threads]
         [--max_cache_memory_usage_mb=N]
@@ -33,6 +34,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
@@ -60,13 +62,7 @@ class _Worker:
 
     worker_id: str
     control_url: str
-    thread: threading.Thread | None = None
     process: subprocess.Popen[bytes] | None = None
-
-    def ended(self) -> bool:
-        if self.process is not None:
-            return self.process.poll() is not None
-        return self.thread is None or not self.thread.is_alive()
 
 
 class WorkerPool(beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer):
@@ -100,44 +96,47 @@ class WorkerPool(beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer):
                     ],
                     stdin=subprocess.DEVNULL,
                 )
+                run: Callable[[], object] = worker.process.wait
             else:
-                harness = sdk_worker.SdkHarness(
+                run = sdk_worker.SdkHarness(
                     url,
                     worker_id=request.worker_id,
                     state_cache_size=self._state_cache_bytes,
                     data_buffer_time_limit_ms=self._data_buffer_time_limit_ms,
-                )
-                worker.thread = threading.Thread(
-                    target=harness.run, name=f"sdk-worker-{request.worker_id}", daemon=True
-                )
-                worker.thread.start()
+                ).run
         except (OSError, ValueError) as e:
             _LOGGER.exception("cannot start worker %s for %s", request.worker_id, url)
             return beam_fn_api_pb2.StartWorkerResponse(error=f"{type(e).__name__}: {e}")
         with self._lock:
-            self._reap_ended()
             self._workers.append(worker)
+        # A thread per worker: the harness itself, or one that waits for its process.
+        threading.Thread(
+            target=self._run_until_ended,
+            args=(worker, run),
+            name=f"sdk-worker-{request.worker_id}",
+            daemon=True,
+        ).start()
         _LOGGER.info("started worker %s for %s", request.worker_id, url)
         return beam_fn_api_pb2.StartWorkerResponse()
+
+    def _run_until_ended(self, worker: _Worker, run: Callable[[], object]) -> None:
+        try:
+            run()
+        finally:
+            with self._lock:
+                self._workers.remove(worker)
 
     def StopWorker(
         self, request: beam_fn_api_pb2.StopWorkerRequest, context: Any
     ) -> beam_fn_api_pb2.StopWorkerResponse:
-        # The runner has closed this worker's control stream already: the worker is ending
-        # by itself. The id alone cannot tell it from another runner's live worker "1-1".
-        with self._lock:
-            self._reap_ended()
+        # The runner has closed this worker's control stream already, so the worker is
+        # ending by itself (and leaves the list when it has). The id alone cannot tell it
+        # from another TaskManager's live worker of the same id: stop nothing.
+        _LOGGER.debug("worker %s released", request.worker_id)
         return beam_fn_api_pb2.StopWorkerResponse()
-
-    def _reap_ended(self) -> None:
-        for worker in [w for w in self._workers if w.ended()]:
-            if worker.process is not None:
-                worker.process.wait()
-            self._workers.remove(worker)
 
     def live_workers(self) -> int:
         with self._lock:
-            self._reap_ended()
             return len(self._workers)
 
     def stop_all(self, timeout_s: float = 10.0) -> None:
