@@ -39,8 +39,9 @@ from frontierflow.schemas.container import write_container
 from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.rocksdb import RocksDBStore
 
-# The session-scoped `kafka_broker` fixture: a real broker from infra/kafka.
-pytest_plugins = ["kafka_broker", "beam_runners"]
+# Session fixtures: a real Kafka broker (infra/kafka), Beam's runners (infra/prism and
+# infra/flink), and a standalone Flink session cluster (infra/flink/cluster.sh).
+pytest_plugins = ["kafka_broker", "beam_runners", "flink_cluster"]
 
 FIRST_FETCH_MS = 1_700_000_000_000
 KAFKA_DEADLINE_S = 120.0

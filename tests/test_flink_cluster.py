@@ -1,0 +1,70 @@
+"""Beam on a real Flink session cluster: a JobManager and two TaskManagers (two slots each),
+separate JVMs started by ``infra/flink/cluster.sh`` (fixture ``flink_cluster``).
+
+The bounded replay submitted with ``--flink_master=127.0.0.1:PORT`` equals the embedded
+engine (the comparison of ``test_beam_replay.py``) at parallelism 1 and 2, and the job
+really ran there: the cluster lists it as finished without a task failure, at that
+parallelism, on as many TaskManagers. Last, the scripts a fault test needs: a TaskManager
+killed with SIGKILL and a fresh one started in its place leave a cluster of two
+TaskManagers and four slots.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from flink_cluster import FlinkCluster
+from test_beam_replay import _check_equal
+
+# A killed TaskManager is dropped when the JobManager's heartbeat to it times out
+# (heartbeat.timeout: 10 s in cluster.sh's config) or sooner, when its RPC connection drops.
+TASKMANAGER_GONE_S = 60
+
+
+def _new_job(cluster: FlinkCluster, before: dict[str, str]) -> str:
+    new = {jid: state for jid, state in cluster.jobs().items() if jid not in before}
+    assert len(new) == 1, f"expected one new job on the cluster, found {new}"
+    ((jid, state),) = new.items()
+    assert state == "FINISHED"
+    return jid
+
+
+@pytest.mark.beam_runner
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_cluster_replay_equals_embedded(
+    tmp_path: Path, parallelism: int, flink_cluster: FlinkCluster, flink_worker_pool: str
+) -> None:
+    before = flink_cluster.jobs()
+    _check_equal(tmp_path, "ieca", flink_cluster.beam_args(flink_worker_pool, parallelism))
+
+    jid = _new_job(flink_cluster, before)
+    # ... and ran through without a task failure (a restart would hide one)
+    history = flink_cluster.rest(f"/jobs/{jid}/exceptions")["exceptionHistory"]["entries"]
+    assert history == []
+    vertices = flink_cluster.rest(f"/jobs/{jid}")["vertices"]
+    assert max(v["parallelism"] for v in vertices) == parallelism
+    # cluster.evenly-spread-out-slots: a job of parallelism 2 runs on both TaskManagers
+    used: set[str] = set()
+    for vertex in vertices:
+        placement = flink_cluster.rest(f"/jobs/{jid}/vertices/{vertex['id']}/taskmanagers")
+        used |= {tm["taskmanager-id"] for tm in placement["taskmanagers"]}
+    assert len(used) == parallelism
+
+
+@pytest.mark.beam_runner
+def test_cluster_replaces_a_killed_taskmanager(flink_cluster: FlinkCluster) -> None:
+    ids_before = {tm["id"] for tm in flink_cluster.rest("/taskmanagers")["taskmanagers"]}
+    flink_cluster.kill_taskmanager(2)
+    deadline = time.monotonic() + TASKMANAGER_GONE_S
+    while flink_cluster.rest("/overview")["taskmanagers"] != 1:
+        assert time.monotonic() < deadline, "the killed TaskManager is still registered"
+        time.sleep(0.5)
+
+    flink_cluster.start_taskmanager(2)  # returns once it has registered
+    overview = flink_cluster.rest("/overview")
+    assert (overview["taskmanagers"], overview["slots-total"]) == (2, 4)
+    ids_after = {tm["id"] for tm in flink_cluster.rest("/taskmanagers")["taskmanagers"]}
+    assert len(ids_after & ids_before) == 1  # TaskManager 1, and a new TaskManager 2
+    flink_cluster.run("status")  # fails unless every process it started is running
