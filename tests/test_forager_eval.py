@@ -9,13 +9,13 @@ import pytest
 
 from frontierflow.connectors.news import NewsFormatError, iso_ms, read_stays
 from frontierflow.pipelines.cli import main
-from frontierflow.pipelines.evaluation.foragers import (
+from frontierflow.pipelines.evaluation.forager_fleet import (
     ForagerSetup,
     build_site,
     run_baseline,
     run_fleet,
-    summarise,
 )
+from frontierflow.pipelines.evaluation.forager_report import summarise
 from frontierflow.pipelines.evaluation.news_site import HOME, section_url
 from frontierflow.state.forager import Variant
 
