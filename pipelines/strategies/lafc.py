@@ -22,8 +22,8 @@ frontier the stack becomes priorities (DESIGN §5.1):
 
 Run one fetch at a time, this serves pages in exactly the order of the paper's sequential
 stack algorithm when that algorithm also discovers visited documents only when it picks
-them (tests/test_lafc.py checks it on small graphs). Randomness is drawn from (seed, page,
-counter), so a replay repeats bit for bit.
+them (tests/pipelines/strategies/test_lafc.py checks it on small graphs). Randomness is
+drawn from (seed, page, counter), so a replay repeats bit for bit.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from frontierflow.connectors.topicalweb import (
     web_roots,
 )
 
-TINYWEB = Path(__file__).parent / "data" / "tinyweb"
+TINYWEB = Path(__file__).resolve().parents[1] / "data" / "tinyweb"
 BASE = "http://tiny.test/"
 
 

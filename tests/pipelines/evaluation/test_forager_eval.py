@@ -116,7 +116,7 @@ def test_a_malformed_recording_is_refused(tmp_path: Path) -> None:
         list(read_stays(tmp_path))
 
 
-NEWS = Path(__file__).resolve().parents[2] / "shared" / "data" / "news"
+NEWS = Path(__file__).resolve().parents[4] / "shared" / "data" / "news"
 
 
 @pytest.mark.slow

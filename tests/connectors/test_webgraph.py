@@ -19,7 +19,7 @@ from frontierflow.connectors.webgraph import GraphFormatError, WebGraph, pageran
 from frontierflow.state.pagerank import pagerank_subgraph
 
 SHARED_GRAPH_DIR = (
-    Path(__file__).resolve().parents[2] / "shared" / "data" / "webgraph" / "uk-2007-05-100000"
+    Path(__file__).resolve().parents[3] / "shared" / "data" / "webgraph" / "uk-2007-05-100000"
 )
 BUNDLED_NAME = "uk-2007-05@100000"
 
