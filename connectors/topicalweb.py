@@ -1,10 +1,10 @@
 """A folder of HTML pages read as a recorded web with topics, for focused-crawl simulation.
 
-`read_html_tree` turns HTML trees (each served under a base URL) into a `TopicalWeb`: page
-URLs, the internal link graph in CSR form and each page's term counts with navigation chrome
-stripped. `load_web` reads a folder or Debian's documentation packages (infra/debian-docs) and
-caches the parse. The LAFC simulator (seed 000) crawls this web and judges pages with
-`frontierflow.state.relevance`.
+`read_html_tree` turns HTML trees (each served under a base URL, their pages read by
+`frontierflow.connectors.htmlpages`) into a `TopicalWeb`: page URLs, the internal link graph
+in CSR form and each page's term counts. `load_web` reads a folder or Debian's documentation
+packages (`frontierflow.connectors.debiandocs`) and caches the parse. The LAFC simulator
+(seed 000) crawls this web and judges pages with `frontierflow.state.relevance`.
 """
 
 from __future__ import annotations
@@ -19,15 +19,22 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote, unquote, urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import numpy as np
 import numpy.typing as npt
-from selectolax.lexbor import LexborHTMLParser
 
+from frontierflow.connectors.debiandocs import DEBIAN_DOC_ROOTS, debian_doc_base, debian_docs_dir
+from frontierflow.connectors.htmlpages import (
+    LinkResolver,
+    normalise_url,
+    page_files,
+    parse_page,
+    read_page,
+)
 from frontierflow.state.relevance import (
     STOP_WORDS,
     TOPICS,
@@ -43,54 +50,6 @@ PageArray = npt.NDArray[np.int32]
 
 #: Bump when the parse or the cache layout changes: old caches are then ignored.
 FORMAT_VERSION = 1
-
-#: The Debian packages of infra/debian-docs/fetch.sh and the HTML root inside each one
-#: (relative to <cache>/<package>/). openjdk-17-doc's own folder only holds symlinks into
-#: openjdk-17-jre-headless, where dpkg put the pages.
-DEBIAN_DOC_ROOTS: dict[str, str] = {
-    "linux-doc-6.1": "usr/share/doc/linux-doc-6.1/html",
-    "python3.11-doc": "usr/share/doc/python3.11/html",
-    "postgresql-doc-15": "usr/share/doc/postgresql-doc-15/html",
-    "openjdk-17-doc": "usr/share/doc/openjdk-17-jre-headless/api",
-}
-
-#: Navigation chrome: removed before counting terms, its links kept. Generic HTML5 landmarks
-#: first, then what each Debian manual's generator wraps around the text.
-CHROME_SELECTORS: tuple[str, ...] = (
-    "script",
-    "style",
-    "noscript",
-    "template",
-    "nav",
-    "header",
-    "footer",
-    "aside",
-    "[role=navigation]",
-    "[role=banner]",
-    "[role=contentinfo]",
-    "[role=search]",
-    # Sphinx "classic"/"pydoctheme" (Python docs)
-    "div.sphinxsidebar",
-    "div.related",
-    "div.footer",
-    "div.mobile-nav",
-    # Sphinx Read-the-Docs theme (kernel docs)
-    ".wy-nav-side",
-    ".wy-nav-top",
-    ".rst-footer-buttons",
-    ".rst-versions",
-    # DocBook (PostgreSQL)
-    "div.navheader",
-    "div.navfooter",
-    # javadoc 17
-    ".top-nav",
-    ".sub-nav",
-    ".skip-nav",
-    ".legal-copy",
-)
-_CHROME_CSS = ", ".join(CHROME_SELECTORS)
-_PAGE_SUFFIXES = (".html", ".htm")
-_GZ = ".gz"
 
 
 class WebFormatError(ValueError):
@@ -150,23 +109,12 @@ class TopicalWeb:
 
     def index_of(self, url: str) -> int:
         """The page index of `url` (its fragment ignored); KeyError if it is not in the web."""
-        return self._index[_normalise(url)]
+        return self._index[normalise_url(url)]
 
 
 # --------------------------------------------------------------------------------------------
-# Parsing an HTML tree
+# Reading HTML trees into a web
 # --------------------------------------------------------------------------------------------
-
-
-def _normalise(url: str) -> str:
-    """The form a page URL is stored and looked up in: no query, no fragment, path quoted once.
-
-    Unquoting then quoting makes "a%20b.html" and "a b.html" the same page, as a web server
-    would serve them.
-    """
-    parts = urlsplit(url)
-    path = quote(unquote(parts.path), safe="/:@!$&'()*+,;=-._~")
-    return f"{parts.scheme}://{parts.netloc}{path}"
 
 
 def _check_base(base: str) -> str:
@@ -177,121 +125,6 @@ def _check_base(base: str) -> str:
     if parts.query or parts.fragment:
         raise WebFormatError(f"base URL must have no query or fragment: {base!r}")
     return base if base.endswith("/") else base + "/"
-
-
-def page_files(folder: Path) -> list[tuple[str, Path]]:
-    """(relative URL path, file) of every page under `folder`, sorted by that path.
-
-    `x.html.gz` is the page `x.html` (Debian compresses large documents; links point at the
-    uncompressed name); when both exist the uncompressed one wins. Symlinked files are read
-    through (a dangling one is skipped); symlinked folders are not followed, which rules out
-    cycles and pages reachable under two URLs.
-    """
-    found: dict[str, Path] = {}
-    for dirpath, _dirnames, filenames in os.walk(folder):
-        for name in filenames:
-            lower = name.lower()
-            compressed = lower.endswith(_GZ)
-            stem = name[: -len(_GZ)] if compressed else name
-            if not stem.lower().endswith(_PAGE_SUFFIXES):
-                continue
-            path = Path(dirpath) / name
-            if not path.is_file():
-                logger.debug("skipping dangling link %s", path)
-                continue
-            rel = Path(dirpath, stem).relative_to(folder).as_posix()
-            if compressed and rel in found:
-                continue
-            found[rel] = path
-    return sorted(found.items())
-
-
-def _read_page(path: Path) -> bytes:
-    """The page's bytes, gunzipped when the file name ends in .gz."""
-    data = path.read_bytes()
-    return gzip.decompress(data) if path.name.lower().endswith(_GZ) else data
-
-
-def parse_page(html: bytes | str) -> tuple[list[str], str]:
-    """The href of every `<a>` in document order, and the text without navigation chrome.
-
-    Links are taken before the chrome is removed: navigation bars and sidebar TOCs are how a
-    crawler moves through a manual, but their words are the same on every page, and counting
-    them made one topic's relevant set six times larger (DESIGN §5). Bytes are read as UTF-8
-    (what all four Debian manuals declare), undecodable bytes replaced.
-    """
-    text = html.decode("utf-8", errors="replace") if isinstance(html, bytes) else html
-    tree = LexborHTMLParser(text)
-    hrefs = [href for a in tree.css("a[href]") if (href := a.attributes.get("href"))]
-    body = tree.body
-    if body is None:
-        return hrefs, ""
-    # Reversed document order removes a nested match before its ancestor.
-    for node in reversed(body.css(_CHROME_CSS)):
-        node.decompose()
-    return hrefs, body.text(separator=" ")
-
-
-def _resolve(page_url: str, href: str, index: dict[str, int]) -> int:
-    """The page index `href` on `page_url` leads to, or -1 when it leaves the web.
-
-    A link to a folder ("guide/") leads to its index.html when that page exists, as a web
-    server would answer.
-    """
-    try:
-        target = urljoin(page_url, href.strip())
-        parts = urlsplit(target)
-    except ValueError:  # e.g. a malformed IPv6 host: not a link into the web
-        return -1
-    if parts.scheme not in ("http", "https"):
-        return -1
-    url = _normalise(target)
-    hit = index.get(url)
-    if hit is None and url.endswith("/"):
-        hit = index.get(url + "index.html")
-    return -1 if hit is None else hit
-
-
-def _distinct_targets(source: int, targets: Iterable[int]) -> list[int]:
-    """Targets in first-occurrence order, without -1 (outside the web) and without `source`."""
-    seen: set[int] = {-1, source}
-    out: list[int] = []
-    for t in targets:
-        if t not in seen:
-            seen.add(t)
-            out.append(t)
-    return out
-
-
-class _LinkResolver:
-    """`_resolve` memoised per (page folder, href).
-
-    Sidebars and navigation bars repeat the same relative hrefs on every page of a folder, and
-    urljoin dominates the parse time otherwise. A relative href resolves the same way from every
-    page of one folder, except those that point at the page itself ("", "#x", "?q"), which are
-    skipped.
-    """
-
-    def __init__(self, index: dict[str, int]) -> None:
-        self._index = index
-        self._memo: dict[tuple[str, str], int] = {}
-
-    def targets(self, page: int, page_url: str, hrefs: Iterable[str]) -> list[int]:
-        folder = page_url[: page_url.rfind("/") + 1]
-        memo = self._memo
-        out: list[int] = []
-        for href in hrefs:
-            # Fragment and query are dropped anyway; cutting them first lets "x.html#a" and
-            # "x.html#b" share one memo entry.
-            href = href.strip().split("#", 1)[0].split("?", 1)[0]
-            if not href:
-                continue  # the page itself: a self-link, never kept
-            key = (folder, href)
-            hit = memo.get(key)
-            if hit is None:
-                hit = memo[key] = _resolve(page_url, href, self._index)
-            out.append(hit)
-        return _distinct_targets(page, out)
 
 
 def read_html_tree(
@@ -311,19 +144,19 @@ def read_html_tree(
         if not folder.is_dir():
             raise WebFormatError(f"not a folder: {folder}")
         base = _check_base(base)
-        files.extend((_normalise(base + rel), path) for rel, path in page_files(folder))
+        files.extend((normalise_url(base + rel), path) for rel, path in page_files(folder))
     urls = [url for url, _ in files]
     index = {url: i for i, url in enumerate(urls)}
     if len(index) != len(urls):
         raise WebFormatError("two pages map to the same URL: give each root its own base URL")
 
-    resolver = _LinkResolver(index)
+    resolver = LinkResolver(index)
     offsets = np.zeros(len(urls) + 1, dtype=np.int64)
     chunks: list[list[int]] = []
     terms: list[dict[str, int]] = []
     for i, (url, path) in enumerate(files):
         try:
-            hrefs, text = parse_page(_read_page(path))
+            hrefs, text = parse_page(read_page(path))
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             # An unreadable page stays in the web (others link to it) with no text or links.
             logger.warning("unreadable page %s: %s", path, exc)
@@ -341,23 +174,9 @@ def read_html_tree(
 # --------------------------------------------------------------------------------------------
 
 
-def debian_docs_dir() -> Path:
-    """Where infra/debian-docs/fetch.sh unpacks the packages (same environment override)."""
-    override = os.environ.get("DEBIAN_DOCS_CACHE")
-    if override:
-        return Path(override)
-    cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache_home) / "frontierflow" / "debian-docs"
-
-
 def default_cache_dir() -> Path:
     """Where parsed webs are cached: ~/.cache/frontierflow/webs."""
     return Path.home() / ".cache" / "frontierflow" / "webs"
-
-
-def debian_doc_base(package: str) -> str:
-    """The base URL a Debian documentation package is served under in the simulated web."""
-    return f"https://{package}.docs.invalid/"
 
 
 def web_roots(spec: str, docs_dir: Path | None = None) -> list[tuple[Path, str]]:

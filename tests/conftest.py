@@ -1,8 +1,11 @@
 """Shared pytest setup, and the helpers several test modules use, as fixtures.
 
 tests/ is not a package; pytest (rootdir-based, "prepend" import mode) puts this folder on
-sys.path before importing this conftest, so the plugin module tests/kafka_broker.py is
-importable by its bare name.
+sys.path before importing this conftest, so the plugin modules tests/kafka_broker.py,
+tests/beam_runners.py and tests/topical_webs.py are importable by their bare names, also from
+the test modules in the subfolders that mirror the source tree (tests/state/,
+tests/pipelines/beam/, ...). Each of those folders is put on sys.path too, so test file
+basenames must be unique across folders.
 
 Fixtures here (test modules never import each other's private helpers):
 - `fetch_events`: the one generator of small FetchEvent logs for replay tests.

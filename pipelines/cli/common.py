@@ -86,7 +86,7 @@ def topic(text: str) -> Topic:
 
 def lafc_settings(args: argparse.Namespace, seed: int) -> LafcSettings:
     from frontierflow.pipelines.strategies.lafc import LafcSettings
-    from frontierflow.state.lafc import LearningParams
+    from frontierflow.state.automaton import LearningParams
 
     return LafcSettings(
         control_threshold=args.lafc_c,

@@ -125,7 +125,7 @@ def _simulate_web(args: argparse.Namespace) -> int:
 def simulate(args: argparse.Namespace) -> int:
     if args.web is not None:
         return _simulate_web(args)
-    from frontierflow.connectors.webgraph import read_graph
+    from frontierflow.connectors.graphfiles import read_graph
     from frontierflow.pipelines.evaluation.hot_pages import (
         HotPagesSetup,
         default_seeds,

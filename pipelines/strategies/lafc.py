@@ -1,6 +1,6 @@
 """LAFC, focused crawling with a network of learning automata (seed 000), as an operator.
 
-One automaton per fetched page (state/lafc.py); its actions are the page's outlinks. The
+One automaton per fetched page (state/automaton.py); its actions are the page's outlinks. The
 paper's crawl is a depth-first walk driven by a stack S (seed 000 §3). In a streaming
 frontier the stack becomes priorities (DESIGN §5.1):
 
@@ -22,8 +22,8 @@ frontier the stack becomes priorities (DESIGN §5.1):
 
 Run one fetch at a time, this serves pages in exactly the order of the paper's sequential
 stack algorithm when that algorithm also discovers visited documents only when it picks
-them (tests/test_lafc.py checks it on small graphs). Randomness is drawn from (seed, page,
-counter), so a replay repeats bit for bit.
+them (tests/pipelines/strategies/test_lafc.py checks it on small graphs). Randomness is
+drawn from (seed, page, counter), so a replay repeats bit for bit.
 """
 
 from __future__ import annotations
@@ -43,19 +43,17 @@ from frontierflow.pipelines.core.strategy import (
 )
 from frontierflow.pipelines.strategies.base import EntryFactory
 from frontierflow.schemas.records import REPLY_ECHO, FetchEvent, FrontierEntry, Removal
-from frontierflow.state.lafc import (
-    LafcState,
+from frontierflow.state.automaton import (
     LearningParams,
     choose,
-    decode_lafc,
     disable,
-    encode_lafc,
     new_automaton,
     reinforce,
     relink,
     start_cycle,
     uniform_draw,
 )
+from frontierflow.state.lafc import LafcState, decode_lafc, encode_lafc
 from frontierflow.state.relevance import Topic, event_terms, similarity
 
 ECHO_PUSH = "lafc.push"

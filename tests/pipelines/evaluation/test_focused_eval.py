@@ -21,7 +21,7 @@ from frontierflow.pipelines.evaluation.focused import (
 )
 from frontierflow.state.relevance import Judge, Topic
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 ON, OFF = {"net": 1}, {"zzz": 1}

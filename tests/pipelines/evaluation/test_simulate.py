@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from frontierflow.connectors.webgraph import WebGraph, pagerank_subgraph
+from frontierflow.connectors.webgraph import WebGraph
 from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.core.strategy import CrawlClock
 from frontierflow.pipelines.evaluation.simulator import (
@@ -24,6 +24,7 @@ from frontierflow.pipelines.evaluation.simulator import (
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.pipelines.strategies.pagerank import PageRankOrder, RankedUrl
 from frontierflow.schemas.records import FrontierEntry
+from frontierflow.state.pagerank import pagerank_subgraph
 
 
 def _graph(arcs: list[tuple[int, int]], n: int) -> WebGraph:

@@ -11,16 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frontierflow.state.codec import StateCodecError
-from frontierflow.state.lafc import (
+from frontierflow.state.automaton import (
     Automaton,
-    LafcState,
     LearningParams,
     Scheme,
     choose,
-    decode_lafc,
     disable,
-    encode_lafc,
     new_automaton,
     reinforce,
     relink,
@@ -28,6 +24,8 @@ from frontierflow.state.lafc import (
     uniform_draw,
     update,
 )
+from frontierflow.state.codec import StateCodecError
+from frontierflow.state.lafc import LafcState, decode_lafc, encode_lafc
 
 LRI = LearningParams(a=0.09, scheme=Scheme.LRI)
 LRP = LearningParams(a=0.09, scheme=Scheme.LRP)

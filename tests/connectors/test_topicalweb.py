@@ -8,12 +8,11 @@ import numpy as np
 import pytest
 
 from frontierflow.connectors import topicalweb
+from frontierflow.connectors.debiandocs import DEBIAN_DOC_ROOTS, debian_docs_dir
 from frontierflow.connectors.topicalweb import (
-    DEBIAN_DOC_ROOTS,
     TopicalWeb,
     WebFormatError,
     cache_key,
-    debian_docs_dir,
     load_web,
     page_files,
     read_html_tree,
@@ -22,7 +21,7 @@ from frontierflow.connectors.topicalweb import (
     web_roots,
 )
 
-TINYWEB = Path(__file__).parent / "data" / "tinyweb"
+TINYWEB = Path(__file__).resolve().parents[1] / "data" / "tinyweb"
 BASE = "http://tiny.test/"
 
 

@@ -30,7 +30,7 @@ from frontierflow.pipelines.beam import dataflow_main
 from frontierflow.pipelines.beam.replay import build_replay
 from frontierflow.pipelines.strategies import build_strategy
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 DATAFLOW = REPO / "infra" / "dataflow"
 
 # Beam checks these when the pipeline is created: project ids have 6-30 characters and

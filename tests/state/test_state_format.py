@@ -19,7 +19,7 @@ from frontierflow.state.memory import InMemoryStore
 from frontierflow.state.rocksdb import RocksDBStore
 from frontierflow.state.store import META_FAMILY
 
-FIXTURE = Path(__file__).parent / "data" / "state-v1"
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "state-v1"
 FAMILIES = ("ieca", "crawled", "speed")
 FORMAT_2 = b"\x00\x00\x00\x00\x00\x00\x00\x02"
 

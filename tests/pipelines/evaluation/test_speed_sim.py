@@ -23,7 +23,7 @@ from frontierflow.pipelines.speed.per_fetcher import decisions_from_log, observe
 from frontierflow.pipelines.speed.settings import ControllerSettings, settings_for
 from frontierflow.schemas.records import FetchEvent
 
-BANDWIDTH = Path(__file__).resolve().parents[2] / "shared" / "data" / "bandwidth"
+BANDWIDTH = Path(__file__).resolve().parents[4] / "shared" / "data" / "bandwidth"
 needs_traces = pytest.mark.skipif(not BANDWIDTH.is_dir(), reason="bandwidth traces not present")
 
 

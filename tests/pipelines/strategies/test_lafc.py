@@ -15,8 +15,7 @@ from frontierflow.pipelines.evaluation.simulator import MemoryFrontier, simulate
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.pipelines.strategies.lafc import ECHO_PUSH, Lafc, LafcSettings
 from frontierflow.schemas.records import REPLY_ECHO, FetchEvent, FrontierEntry
-from frontierflow.state.lafc import (
-    LafcState,
+from frontierflow.state.automaton import (
     LearningParams,
     choose,
     disable,
@@ -24,6 +23,7 @@ from frontierflow.state.lafc import (
     reinforce,
     uniform_draw,
 )
+from frontierflow.state.lafc import LafcState
 from frontierflow.state.memory import InMemoryStore
 from frontierflow.state.relevance import Topic, event_terms, similarity
 
@@ -54,7 +54,7 @@ def reference_order(
             if old is None:
                 automata[page] = new_automaton(actions, cycle)
             else:
-                from frontierflow.state.lafc import start_cycle
+                from frontierflow.state.automaton import start_cycle
 
                 automata[page] = start_cycle(old, cycle)  # type: ignore[arg-type]
 

@@ -7,24 +7,11 @@ import pytest
 
 from frontierflow.state.codec import StateCodecError
 from frontierflow.state.forager import (
-    ForagerParams,
     ForagerPath,
     ForagerState,
     Variant,
-    add_reward,
-    best_url,
     decode_forager,
     encode_forager,
-    is_possibly_relevant,
-    multiply,
-    new_forager,
-    rest_of_path_sums,
-    select_next,
-    split_weblog,
-    start_list,
-    td_step,
-    visit,
-    weblog_update,
 )
 from frontierflow.state.forager_agent import (
     AgentParams,
@@ -40,6 +27,21 @@ from frontierflow.state.forager_agent import (
     new_fleet,
     next_forager,
     score_send,
+)
+from frontierflow.state.foraging import (
+    ForagerParams,
+    add_reward,
+    best_url,
+    is_possibly_relevant,
+    multiply,
+    new_forager,
+    rest_of_path_sums,
+    select_next,
+    split_weblog,
+    start_list,
+    td_step,
+    visit,
+    weblog_update,
 )
 
 H = 3_600_000

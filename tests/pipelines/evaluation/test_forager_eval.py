@@ -9,13 +9,13 @@ import pytest
 
 from frontierflow.connectors.news import NewsFormatError, iso_ms, read_stays
 from frontierflow.pipelines.cli import main
-from frontierflow.pipelines.evaluation.foragers import (
+from frontierflow.pipelines.evaluation.forager_fleet import (
     ForagerSetup,
     build_site,
     run_baseline,
     run_fleet,
-    summarise,
 )
+from frontierflow.pipelines.evaluation.forager_report import summarise
 from frontierflow.pipelines.evaluation.news_site import HOME, section_url
 from frontierflow.state.forager import Variant
 
@@ -116,7 +116,7 @@ def test_a_malformed_recording_is_refused(tmp_path: Path) -> None:
         list(read_stays(tmp_path))
 
 
-NEWS = Path(__file__).resolve().parents[2] / "shared" / "data" / "news"
+NEWS = Path(__file__).resolve().parents[4] / "shared" / "data" / "news"
 
 
 @pytest.mark.slow

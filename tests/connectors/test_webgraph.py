@@ -13,19 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from frontierflow.connectors import webgraph
-from frontierflow.connectors.webgraph import (
-    GraphFormatError,
-    WebGraph,
-    pagerank,
-    pagerank_subgraph,
-    read_bvgraph,
-    read_edge_list,
-    read_graph,
-)
+from frontierflow.connectors import bvgraph, graphfiles, webgraph
+from frontierflow.connectors.graphfiles import read_bvgraph, read_graph
+from frontierflow.connectors.webgraph import GraphFormatError, WebGraph, pagerank, read_edge_list
+from frontierflow.state.pagerank import pagerank_subgraph
 
 SHARED_GRAPH_DIR = (
-    Path(__file__).resolve().parents[2] / "shared" / "data" / "webgraph" / "uk-2007-05-100000"
+    Path(__file__).resolve().parents[3] / "shared" / "data" / "webgraph" / "uk-2007-05-100000"
 )
 BUNDLED_NAME = "uk-2007-05@100000"
 
@@ -325,7 +319,7 @@ def test_bvgraph_cache_is_used_and_survives_a_bad_file(
         raise AssertionError("decoded although the graph is cached")
 
     with monkeypatch.context() as patch:
-        patch.setattr(webgraph, "decode_bvgraph", no_decoding)
+        patch.setattr(graphfiles, "decode_bvgraph", no_decoding)
         assert_same_graph(read_bvgraph(tmp_path / "g", cache_dir=cache_dir), csr(graph))
     cached.write_bytes(b"not an npz file")
     assert_same_graph(read_bvgraph(tmp_path / "g", cache_dir=cache_dir), csr(graph))
@@ -364,7 +358,7 @@ def test_bvgraph_unsupported_flags_raise(tmp_path: Path, flags: str, message: st
 
 
 def test_bvgraph_flags_parse() -> None:
-    codes = webgraph.parse_compression_flags("OUTDEGREES_DELTA | BLOCK_COUNT_UNARY|OFFSETS_DELTA")
+    codes = bvgraph.parse_compression_flags("OUTDEGREES_DELTA | BLOCK_COUNT_UNARY|OFFSETS_DELTA")
     assert codes["OUTDEGREES"] == "DELTA" and codes["BLOCK_COUNT"] == "UNARY"
     assert codes["BLOCKS"] == "GAMMA" and codes["RESIDUALS"] == "ZETA"
 
