@@ -45,9 +45,10 @@ from kafka.errors import TopicAlreadyExistsError
 from frontierflow.connectors.base import Failed
 from frontierflow.connectors.kafka import KafkaSettings, decode_fetch_event
 from frontierflow.pipelines.beam.coders import UrlUpdate
+from frontierflow.pipelines.beam.event_time import ClockWindows
 from frontierflow.pipelines.beam.io import DEAD, with_dead_letters
 from frontierflow.pipelines.beam.replay import beam_strategy, update_frontier
-from frontierflow.pipelines.beam.stream import ClockWindows, stream_frontier
+from frontierflow.pipelines.beam.stream import stream_frontier
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.pipelines.core.validate import checked
 from frontierflow.schemas.codecs import encode_record

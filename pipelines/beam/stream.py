@@ -42,7 +42,6 @@ with `fetched_at` and turns events already behind its watermark into dead letter
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
@@ -56,10 +55,17 @@ from apache_beam.transforms.userstate import (
     TimerSpec,
     on_timer,
 )
-from apache_beam.transforms.window import FixedWindows, GlobalWindows, TimestampedValue
-from apache_beam.utils.timestamp import Duration, Timestamp
+from apache_beam.transforms.window import GlobalWindows, TimestampedValue
+from apache_beam.utils.timestamp import Timestamp
 
 from frontierflow.pipelines.beam.coders import FetchEventCoder, UrlUpdate
+from frontierflow.pipelines.beam.event_time import (
+    DUE_STATE,
+    ClockWindows,
+    buffer_until_due,
+    due_of,
+    take_due,
+)
 from frontierflow.pipelines.beam.io import ReadFetchEventLog, write_results
 from frontierflow.pipelines.beam.replay import apply_to_state_cell, beam_strategy, message_tuple
 from frontierflow.pipelines.core.step import (
@@ -71,85 +77,6 @@ from frontierflow.pipelines.core.step import (
 )
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.schemas.records import FetchEvent
-
-CLOCK_EXACT = "exact"
-CLOCK_WINDOWED = "windowed:"
-
-
-@dataclass(frozen=True, slots=True)
-class ClockWindows:
-    """Event-time windows of `width_ms` over which the crawl clock is refreshed."""
-
-    width_ms: int
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.width_ms, int) or self.width_ms < 1:
-            raise ValueError(f"clock window must be a whole number of ms >= 1: {self.width_ms}")
-
-    def fixed(self) -> FixedWindows:
-        return FixedWindows(Duration(micros=self.width_ms * 1000))
-
-    def due_micros(self, event_ms: int) -> int:
-        """The last millisecond of the window holding `event_ms`, in µs (see `_due_of`)."""
-        return ((event_ms // self.width_ms + 1) * self.width_ms - 1) * 1000
-
-
-def _due_of(window: Any) -> int:
-    """The last millisecond of `window`, in µs. Not Beam's max_timestamp (end − 1 µs): the
-    Fn API carries timer times in milliseconds, and a timer set at end − 1 µs would fire at
-    end − 1 ms, before the items it is meant to release."""
-    return int(window.end.micros) - 1000
-
-
-def parse_clock(text: str) -> ClockWindows | None:
-    """`exact` → None (the bounded pipeline); `windowed:W` → windows of W ms."""
-    if text == CLOCK_EXACT:
-        return None
-    if text.startswith(CLOCK_WINDOWED):
-        try:
-            return ClockWindows(int(text[len(CLOCK_WINDOWED) :]))
-        except ValueError as exc:
-            raise ValueError(f"--clock {text!r}: {exc}") from exc
-    raise ValueError(f"--clock must be 'exact' or 'windowed:W' (W in ms), got {text!r}")
-
-
-# --- ordering by event-time timers ------------------------------------------------------------
-
-_DUE = "due"
-# Each timer-ordered step below declares its own BAG, DUE and TIMER specs and its own
-# `process`: Beam keeps one on_timer callback per TimerSpec object, so the steps cannot
-# share one spec (and a shared `process` would have to name it). `_buffer` and `_take_due`
-# are the shared part.
-
-
-def _buffer(item: tuple[Any, ...], bag: Any, due: Any, timer: Any) -> None:
-    """Keep `item` (its first field: the microsecond it is due) until the watermark passes."""
-    bag.add(item)
-    pending = due.read()
-    if pending is None or item[0] < pending:
-        due.write(item[0])
-        timer.set(Timestamp(micros=item[0]))
-
-
-def _take_due(fired: Timestamp, bag: Any, due: Any, timer: Any) -> list[tuple[Any, ...]]:
-    """The buffered items due by `fired`, in order; the rest stay, with the timer re-armed.
-
-    The timer fired, so the watermark passed `fired`: no item due by then can still come.
-    """
-    ready: list[tuple[Any, ...]] = []
-    rest: list[tuple[Any, ...]] = []
-    for item in sorted(bag.read(), key=lambda i: (i[0], i[1])):
-        (ready if item[0] <= fired.micros else rest).append(item)
-    bag.clear()
-    for item in rest:
-        bag.add(item)
-    if rest:
-        due.write(rest[0][0])
-        timer.set(Timestamp(micros=rest[0][0]))
-    else:
-        due.clear()
-    return ready
-
 
 # --- 1. repeats --------------------------------------------------------------------------------
 
@@ -197,7 +124,7 @@ class _FirstFetches(beam.DoFn):
     BAG = BagStateSpec(
         "pending", TupleCoder([VarIntCoder(), VarIntCoder(), VarIntCoder(), FetchEventCoder()])
     )
-    DUE = ReadModifyWriteStateSpec(_DUE, VarIntCoder())
+    DUE = ReadModifyWriteStateSpec(DUE_STATE, VarIntCoder())
     LAST = ReadModifyWriteStateSpec("last_cycle", VarIntCoder())
     TIMER = TimerSpec("due", TimeDomain.WATERMARK)
 
@@ -211,7 +138,7 @@ class _FirstFetches(beam.DoFn):
         due: Any = beam.DoFn.StateParam(DUE),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        _buffer(element[1], bag, due, timer)
+        buffer_until_due(element[1], bag, due, timer)
 
     @on_timer(TIMER)
     def fire(
@@ -224,7 +151,7 @@ class _FirstFetches(beam.DoFn):
         last: Any = beam.DoFn.StateParam(LAST),  # noqa: B008
     ) -> Iterator[Any]:
         last_cycle = last.read()
-        for _, position, cycle, event in _take_due(fired, bag, due, timer):
+        for _, position, cycle, event in take_due(fired, bag, due, timer):
             repeat = is_repeat_fetch(last_cycle, cycle)
             if repeat and not self.keep_repeats:
                 continue
@@ -270,14 +197,14 @@ class _WithWindowEnd(beam.DoFn):
         counted: tuple[str, int],
         window: Any = beam.DoFn.WindowParam,
     ) -> Iterator[tuple[str, tuple[int, int]]]:
-        yield counted[0], (_due_of(window), counted[1])
+        yield counted[0], (due_of(window), counted[1])
 
 
 class _RunningPageCount(beam.DoFn):
     """Per crawl: before(w) for each window w, summing the windows in event-time order."""
 
     BAG = BagStateSpec("pending", FastPrimitivesCoder())
-    DUE = ReadModifyWriteStateSpec(_DUE, VarIntCoder())
+    DUE = ReadModifyWriteStateSpec(DUE_STATE, VarIntCoder())
     TOTAL = ReadModifyWriteStateSpec("total", VarIntCoder())
     TIMER = TimerSpec("due", TimeDomain.WATERMARK)
 
@@ -288,7 +215,7 @@ class _RunningPageCount(beam.DoFn):
         due: Any = beam.DoFn.StateParam(DUE),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        _buffer(element[1], bag, due, timer)
+        buffer_until_due(element[1], bag, due, timer)
 
     @on_timer(TIMER)
     def fire(
@@ -301,7 +228,7 @@ class _RunningPageCount(beam.DoFn):
         total: Any = beam.DoFn.StateParam(TOTAL),  # noqa: B008
     ) -> Iterator[Any]:
         before = total.read() or 0
-        for window_end, pages in _take_due(fired, bag, due, timer):
+        for window_end, pages in take_due(fired, bag, due, timer):
             yield TimestampedValue((key, before), Timestamp(micros=window_end))
             before += pages
         total.write(before)
@@ -336,7 +263,7 @@ class _RouteWithClock(beam.DoFn):
     ) -> Iterator[Any]:
         crawl_id, (position, repeat, event) = element
         clock = crawl_clock(before.get(crawl_id, 0), repeat, event.fetched_at)
-        due = _due_of(window)
+        due = due_of(window)
         messages = keyed_messages(self.strategy, event, repeat)
         for index, (key, message) in enumerate(messages):
             yield key, (due, position, index, clock.crawled, clock.now_ms, message_tuple(message))
@@ -367,7 +294,7 @@ class UpdateFrontierInEventTime(beam.PTransform):
 
 class _ApplyInEventTime(beam.DoFn):
     BAG = BagStateSpec("pending", FastPrimitivesCoder())
-    DUE = ReadModifyWriteStateSpec(_DUE, VarIntCoder())
+    DUE = ReadModifyWriteStateSpec(DUE_STATE, VarIntCoder())
     STATE = ReadModifyWriteStateSpec("state", BytesCoder())
     TIMER = TimerSpec("due", TimeDomain.WATERMARK)
 
@@ -381,7 +308,7 @@ class _ApplyInEventTime(beam.DoFn):
         due: Any = beam.DoFn.StateParam(DUE),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        _buffer(element[1], bag, due, timer)
+        buffer_until_due(element[1], bag, due, timer)
 
     @on_timer(TIMER)
     def fire(
@@ -393,7 +320,7 @@ class _ApplyInEventTime(beam.DoFn):
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
         state: Any = beam.DoFn.StateParam(STATE),  # noqa: B008
     ) -> Iterator[Any]:
-        ready = _take_due(fired, bag, due, timer)
+        ready = take_due(fired, bag, due, timer)
         if not ready:
             return
         encoded, latest = apply_to_state_cell(

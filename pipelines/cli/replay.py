@@ -92,7 +92,7 @@ def _replay_beam(args: argparse.Namespace) -> int:
     """The frontier pipeline the clock names, then (unless `--speed-controller none`) the
     speed controller's Beam form over the same log: `OUT-speed-decisions*.jsonl` (and
     `OUT-speed-dead*.jsonl`, events the speed statistics refuse)."""
-    from frontierflow.pipelines.beam.stream import parse_clock
+    from frontierflow.pipelines.beam.event_time import parse_clock
 
     speed = speed_settings(args)  # refused here, before any pipeline runs
     windows = parse_clock(args.clock)

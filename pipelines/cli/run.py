@@ -162,9 +162,9 @@ def _run_beam(args: argparse.Namespace) -> int:
     `--exit-when-idle`. The speed controller has no Kafka form on Beam yet: ScalingDecisions
     come from the embedded engine (or `replay --runner beam` over a log)."""
     from frontierflow.connectors.kafka import ensure_topics
+    from frontierflow.pipelines.beam.event_time import parse_clock
     from frontierflow.pipelines.beam.kafka import run_beam_kafka, run_beam_kafka_stream
     from frontierflow.pipelines.beam.replay import beam_strategy
-    from frontierflow.pipelines.beam.stream import parse_clock
 
     if args.speed_controller not in (None, NO_SPEED_CONTROLLER):
         raise ValueError(

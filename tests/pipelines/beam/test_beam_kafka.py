@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
+from frontierflow.pipelines.beam.event_time import ClockWindows
 from frontierflow.pipelines.beam.kafka import (
     FUTURE_EVENT,
     LATE_EVENT,
     run_beam_kafka,
     run_beam_kafka_stream,
 )
-from frontierflow.pipelines.beam.stream import ClockWindows
 from frontierflow.schemas.codecs import AvroCodec
 
 pytestmark = [pytest.mark.kafka, pytest.mark.beam_runner]

@@ -15,14 +15,10 @@ import apache_beam as beam
 import pytest
 from apache_beam.io.filesystem import FileMetadata, FileSystem, MatchResult
 
+from frontierflow.pipelines.beam.event_time import ClockWindows, parse_clock
 from frontierflow.pipelines.beam.io import one_log_file, read_log_items
 from frontierflow.pipelines.beam.replay import build_replay
-from frontierflow.pipelines.beam.stream import (
-    ClockWindows,
-    build_stream_replay,
-    parse_clock,
-    run_beam_stream_replay,
-)
+from frontierflow.pipelines.beam.stream import build_stream_replay, run_beam_stream_replay
 from frontierflow.pipelines.core.step import is_repeat_fetch
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.state.ieca import IecaParams, clock_coefficients

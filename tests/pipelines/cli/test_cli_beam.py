@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from frontierflow.pipelines.beam.stream import ClockWindows
+from frontierflow.pipelines.beam.event_time import ClockWindows
 from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.speed.settings import settings_for
 from frontierflow.pipelines.strategies.ieca import IecaStrategy

@@ -1,0 +1,94 @@
+"""Event time for the unbounded Beam form: the crawl clock's windows, and the ordering of a
+stateful step's input by event-time timers.
+
+`ClockWindows` are the fixed windows of `fetched_at` over which the crawl clock is
+refreshed (`--clock windowed:W`). A stateful step that must apply its input in a fixed
+order buffers it (`buffer_until_due`) and, when its watermark timer fires, takes what is
+due in order (`take_due`), so results do not depend on processing speed or bundling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from apache_beam.transforms.window import FixedWindows
+from apache_beam.utils.timestamp import Duration, Timestamp
+
+CLOCK_EXACT = "exact"
+CLOCK_WINDOWED = "windowed:"
+
+
+@dataclass(frozen=True, slots=True)
+class ClockWindows:
+    """Event-time windows of `width_ms` over which the crawl clock is refreshed."""
+
+    width_ms: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.width_ms, int) or self.width_ms < 1:
+            raise ValueError(f"clock window must be a whole number of ms >= 1: {self.width_ms}")
+
+    def fixed(self) -> FixedWindows:
+        return FixedWindows(Duration(micros=self.width_ms * 1000))
+
+    def due_micros(self, event_ms: int) -> int:
+        """The last millisecond of the window holding `event_ms`, in µs (see `due_of`)."""
+        return ((event_ms // self.width_ms + 1) * self.width_ms - 1) * 1000
+
+
+def due_of(window: Any) -> int:
+    """The last millisecond of `window`, in µs. Not Beam's max_timestamp (end − 1 µs): the
+    Fn API carries timer times in milliseconds, and a timer set at end − 1 µs would fire at
+    end − 1 ms, before the items it is meant to release."""
+    return int(window.end.micros) - 1000
+
+
+def parse_clock(text: str) -> ClockWindows | None:
+    """`exact` → None (the bounded pipeline); `windowed:W` → windows of W ms."""
+    if text == CLOCK_EXACT:
+        return None
+    if text.startswith(CLOCK_WINDOWED):
+        try:
+            return ClockWindows(int(text[len(CLOCK_WINDOWED) :]))
+        except ValueError as exc:
+            raise ValueError(f"--clock {text!r}: {exc}") from exc
+    raise ValueError(f"--clock must be 'exact' or 'windowed:W' (W in ms), got {text!r}")
+
+
+# --- ordering by event-time timers ------------------------------------------------------------
+
+DUE_STATE = "due"
+# Each timer-ordered step below declares its own BAG, DUE and TIMER specs and its own
+# `process`: Beam keeps one on_timer callback per TimerSpec object, so the steps cannot
+# share one spec (and a shared `process` would have to name it). `buffer_until_due` and `take_due`
+# are the shared part.
+
+
+def buffer_until_due(item: tuple[Any, ...], bag: Any, due: Any, timer: Any) -> None:
+    """Keep `item` (its first field: the microsecond it is due) until the watermark passes."""
+    bag.add(item)
+    pending = due.read()
+    if pending is None or item[0] < pending:
+        due.write(item[0])
+        timer.set(Timestamp(micros=item[0]))
+
+
+def take_due(fired: Timestamp, bag: Any, due: Any, timer: Any) -> list[tuple[Any, ...]]:
+    """The buffered items due by `fired`, in order; the rest stay, with the timer re-armed.
+
+    The timer fired, so the watermark passed `fired`: no item due by then can still come.
+    """
+    ready: list[tuple[Any, ...]] = []
+    rest: list[tuple[Any, ...]] = []
+    for item in sorted(bag.read(), key=lambda i: (i[0], i[1])):
+        (ready if item[0] <= fired.micros else rest).append(item)
+    bag.clear()
+    for item in rest:
+        bag.add(item)
+    if rest:
+        due.write(rest[0][0])
+        timer.set(Timestamp(micros=rest[0][0]))
+    else:
+        due.clear()
+    return ready
