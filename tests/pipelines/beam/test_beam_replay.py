@@ -3,7 +3,6 @@ same final state, on the local runner, on Prism and on Flink (embedded, LOOPBACK
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,40 +12,13 @@ from frontierflow.pipelines.beam import replay as beam_replay
 from frontierflow.pipelines.beam.replay import run_beam_replay
 from frontierflow.pipelines.beam.speed import read_beam_decisions
 from frontierflow.pipelines.cli import main
-from frontierflow.pipelines.core.step import is_repeat_fetch
 from frontierflow.schemas.jsonl import json_to_record
 from frontierflow.schemas.records import ScalingDecision
 
 
-def _check_equal(case: Any, tmp: Path, strategy: str, beam_args: list[str]) -> None:
-    log = tmp / "events.avro"
-    records = case.write_log(log)
-    expected, expected_states = case.embedded(log, tmp, strategy)
-    prefix = tmp / "beam" / "out"
-    prefix.parent.mkdir()
-    run_beam_replay(
-        log, strategy_name=strategy, out_prefix=str(prefix), budget=case.budget, beam_args=beam_args
-    )
-    entries, states, dead = case.beam(prefix)
-    # the embedded file holds every upsert; a URL fetched after its last entry has a
-    # tombstone in Kafka and no entry from Beam: compare the URLs that are still waiting
-    last_fetch: dict[str, int] = {}
-    last_cycle: dict[str, int] = {}
-    for r in records:  # fetches that took effect: repeats in a cycle do not
-        if not is_repeat_fetch(last_cycle.get(r["url"]), r["cycle"]):
-            last_cycle[r["url"]] = r["cycle"]
-            last_fetch[r["url"]] = r["fetched_at"]
-    waiting = {u: e for u, e in expected.items() if e["emitted_at"] > last_fetch.get(u, -1)}
-    assert entries == waiting
-    assert states == expected_states
-    assert len(states) > 400 and len(entries) > 100
-    assert [json.loads(d)["error_class"] for d in dead] == ["InvalidEvent"]
-    assert len(records) == 301
-
-
 @pytest.mark.parametrize("strategy", ["ieca", "bfs", "opic"])
 def test_local_runner_equals_embedded(beam_replay_case: Any, tmp_path: Path, strategy: str) -> None:
-    _check_equal(beam_replay_case, tmp_path, strategy, ["--runner=FnApiRunner"])
+    beam_replay_case.check_equal(tmp_path, strategy, ["--runner=FnApiRunner"])
 
 
 def test_clock_over_many_buckets_equals_embedded(
@@ -56,7 +28,7 @@ def test_clock_over_many_buckets_equals_embedded(
     prefix sum of earlier buckets plus its rank in its own (IECA's clock steps every 3
     pages, so one page off anywhere shows in the distances)."""
     monkeypatch.setattr(beam_replay, "CLOCK_BUCKET", 7)
-    _check_equal(beam_replay_case, tmp_path, "ieca", ["--runner=FnApiRunner"])
+    beam_replay_case.check_equal(tmp_path, "ieca", ["--runner=FnApiRunner"])
 
 
 def test_pages_before_buckets_by_hand() -> None:
@@ -71,8 +43,7 @@ def test_pages_before_buckets_by_hand() -> None:
 
 @pytest.mark.beam_runner
 def test_prism_equals_embedded(beam_replay_case: Any, tmp_path: Path, prism_binary: Path) -> None:
-    _check_equal(
-        beam_replay_case,
+    beam_replay_case.check_equal(
         tmp_path,
         "ieca",
         ["--runner=PrismRunner", f"--prism_location={prism_binary}", "--environment_type=LOOPBACK"],
@@ -84,8 +55,7 @@ def test_prism_equals_embedded(beam_replay_case: Any, tmp_path: Path, prism_bina
 def test_flink_equals_embedded(
     beam_replay_case: Any, tmp_path: Path, flink_job_server_jar: Path, flink_conf_dir: Path
 ) -> None:
-    _check_equal(
-        beam_replay_case,
+    beam_replay_case.check_equal(
         tmp_path,
         "ieca",
         [

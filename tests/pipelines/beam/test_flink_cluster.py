@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from flink_cluster import FlinkCluster
-from test_beam_replay import _check_equal
 
 # A killed TaskManager is dropped when the JobManager's heartbeat to it times out
 # (heartbeat.timeout: 10 s in cluster.sh's config) or sooner, when its RPC connection drops.
@@ -34,10 +34,15 @@ def _new_job(cluster: FlinkCluster, before: dict[str, str]) -> str:
 @pytest.mark.beam_runner
 @pytest.mark.parametrize("parallelism", [1, 2])
 def test_cluster_replay_equals_embedded(
-    tmp_path: Path, parallelism: int, flink_cluster: FlinkCluster, flink_worker_pool: str
+    beam_replay_case: Any,
+    tmp_path: Path,
+    parallelism: int,
+    flink_cluster: FlinkCluster,
+    flink_worker_pool: str,
 ) -> None:
     before = flink_cluster.jobs()
-    _check_equal(tmp_path, "ieca", flink_cluster.beam_args(flink_worker_pool, parallelism))
+    args = flink_cluster.beam_args(flink_worker_pool, parallelism)
+    beam_replay_case.check_equal(tmp_path, "ieca", args)
 
     jid = _new_job(flink_cluster, before)
     # ... and ran through without a task failure (a restart would hide one)
