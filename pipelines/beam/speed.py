@@ -31,6 +31,7 @@ from apache_beam.transforms import window as beam_window
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 from apache_beam.utils.timestamp import Timestamp
 
+from frontierflow.pipelines.beam.event_time import cheap_state_cache_accounting
 from frontierflow.pipelines.speed.controllers import decide
 from frontierflow.pipelines.speed.per_fetcher import initial_state, is_late, speed_event_problem
 from frontierflow.pipelines.speed.settings import ControllerSettings
@@ -213,6 +214,9 @@ class DecideThreads(beam.PTransform):
 
 class _Decide(beam.DoFn):
     STATE = ReadModifyWriteStateSpec("controller", BytesCoder())
+
+    def setup(self) -> None:
+        cheap_state_cache_accounting()
 
     def __init__(self, settings: ControllerSettings) -> None:
         self.settings = settings

@@ -55,7 +55,7 @@ from apache_beam.transforms.userstate import (
     TimerSpec,
     on_timer,
 )
-from apache_beam.transforms.window import GlobalWindows, TimestampedValue
+from apache_beam.transforms.window import GlobalWindows, TimestampCombiner, TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
 from frontierflow.pipelines.beam.coders import FetchEventCoder, UrlUpdate
@@ -63,6 +63,7 @@ from frontierflow.pipelines.beam.event_time import (
     DUE_STATE,
     ClockWindows,
     buffer_until_due,
+    cheap_state_cache_accounting,
     due_of,
     take_due,
 )
@@ -127,6 +128,9 @@ class _FirstFetches(beam.DoFn):
     DUE = ReadModifyWriteStateSpec(DUE_STATE, VarIntCoder())
     LAST = ReadModifyWriteStateSpec("last_cycle", VarIntCoder())
     TIMER = TimerSpec("due", TimeDomain.WATERMARK)
+
+    def setup(self) -> None:
+        cheap_state_cache_accounting()
 
     def __init__(self, keep_repeats: bool) -> None:
         self.keep_repeats = keep_repeats
@@ -208,6 +212,9 @@ class _RunningPageCount(beam.DoFn):
     TOTAL = ReadModifyWriteStateSpec("total", VarIntCoder())
     TIMER = TimerSpec("due", TimeDomain.WATERMARK)
 
+    def setup(self) -> None:
+        cheap_state_cache_accounting()
+
     def process(
         self,
         element: tuple[str, tuple[int, int]],
@@ -273,17 +280,26 @@ class _RouteWithClock(beam.DoFn):
 
 
 class UpdateFrontierInEventTime(beam.PTransform):
-    """(url, ordered message) in the global window → (url, version, state, change records)
-    per URL and window; version = (window end µs, position, index) of the last message
-    applied; change records: the latest per change key of that window's changes."""
+    """(url, message) in clock windows → one `UrlUpdate` per URL and window (its version:
+    (window end µs, position, index) of the last message applied). A URL's messages of a
+    window are grouped first, so the stateful step touches its state once per window, not
+    once per message; the batches are then applied in window order on an event-time timer
+    in the global window."""
 
-    def __init__(self, strategy: Strategy[Any]) -> None:
+    def __init__(self, strategy: Strategy[Any], windows: ClockWindows) -> None:
         super().__init__()
         self.strategy = strategy
+        self.windows = windows
 
     def expand(self, keyed: Any) -> Any:
         return (
             keyed
+            | "AtWindowEnd"
+            >> beam.WindowInto(
+                self.windows.fixed(), timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST
+            )
+            | "ByUrlAndWindow" >> beam.GroupByKey()
+            | "OneBatch" >> beam.MapTuple(lambda url, messages: (url, message_batch(messages)))
             | "ToGlobalWindow" >> beam.WindowInto(GlobalWindows())
             | "ApplyInEventTime"
             >> beam.ParDo(_ApplyInEventTime(self.strategy))
@@ -292,11 +308,21 @@ class UpdateFrontierInEventTime(beam.PTransform):
         )
 
 
+def message_batch(messages: Iterable[tuple[Any, ...]]) -> tuple[int, int, list[tuple[Any, ...]]]:
+    """A URL's messages of one clock window, (due, position, index, crawled, now_ms,
+    message) each, as one buffered item: (due, first position, the messages in order)."""
+    ordered = sorted(messages, key=lambda m: (m[1], m[2]))
+    return ordered[0][0], ordered[0][1], ordered
+
+
 class _ApplyInEventTime(beam.DoFn):
     BAG = BagStateSpec("pending", FastPrimitivesCoder())
     DUE = ReadModifyWriteStateSpec(DUE_STATE, VarIntCoder())
     STATE = ReadModifyWriteStateSpec("state", BytesCoder())
     TIMER = TimerSpec("due", TimeDomain.WATERMARK)
+
+    def setup(self) -> None:
+        cheap_state_cache_accounting()
 
     def __init__(self, strategy: Strategy[Any]) -> None:
         self.strategy = strategy
@@ -320,7 +346,7 @@ class _ApplyInEventTime(beam.DoFn):
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
         state: Any = beam.DoFn.StateParam(STATE),  # noqa: B008
     ) -> Iterator[Any]:
-        ready = take_due(fired, bag, due, timer)
+        ready = [message for batch in take_due(fired, bag, due, timer) for message in batch[2]]
         if not ready:
             return
         encoded, latest = apply_to_state_cell(
@@ -343,7 +369,7 @@ def stream_frontier(events: Any, strategy: Strategy[Any], windows: ClockWindows)
     )
     clock = firsts | "Clock" >> WindowedCrawlClock(windows)
     keyed = (firsts, clock) | "AttachClock" >> AttachClock(strategy)
-    return keyed | "Update" >> UpdateFrontierInEventTime(strategy)
+    return keyed | "Update" >> UpdateFrontierInEventTime(strategy, windows)
 
 
 def compact_updates(grouped: tuple[str, Iterable[UrlUpdate]]) -> UrlUpdate:
