@@ -24,7 +24,11 @@ from pathlib import Path
 
 from frontierflow.pipelines.bench.engine import BenchSetup, generate_log, spawn_worker
 
-RUNNERS = ("embedded", "fnapi", "prism", "flink")
+RUNNERS = ("embedded", "fnapi", "prism", "flink", "flink-cluster", "flink-cluster-2")
+"""What bench-beam can run; the two cluster runners need a running session cluster
+(`infra/flink/cluster.sh start`, `--flink-master`), the second also the SDK worker pool of
+`infra/flink/worker_pool.py` (`--worker-pool`): parallelism 2 on two TaskManagers."""
+DEFAULT_RUNNERS = ("embedded", "fnapi", "prism", "flink")
 BUDGET = 1_000_000
 STEP_SIZE = 500
 FIXED_COST_EVENTS = 10
@@ -37,9 +41,29 @@ FLINK_RUNNER_FALLBACK_VERSION = "2.62.0"
 
 
 def beam_args(
-    runner: str, prism_location: str | None, flink_jar: str | None, flink_conf_dir: str | None
+    runner: str,
+    prism_location: str | None,
+    flink_jar: str | None,
+    flink_conf_dir: str | None,
+    flink_master: str | None = None,
+    worker_pool: str | None = None,
 ) -> list[str]:
     """The Beam pipeline options of a runner of the benchmark (not `embedded`)."""
+    if runner in ("flink-cluster", "flink-cluster-2"):
+        cluster = [
+            "--runner=FlinkRunner",
+            f"--flink_master={flink_master}",
+            f"--flink_version={FLINK_VERSION}",
+            f"--flink_job_server_jar={flink_jar}",
+        ]
+        if runner == "flink-cluster":
+            return [*cluster, "--environment_type=LOOPBACK", "--parallelism=1"]
+        return [
+            *cluster,
+            "--environment_type=EXTERNAL",
+            f"--environment_config={worker_pool}",
+            "--parallelism=2",
+        ]
     if runner == "fnapi":
         return ["--runner=FnApiRunner"]
     if runner == "prism":
@@ -240,7 +264,7 @@ def _beam_version() -> str:
 
 def run_beam_bench(
     events: int = 2_000,
-    runners: Sequence[str] = RUNNERS,
+    runners: Sequence[str] = DEFAULT_RUNNERS,
     prism_location: str | None = None,
     flink_jar: str | None = None,
     flink_conf_dir: str | None = None,
@@ -248,6 +272,8 @@ def run_beam_bench(
     *,
     outlinks: int = 30,
     work_dir: Path | None = None,
+    flink_master: str | None = None,
+    worker_pool: str | None = None,
 ) -> str:
     """Generate the log, run every runner `repeats` times in turn, format the report.
 
@@ -265,7 +291,7 @@ def run_beam_bench(
         found = find_runner("prism", _beam_version(), env=env, home=home)
         prism_location = found.path
         notes.append(f"prism: {found.note}")
-    if "flink" in runners and flink_jar is None:
+    if any(r.startswith("flink") for r in runners) and flink_jar is None:
         found = find_runner("flink", _beam_version(), env=env, home=home)
         flink_jar = found.path
         notes.append(f"flink: {found.note}")
@@ -277,11 +303,18 @@ def run_beam_bench(
                 "flink: no infra/flink beside this install, so Flink's default state backend "
                 "(not RocksDB); pass --flink-conf-dir=DIR with infra/flink/config.yaml"
             )
-    active = [
-        r
-        for r in runners
-        if not (r == "prism" and not prism_location) and not (r == "flink" and not flink_jar)
-    ]
+    if "flink-cluster" in runners or "flink-cluster-2" in runners:
+        if not flink_master:
+            notes.append("flink-cluster: no --flink-master (start: infra/flink/cluster.sh start)")
+        elif "flink-cluster-2" in runners and not worker_pool:
+            notes.append("flink-cluster-2: no --worker-pool (start: infra/flink/worker_pool.py)")
+    ready = {
+        "prism": bool(prism_location),
+        "flink": bool(flink_jar),
+        "flink-cluster": bool(flink_jar and flink_master),
+        "flink-cluster-2": bool(flink_jar and flink_master and worker_pool),
+    }
+    active = [r for r in runners if ready.get(r, True)]
     setup = BenchSetup(events=events, outlinks=outlinks, repeats=repeats)
     with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
         root = Path(tmp)
@@ -289,7 +322,9 @@ def run_beam_bench(
         generate_log(log, setup)
         generate_log(small, BenchSetup(events=FIXED_COST_EVENTS, outlinks=outlinks, repeats=1))
         args = {
-            r: [] if r == "embedded" else beam_args(r, prism_location, flink_jar, flink_conf_dir)
+            r: []
+            if r == "embedded"
+            else beam_args(r, prism_location, flink_jar, flink_conf_dir, flink_master, worker_pool)
             for r in active
         }
         runs: dict[str, list[dict[str, float]]] = {r: [] for r in active}
@@ -322,6 +357,8 @@ def _report(
         "fnapi": "beam-fnapi",
         "prism": "beam-prism",
         "flink": "beam-flink",
+        "flink-cluster": "cluster-p1",
+        "flink-cluster-2": "cluster-p2",
     }
     lines = [
         header,

@@ -39,7 +39,19 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     bb.add_argument("--events", type=int, default=2_000)
     bb.add_argument("--outlinks", type=int, default=30)
     bb.add_argument("--repeats", type=int, default=3, help="runs of each; medians reported")
-    bb.add_argument("--runners", type=csv_list, default=("embedded", "fnapi", "prism", "flink"))
+    bb.add_argument(
+        "--runners",
+        type=csv_list,
+        default=("embedded", "fnapi", "prism", "flink"),
+        help="embedded, fnapi, prism, flink (embedded mini cluster), flink-cluster "
+        "(parallelism 1), flink-cluster-2 (parallelism 2)",
+    )
+    bb.add_argument(
+        "--flink-master", default=None, help="HOST:PORT of a session cluster (cluster.sh start)"
+    )
+    bb.add_argument(
+        "--worker-pool", default=None, help="HOST:PORT of infra/flink/worker_pool.py (p2)"
+    )
     bb.add_argument(
         "--prism-location",
         default=None,
@@ -119,6 +131,8 @@ def bench_beam(args: argparse.Namespace) -> int:
             args.repeats,
             outlinks=args.outlinks,
             work_dir=args.work_dir,
+            flink_master=args.flink_master,
+            worker_pool=args.worker_pool,
         )
     )
     return 0

@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 
 from frontierflow.pipelines.bench.beam import (
+    beam_args,
     cached_flink_job_server,
     cached_prism,
     find_runner,
+    run_beam_bench,
 )
 from frontierflow.pipelines.bench.engine import (
     BenchSetup,
@@ -224,3 +226,31 @@ def test_raw_ceiling_writes_what_the_pass_through_writes(tmp_path: Path) -> None
     first = next(generated_events(BenchSetup(events=1, outlinks=5, urls=300)))
     assert [e["url"] for e in raw[:5]] == list(first["outlinks"])  # type: ignore[call-overload]
     assert raw[0]["via"] == first["url"] and raw[0]["emitted_at"] == first["fetched_at"]
+
+
+def test_cluster_runners_submit_to_the_session_cluster() -> None:
+    """bench-beam's two cluster rows: parallelism 1 with the workers in the submitting
+    process, parallelism 2 with the worker pool that survives two TaskManagers."""
+    p1 = beam_args("flink-cluster", None, "/j.jar", None, "127.0.0.1:8081", None)
+    assert p1 == [
+        "--runner=FlinkRunner",
+        "--flink_master=127.0.0.1:8081",
+        "--flink_version=1.19",
+        "--flink_job_server_jar=/j.jar",
+        "--environment_type=LOOPBACK",
+        "--parallelism=1",
+    ]
+    p2 = beam_args("flink-cluster-2", None, "/j.jar", None, "127.0.0.1:8081", "127.0.0.1:50000")
+    assert p2[-3:] == [
+        "--environment_type=EXTERNAL",
+        "--environment_config=127.0.0.1:50000",
+        "--parallelism=2",
+    ]
+
+
+def test_cluster_runners_without_a_cluster_are_skipped_with_a_note(tmp_path: Path) -> None:
+    report = run_beam_bench(
+        events=3, runners=("embedded", "flink-cluster-2"), repeats=1, work_dir=tmp_path
+    )
+    assert "flink-cluster: no --flink-master" in report
+    assert "cluster-p2" not in report.split("ratio:")[0]
