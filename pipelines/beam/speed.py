@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
+from apache_beam import typehints
 from apache_beam.coders import BytesCoder
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms import window as beam_window
@@ -36,7 +37,6 @@ from frontierflow.pipelines.speed.controllers import decide
 from frontierflow.pipelines.speed.per_fetcher import initial_state, is_late, speed_event_problem
 from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.pipelines.speed.windows import add_event, merge_windows
-from frontierflow.schemas.codecs import AvroCodec, record_from_dict
 from frontierflow.schemas.jsonl import record_to_json
 from frontierflow.schemas.records import FetchEvent, ScalingDecision
 from frontierflow.state.speed import (
@@ -48,15 +48,8 @@ from frontierflow.state.speed import (
 )
 
 DEAD = "dead"
-_EVENT = AvroCodec.for_name("FetchEvent")
-
-
-def event_bytes(event: FetchEvent) -> bytes:
-    return _EVENT.encode(event.to_avro())
-
-
-def _event_of(data: bytes) -> FetchEvent:
-    return record_from_dict(FetchEvent, _EVENT.decode(data))
+FetcherEvent = typehints.KV[str, typehints.Tuple[int, FetchEvent]]
+"""(fetcher id, (position, event)): events cross stages through their Avro coder."""
 
 
 def _ms(ts: Timestamp) -> int:
@@ -64,34 +57,32 @@ def _ms(ts: Timestamp) -> int:
 
 
 class AttachWatermarks(beam.PTransform):
-    """(position, event bytes) → timestamped (fetcher, (event bytes, watermark before));
-    refused events → `dead` as (position, reason)."""
+    """(position, event) → timestamped (fetcher, (event, watermark before)); refused
+    events → `dead` as (position, reason)."""
 
     def expand(self, items: Any) -> Any:
-        return (
+        attached = (
             items
-            | "KeyByFetcher" >> beam.Map(_key_by_fetcher)
+            | "KeyByFetcher"
+            >> beam.MapTuple(lambda p, e: (e.fetcher_id, (p, e))).with_output_types(FetcherEvent)
             | "ByFetcher" >> beam.GroupByKey()
             | "InLogOrder" >> beam.ParDo(_Watermarks()).with_outputs(DEAD, main="events")
         )
-
-
-def _key_by_fetcher(item: tuple[int, bytes]) -> tuple[str, tuple[int, bytes]]:
-    return _event_of(item[1]).fetcher_id, item
+        attached.events.element_type = typehints.KV[str, typehints.Tuple[FetchEvent, int]]
+        return attached
 
 
 class _Watermarks(beam.DoFn):
-    def process(self, grouped: tuple[str, Iterable[tuple[int, bytes]]]) -> Iterator[Any]:
+    def process(self, grouped: tuple[str, Iterable[tuple[int, FetchEvent]]]) -> Iterator[Any]:
         fetcher, items = grouped
         watermark = NO_WATERMARK
-        for position, data in sorted(items):
-            event = _event_of(data)
+        for position, event in sorted(items, key=lambda item: item[0]):
             problem = speed_event_problem(event)
             if problem is not None:
                 yield beam.pvalue.TaggedOutput(DEAD, (position, problem))
                 continue
             ts = Timestamp(micros=event.fetched_at * 1000)
-            yield beam_window.TimestampedValue((fetcher, (data, watermark)), ts)
+            yield beam_window.TimestampedValue((fetcher, (event, watermark)), ts)
             watermark = max(watermark, event.fetched_at)
 
 
@@ -112,14 +103,16 @@ class WindowFetchEvents(beam.PTransform):
 
 
 class DropLateEvents(beam.PTransform):
-    """Keeps (fetcher, event bytes) for the windows the event was on time for."""
+    """Keeps (fetcher, event) for the windows the event was on time for."""
 
     def __init__(self, settings: ControllerSettings) -> None:
         super().__init__()
         self.settings = settings
 
     def expand(self, windowed: Any) -> Any:
-        return windowed | "OnTime" >> beam.ParDo(_OnTime(self.settings))
+        return windowed | "OnTime" >> beam.ParDo(_OnTime(self.settings)).with_output_types(
+            typehints.KV[str, FetchEvent]
+        )
 
 
 class _OnTime(beam.DoFn):
@@ -128,12 +121,12 @@ class _OnTime(beam.DoFn):
 
     def process(
         self,
-        element: tuple[str, tuple[bytes, int]],
+        element: tuple[str, tuple[FetchEvent, int]],
         win: Any = beam.DoFn.WindowParam,
-    ) -> Iterator[tuple[str, bytes]]:
-        fetcher, (data, watermark) = element
+    ) -> Iterator[tuple[str, FetchEvent]]:
+        fetcher, (event, watermark) = element
         if not is_late(watermark, _ms(win.end), self.settings):
-            yield fetcher, data
+            yield fetcher, event
 
 
 _Acc = tuple[int, int, int, int, int, tuple[int, ...]]
@@ -155,8 +148,8 @@ class _SpeedWindowFn(beam.CombineFn):
     def create_accumulator(self) -> _Acc:
         return _acc_of(SpeedWindow(0, 0))
 
-    def add_input(self, acc: _Acc, data: bytes) -> _Acc:
-        return _acc_of(add_event(_sums(acc), _event_of(data)))
+    def add_input(self, acc: _Acc, event: FetchEvent) -> _Acc:
+        return _acc_of(add_event(_sums(acc), event))
 
     def merge_accumulators(self, accs: Iterable[_Acc]) -> _Acc:
         it = iter(accs)
@@ -170,7 +163,7 @@ class _SpeedWindowFn(beam.CombineFn):
 
 
 class AggregateSpeedWindows(beam.PTransform):
-    """(fetcher, event bytes) per window → (fetcher, window tuple) in the global window."""
+    """(fetcher, event) per window → (fetcher, window tuple) in the global window."""
 
     def expand(self, on_time: Any) -> Any:
         return (
@@ -197,7 +190,7 @@ def _window_of(t: tuple[int, ...]) -> SpeedWindow:
 
 
 class DecideThreads(beam.PTransform):
-    """Per fetcher: windows in end order through `controllers.decide`; out: decision JSON."""
+    """Per fetcher: windows in end order through `controllers.decide`; out: ScalingDecisions."""
 
     def __init__(self, settings: ControllerSettings) -> None:
         super().__init__()
@@ -208,7 +201,9 @@ class DecideThreads(beam.PTransform):
             windows
             | "ByFetcher" >> beam.GroupByKey()
             | "Decide"
-            >> beam.ParDo(_Decide(self.settings)).with_input_types(tuple[str, Iterable[Any]])
+            >> beam.ParDo(_Decide(self.settings))
+            .with_input_types(tuple[str, Iterable[Any]])
+            .with_output_types(ScalingDecision)
         )
 
 
@@ -225,7 +220,7 @@ class _Decide(beam.DoFn):
         self,
         grouped: tuple[str, Iterable[tuple[int, ...]]],
         state: Any = beam.DoFn.StateParam(STATE),  # noqa: B008 (Beam's idiom)
-    ) -> Iterator[str]:
+    ) -> Iterator[ScalingDecision]:
         fetcher, windows = grouped
         raw = state.read()
         current: SpeedState = (
@@ -234,12 +229,12 @@ class _Decide(beam.DoFn):
         ctrl = current.controller
         for t in sorted(windows, key=lambda w: (w[1], w[0])):
             ctrl, decision = decide(ctrl, _window_of(t), fetcher, self.settings)
-            yield record_to_json(decision.to_avro(), "ScalingDecision")
+            yield decision
         state.write(encode_speed_state(SpeedState(fetcher, ctrl)))
 
 
 def scaling_decisions(items: Any, settings: ControllerSettings) -> tuple[Any, Any]:
-    """(position, FetchEvent bytes) in; decision JSON lines and dead (position, reason) out."""
+    """(position, FetchEvent) in; ScalingDecisions and dead (position, reason) out."""
     attached = items | "Watermarks" >> AttachWatermarks()
     on_time = (
         attached.events
@@ -267,11 +262,19 @@ def run_beam_speed(
     runner: Any = None,
 ) -> None:
     """Decisions for a log of events: `<out>-decisions*.jsonl` and `<out>-dead*.jsonl`."""
-    items = [(i, event_bytes(e)) for i, e in enumerate(events)]
+    items = list(enumerate(events))
     options = PipelineOptions(beam_args or [])
     with beam.Pipeline(runner=runner, options=options) as pipeline:
-        decisions, dead = scaling_decisions(pipeline | "Log" >> beam.Create(items), settings)
-        decisions | "WriteDecisions" >> beam.io.WriteToText(out_prefix + "-decisions", ".jsonl")
+        log = pipeline | "Log" >> beam.Create(items).with_output_types(
+            typehints.Tuple[int, FetchEvent]
+        )
+        decisions, dead = scaling_decisions(log, settings)
+        (
+            decisions
+            | "DecisionLines"
+            >> beam.Map(lambda d: record_to_json(d.to_avro(), "ScalingDecision", validate=False))
+            | "WriteDecisions" >> beam.io.WriteToText(out_prefix + "-decisions", ".jsonl")
+        )
         (
             dead
             | "DeadJson" >> beam.Map(lambda d: json.dumps({"position": d[0], "reason": d[1]}))

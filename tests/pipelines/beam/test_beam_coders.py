@@ -20,7 +20,7 @@ from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.container import write_container
 from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry, Removal
 
-_CARRIED = ("FetchEvent", "DeadLetter", "UrlUpdate")
+_CARRIED = ("FetchEvent", "DeadLetter", "UrlUpdate", "ScalingDecision")
 
 
 class _Coders(PipelineVisitor):  # type: ignore[misc]
@@ -90,3 +90,26 @@ def test_changes_and_updates_round_trip() -> None:
     assert coder.decode(coder.encode(update)) == update
     empty = ours.UrlUpdate("https://b/", None, ())
     assert coder.decode(coder.encode(empty)) == empty
+
+
+def test_speed_graph_carries_events_and_decisions_as_records() -> None:
+    """The speed controller's Beam form: events and ScalingDecisions cross its stages
+    through their Avro coders, never pickled."""
+    from frontierflow.pipelines.beam.speed import scaling_decisions
+    from frontierflow.pipelines.speed.settings import settings_for
+
+    pipeline = beam.Pipeline(argv=["--runner=FnApiRunner"])
+    event = FetchEvent("https://a.example/", 5, 200, "f", "a.example")
+    log = pipeline | beam.Create([(0, event)]).with_output_types(
+        beam.typehints.Tuple[int, FetchEvent]
+    )
+    scaling_decisions(log, settings_for("seed003"))
+    visitor = _Coders()
+    pipeline.visit(visitor)
+    found = {
+        where: coder
+        for where, coder in visitor.found.items()
+        if "FetchEvent" in where or "ScalingDecision" in where
+    }
+    assert any("ScalingDecision" in where for where in found)
+    _no_pickling(found)
