@@ -8,8 +8,9 @@ A FetchEvent goes through four rules, here and nowhere else:
 2. **route**: a first fetch becomes the keyed messages of `Strategy.route`, in the order
    of `Routed.messages`; a repeat becomes at most the parent's `Reinforce` with
    `fresh=False`, and only for a strategy that `learns_from_repeats` (`keyed_messages`);
-3. **apply**: a key's messages go through `Strategy.apply` in input order, one state
-   read and one state written per batch (`apply_messages`);
+3. **apply**: a key's messages go through `Strategy.apply_batch` (by default `apply`
+   message by message) in input order, one state read and one state written per batch
+   (`apply_messages`);
 4. **keep the latest change** per `change_key` (`keep_latest`).
 
 The embedded engine calls them per event over its step's states; the bounded Beam
@@ -84,9 +85,9 @@ def apply_messages(
     messages: Iterable[tuple[CrawlClock, Message]],
     latest: LatestChanges,
 ) -> S | None:
-    """`key`'s state after its (clock, message)s, in order; changes folded into `latest`."""
-    apply = strategy.apply
-    for clock, message in messages:
-        state, changes = apply(key, state, message, clock)
-        keep_latest(latest, changes)
+    """`key`'s state after its (clock, message)s, in order (`Strategy.apply_batch`);
+    changes folded into `latest`."""
+    state, changes = strategy.apply_batch(key, state, messages)
+    for change in changes:
+        keep_latest(latest, change)
     return state

@@ -152,6 +152,24 @@ class Strategy(ABC, Generic[S]):
     ) -> tuple[S | None, Changes | None]:
         """`key`'s new state and frontier changes after `message`: pure, no I/O."""
 
+    def apply_batch(
+        self, key: str, state: S | None, messages: Iterable[tuple[CrawlClock, Message]]
+    ) -> tuple[S | None, list[Changes]]:
+        """`key`'s state after its (clock, message)s in order, and the changes they emit.
+
+        Every engine applies a key's messages through this (the step core's
+        `apply_messages`). The default is `apply` message by message; a strategy may fold a
+        batch faster as long as its result equals that fold after `keep_latest` (changes it
+        knows a later one replaces may be left out, and need not be built at all).
+        """
+        out: list[Changes] = []
+        apply = self.apply
+        for clock, message in messages:
+            state, changes = apply(key, state, message, clock)
+            if changes is not None:
+                out.append(changes)
+        return state, out
+
     @abstractmethod
     def encode_state(self, state: S) -> bytes: ...
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from frontierflow.connectors.base import Failed
 from frontierflow.schemas.records import FetchEvent
-from frontierflow.state.urls import is_http_url
+from frontierflow.state.urls import http_urls, is_http_url
 
 
 class InvalidEvent(ValueError):
@@ -65,8 +65,8 @@ def validate_event(event: FetchEvent, limits: Limits = _DEFAULT_LIMITS) -> Fetch
             raise InvalidEvent(f"{len(event.terms)} terms exceed the limit of {limits.max_terms}")
         if any(f < 0 for f in event.terms.values()):
             raise InvalidEvent("a term frequency is negative")
-    good = tuple(u for u in event.outlinks if is_http_url(u, limits.max_url_chars))
-    return event if len(good) == len(event.outlinks) else replace(event, outlinks=good)
+    good = http_urls(event.outlinks, limits.max_url_chars)
+    return event if good is event.outlinks else replace(event, outlinks=good)
 
 
 def checked(decoded: FetchEvent | Failed, limits: Limits = _DEFAULT_LIMITS) -> FetchEvent | Failed:

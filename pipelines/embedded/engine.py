@@ -187,6 +187,7 @@ class Engine(Generic[S]):
         A crash before 3 leaves the old positions: the sink is rewound past what 1 wrote
         and the input is read again. A crash after 3 has nothing left to redo.
         """
+        step.apply_pending()
         self.sink.write(list(step.changes.values()), step.dead_letters)
         if step.decisions:
             assert isinstance(self.sink, DecisionSink)  # checked in __init__
@@ -222,6 +223,8 @@ class _Step(Generic[S]):
         self.dirty: set[str] = set()
         self.last_crawled: dict[str, int | None] = {}
         self.crawl_counts: dict[str, int] = {}
+        self.pending: dict[str, list[tuple[CrawlClock, Message]]] = {}
+        """Messages routed in this step and not applied yet, per key, in input order."""
         self.changes: LatestChanges = {}
         self.dead_letters: list[DeadLetter] = []
         self.speed_states: dict[str, SpeedState | None] = {}
@@ -291,15 +294,13 @@ class _Step(Generic[S]):
             self.last_crawled[url] = event.cycle
             self.crawl_counts[event.crawl_id] = clock.crawled
             stats.events += 1
-        states, dirty, changes = self.states, self.dirty, self.changes
-        apply = self.strategy.apply
+        pending = self.pending
         for key, message in messages:
-            if key not in states:
-                self._load_states([key])
-            states[key], changed = apply(key, states[key], message, clock)
-            dirty.add(key)
-            if changed is not None:
-                keep_latest(changes, changed)
+            batch = pending.get(key)
+            if batch is None:
+                pending[key] = [(clock, message)]
+            else:
+                batch.append((clock, message))
             if type(message) is Link:
                 stats.links += 1
         glob = self.engine._global
@@ -337,15 +338,26 @@ class _Step(Generic[S]):
         self.last_crawled[url] = None if value is None else decode_i32(value)
 
     def apply(self, key: str, message: Message, clock: CrawlClock) -> None:
-        if key not in self.states:
-            self._load_states([key])
-        self.states[key] = apply_messages(
-            self.strategy, key, self.states[key], ((clock, message),), self.changes
-        )
-        self.dirty.add(key)
+        """Queue `message` for `key`; the step applies each key's queue in one batch."""
+        self.pending.setdefault(key, []).append((clock, message))
+
+    def apply_pending(self) -> None:
+        """Apply every key's queued messages, in order, as one batch per key (the step
+        core's `apply_messages`): each key's state is independent of the others', so
+        grouping by key keeps every result and makes one state update per key and step."""
+        pending, states = self.pending, self.states
+        missing = [key for key in pending if key not in states]
+        if missing:
+            self._load_states(missing)
+        strategy, changes, dirty = self.strategy, self.changes, self.dirty
+        for key, batch in pending.items():
+            states[key] = apply_messages(strategy, key, states[key], batch, changes)
+            dirty.add(key)
+        pending.clear()
 
     def recompute(self, glob: GlobalStrategy[S], clock: CrawlClock) -> None:
         """A global recomputation over every state, this step's uncommitted ones included."""
+        self.apply_pending()
         decode = self.strategy.decode_state
         snapshot: dict[str, S] = {
             k.decode(): decode(v) for k, v in self.engine.store.items(self.strategy.family)

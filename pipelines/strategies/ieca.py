@@ -8,9 +8,19 @@ fetcher found by itself) counts as a starting page at the seed distance.
 
 from __future__ import annotations
 
-from frontierflow.pipelines.core.strategy import CrawlClock, Fetched, Link, Message, Seed, Strategy
+from collections.abc import Iterable
+
+from frontierflow.pipelines.core.strategy import (
+    Changes,
+    CrawlClock,
+    Fetched,
+    Link,
+    Message,
+    Seed,
+    Strategy,
+)
 from frontierflow.pipelines.strategies.base import EntryFactory, echo_float, fmt_float
-from frontierflow.schemas.records import FetchEvent, FrontierChange, Removal
+from frontierflow.schemas.records import FetchEvent, FrontierChange, FrontierEntry, Removal
 from frontierflow.state.ieca import (
     NOT_CRAWLED,
     UNKNOWN,
@@ -58,17 +68,59 @@ class IecaStrategy(Strategy[IecaDistance]):
             new = current.after_link(message.value, message.weight, message.cycle, delta, a)
             if new is current:
                 return current, None
-            echo = {ECHO_DISTANCE: repr(new.distance)}
-            entry = self._entries.entry_owning_echo(
-                key,
-                -new.distance,
-                message.crawl_id,
-                message.cycle,
-                message.parent,
-                clock.now_ms,
-                echo,
+            return new, self._link_entry(key, new, message, clock.now_ms)
+        return self._apply_other(key, current, state, message, clock)
+
+    def apply_batch(
+        self,
+        key: str,
+        state: IecaDistance | None,
+        messages: Iterable[tuple[CrawlClock, Message]],
+    ) -> tuple[IecaDistance | None, list[Changes]]:
+        """`apply` over a key's messages with one entry built, for the last change: every
+        change of an IECA key replaces the one before it (`change_key` is the URL), and
+        after a Link's change the state moves again only with a change of its own, so the
+        last Link's entry is the one its state has at the end."""
+        current = state if state is not None else _UNSEEN
+        held = state is not None  # False while the fold's state is still None
+        last: FrontierChange | None = None
+        link: tuple[Link, CrawlClock] | None = None  # the last change, while a Link's
+        coefficients = self.coefficients
+        for clock, message in messages:
+            if isinstance(message, Link):
+                held = True
+                delta, a = coefficients(clock.crawled)
+                new = current.after_link(message.value, message.weight, message.cycle, delta, a)
+                if new is not current:
+                    current = new
+                    link = message, clock
+                continue
+            after, change = self._apply_other(
+                key, current, current if held else None, message, clock
             )
-            return new, entry
+            if after is not None:
+                current, held = after, True
+            if change is not None:
+                last, link = change, None
+        if link is not None:
+            message, clock = link
+            last = self._link_entry(key, current, message, clock.now_ms)
+        return (current if held else None), [] if last is None else [last]
+
+    def _link_entry(self, key: str, state: IecaDistance, link: Link, now_ms: int) -> FrontierEntry:
+        echo = {ECHO_DISTANCE: repr(state.distance)}
+        return self._entries.entry_owning_echo(
+            key, -state.distance, link.crawl_id, link.cycle, link.parent, now_ms, echo
+        )
+
+    def _apply_other(
+        self,
+        key: str,
+        current: IecaDistance,
+        state: IecaDistance | None,
+        message: Message,
+        clock: CrawlClock,
+    ) -> tuple[IecaDistance | None, FrontierChange | None]:
         if isinstance(message, Fetched):
             distance = current.distance
             if distance == UNKNOWN:

@@ -6,9 +6,20 @@ import math
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from frontierflow.connectors.base import Position, Sink
-from frontierflow.pipelines.core.strategy import CrawlClock, Link, Seed
+from frontierflow.pipelines.core.step import LatestChanges, apply_messages, keep_latest
+from frontierflow.pipelines.core.strategy import (
+    CrawlClock,
+    Fetched,
+    Link,
+    Message,
+    Reinforce,
+    Seed,
+    Strategy,
+)
 from frontierflow.pipelines.embedded.engine import Engine
 from frontierflow.pipelines.strategies.ieca import ECHO_DISTANCE, IecaStrategy
 from frontierflow.schemas.records import (
@@ -227,3 +238,46 @@ def test_seed_state_and_unknown_distance() -> None:
     assert state == IecaDistance(0.3, -1)
     assert isinstance(change, FrontierEntry) and change.via is None
     assert IecaDistance().distance == UNKNOWN
+
+
+_URL = "https://a.org/x"
+_MESSAGES = st.one_of(
+    st.builds(
+        lambda parent, cycle, d, w: Link(_URL, parent, "c", cycle, d, w),
+        st.sampled_from(["https://p.org/1", "https://p.org/2"]),
+        st.integers(0, 2),
+        st.floats(-3, 3, allow_nan=False),
+        st.floats(0, 3, allow_nan=False),
+    ),
+    st.builds(lambda cycle: Fetched(_URL, "c", cycle, ()), st.integers(0, 2)),
+    st.builds(lambda cycle: Seed(_URL, "c", cycle), st.integers(0, 2)),
+    st.builds(lambda cycle: Reinforce(_URL, "https://q.org/", "c", cycle), st.integers(0, 2)),
+)
+_CLOCKED = st.lists(
+    st.tuples(st.builds(CrawlClock, st.integers(0, 30), st.integers(0, 10**6)), _MESSAGES),
+    max_size=12,
+)
+_STATES = st.one_of(
+    st.none(),
+    st.builds(
+        IecaDistance, st.floats(-3, 3, allow_nan=False) | st.just(UNKNOWN), st.integers(-1, 2)
+    ),
+)
+
+
+@settings(max_examples=300)
+@given(_STATES, _CLOCKED)
+def test_batch_equals_the_message_by_message_fold(
+    state: IecaDistance | None, messages: list[tuple[CrawlClock, Message]]
+) -> None:
+    """IECA's own batch fold builds only the last entry; after `keep_latest` it must equal
+    the base class's fold of `apply`, state and changes alike."""
+    strategy = IecaStrategy(IecaParams(budget=40, k=10))
+    fast_latest: LatestChanges = {}
+    slow_latest: LatestChanges = {}
+    fast = apply_messages(strategy, _URL, state, messages, fast_latest)
+    slow_state, slow_changes = Strategy.apply_batch(strategy, _URL, state, messages)
+    for change in slow_changes:
+        keep_latest(slow_latest, change)
+    assert fast == slow_state
+    assert fast_latest == slow_latest

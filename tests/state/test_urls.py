@@ -1,0 +1,73 @@
+"""URL checks on the hot path: the one-match check of a page's outlinks answers exactly as
+the per-URL check does."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from frontierflow.state.urls import host_of, http_host, http_urls, is_http_url
+
+PIECES = st.sampled_from(
+    [
+        "http://",
+        "https://",
+        "HTTP://",
+        "ftp://",
+        "mailto:",
+        "a",
+        "b.org",
+        "/",
+        "?q=1",
+        "#f",
+        ":",
+        ":80",
+        ":65535",
+        ":65536",
+        ":99999",
+        ":08080",
+        "@",
+        "user@",
+        "[::1]",
+        "[",
+        "]",
+        " ",
+        "\n",
+        "\t",
+        "\x00",
+        "é",
+        "٣",
+        "x" * 40,
+        "",
+    ]
+)
+URLS = st.lists(st.lists(PIECES, max_size=6).map("".join), max_size=8).map(tuple)
+
+
+@given(URLS)
+def test_http_urls_keeps_exactly_what_the_per_url_check_keeps(urls: tuple[str, ...]) -> None:
+    assert http_urls(urls) == tuple(u for u in urls if is_http_url(u))
+
+
+@given(URLS, st.integers(min_value=1, max_value=60))
+def test_http_urls_honours_the_length_limit(urls: tuple[str, ...], limit: int) -> None:
+    assert http_urls(urls, limit) == tuple(u for u in urls if is_http_url(u, limit))
+
+
+def test_a_page_whose_outlinks_all_pass_is_returned_as_it_is() -> None:
+    urls = ("https://a.org/x", "http://b.org:8080/?q", "HTTPS://[::1]:1/#f")
+    assert http_urls(urls) is urls
+
+
+def test_the_port_limit_and_a_newline_inside_a_url() -> None:
+    # A 5-digit port leaves the one-match path; 65535 is the last port allowed.
+    assert http_urls(("http://a.org:65535/", "http://a.org:65536/")) == ("http://a.org:65535/",)
+    # Two good URLs glued by a newline are one bad URL, not two good ones.
+    assert http_urls(("http://a.org/\nhttp://b.org/",)) == ()
+
+
+def test_hosts() -> None:
+    assert http_host("https://User@Example.ORG:8080/p") == "example.org"
+    assert host_of("https://User@Example.ORG:8080/p") == "example.org"
+    assert host_of("http://[::1]:80/") == "[::1]"
+    assert http_host("http://a.org:65536/") is None
