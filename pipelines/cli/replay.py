@@ -20,7 +20,12 @@ log = logging.getLogger(__name__)
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     rp = sub.add_parser("replay", help="replay a FetchEvent log into frontier entries")
-    rp.add_argument("log", type=Path, help="FetchEvents: Avro container file or JSON lines")
+    rp.add_argument(
+        "log",
+        type=Path,
+        help="FetchEvents: Avro container file or JSON lines; or a crawl as WARC/ARC "
+        "(.warc, .warc.gz, .arc.gz: response records become FetchEvents)",
+    )
     add_engine_args(rp, state_required=False)
     rp.add_argument(
         "--out",
@@ -56,6 +61,24 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     )
     rp.set_defaults(handler=replay)
 
+    wp = sub.add_parser(
+        "warc-to-events", help="turn a WARC/ARC file's responses into a FetchEvent Avro log"
+    )
+    wp.add_argument("warc", type=Path, help=".warc, .warc.gz or .arc.gz")
+    wp.add_argument("out", type=Path, help="FetchEvents as an Avro container file")
+    wp.add_argument(
+        "--dead-letters",
+        type=Path,
+        default=None,
+        help="records that are no FetchEvent, with the reason (default: OUT.dead-letters.jsonl)",
+    )
+    wp.add_argument(
+        "--fetcher-id", default=None, help="the events' fetcher_id (default: the file name)"
+    )
+    wp.add_argument("--crawl-id", default="default", help="the events' crawl_id")
+    wp.add_argument("--cycle", type=int, default=0, help="the events' crawl cycle")
+    wp.set_defaults(handler=warc_to_events)
+
 
 def replay(args: argparse.Namespace) -> int:
     if args.runner == "beam":
@@ -85,6 +108,19 @@ def replay(args: argparse.Namespace) -> int:
         stats.entries,
         stats.removals,
     )
+    return 0
+
+
+def warc_to_events(args: argparse.Namespace) -> int:
+    from frontierflow.connectors.logs import read_fetch_events, write_event_log
+    from frontierflow.connectors.warc import WarcOptions
+
+    options = WarcOptions(fetcher_id=args.fetcher_id, crawl_id=args.crawl_id, cycle=args.cycle)
+    dead_path = args.dead_letters or args.out.with_name(args.out.name + ".dead-letters.jsonl")
+    events, dead = write_event_log(
+        read_fetch_events(args.warc, warc=options), args.out, dead_path, source=str(args.warc)
+    )
+    log.info("wrote %d FetchEvents to %s, %d dead letters to %s", events, args.out, dead, dead_path)
     return 0
 
 
