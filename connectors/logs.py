@@ -44,11 +44,18 @@ def read_fetch_events(
     log_format` tells which)."""
     if not path.exists():
         raise FileNotFoundError(f"no such log: {path}")
-    with path.open("rb") as handle:
-        head = handle.read(SNIFF_BYTES)
-    if log_format(head, path.name) == "warc":
+    if is_warc_log(path):
         return _warc_file_items(path, start, warc)
     return fetch_event_items(iter_log_from(path, "FetchEvent", start))
+
+
+def is_warc_log(path: Path) -> bool:
+    """Whether `path` is a WARC or ARC file: by its first bytes and its name, or by its name
+    alone when it is no local file (a remote path a Beam pipeline reads)."""
+    if not path.is_file():
+        return log_format(b"", path.name) == "warc"
+    with path.open("rb") as handle:
+        return log_format(handle.read(SNIFF_BYTES), path.name) == "warc"
 
 
 def _warc_file_items(path: Path, start: int, options: WarcOptions | None) -> Iterator[InputItem]:

@@ -59,6 +59,12 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         help="with --runner beam: 'exact' (bounded: counts pages in one pass at the end) or "
         "'windowed:W' (unbounded form: the crawl clock refreshed every W ms of event time)",
     )
+    rp.add_argument(
+        "--echo-from-state",
+        action="store_true",
+        help="an event without echo (a log from another crawler) gets the one its strategy "
+        "derives from the state at fetch time; always on for a WARC",
+    )
     rp.set_defaults(handler=replay)
 
     wp = sub.add_parser(
@@ -81,6 +87,10 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def replay(args: argparse.Namespace) -> int:
+    from frontierflow.connectors.logs import is_warc_log
+
+    # a WARC carries no echo: it is always derived from state
+    args.echo_from_state = args.echo_from_state or is_warc_log(args.log)
     if args.runner == "beam":
         return _replay_beam(args)
     from frontierflow.pipelines.embedded.replay import replay_log
@@ -99,6 +109,7 @@ def replay(args: argparse.Namespace) -> int:
         seed=args.seed,
         strategy=strategy_from_args(args),
         speed=speed_settings(args),
+        fill_echo=args.echo_from_state,
     )
     log.info(
         "replayed %d events (%d duplicates, %d dead letters): %d entries, %d removals",
@@ -133,6 +144,11 @@ def _replay_beam(args: argparse.Namespace) -> int:
     speed = speed_settings(args)  # refused here, before any pipeline runs
     windows = parse_clock(args.clock)
     beam_args = list(args.beam_option)
+    if windows is not None and args.echo_from_state:
+        raise ValueError(
+            "echoes from state (--echo-from-state, or a WARC) need the bounded Beam replay "
+            "(--clock exact) or the embedded engine"
+        )
     if windows is not None:
         from frontierflow.pipelines.beam.stream import run_beam_stream_replay
 
@@ -155,6 +171,7 @@ def _replay_beam(args: argparse.Namespace) -> int:
             budget=args.budget,
             seed=args.seed,
             beam_args=beam_args,
+            fill_echo=args.echo_from_state,
         )
         log.info("wrote %s-frontier*.jsonl, -state*.jsonl, -dead-letters*.jsonl", args.out)
     if speed is not None:
