@@ -1,7 +1,8 @@
 """The pages of an HTML tree as a crawler sees them: which files are pages, their links, their text.
 
 `page_files` lists a folder's pages (gzipped ones included), `parse_page` takes a page's hrefs
-and its text without navigation chrome, and `LinkResolver` turns hrefs into page indices of a
+and its text without navigation chrome, `page_links_and_terms` what a fetcher reports of a
+page (absolute outlinks, term counts), and `LinkResolver` turns hrefs into page indices of a
 web. `frontierflow.connectors.topicalweb` builds a `TopicalWeb` from them.
 """
 
@@ -12,9 +13,11 @@ import logging
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from urllib.parse import quote, unquote, urljoin, urlsplit
+from urllib.parse import quote, unquote, urldefrag, urljoin, urlsplit
 
 from selectolax.lexbor import LexborHTMLParser
+
+from frontierflow.state.relevance import STOP_WORDS, term_counts
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +122,28 @@ def parse_page(html: bytes | str) -> tuple[list[str], str]:
     for node in reversed(body.css(_CHROME_CSS)):
         node.decompose()
     return hrefs, body.text(separator=" ")
+
+
+def page_links_and_terms(
+    page_url: str, html: bytes | str, stop_words: frozenset[str] = STOP_WORDS
+) -> tuple[list[str], dict[str, int]]:
+    """What a fetcher reports of a fetched HTML page: its outlinks as absolute http(s) URLs
+    in document order (fragments cut, queries kept, duplicates left for the step core), and
+    the term counts of its text without navigation chrome (`parse_page`, then the relevance
+    judge's `term_counts` with the same stop words a recorded web uses).
+
+    Links resolve against `page_url`; a `<base href>` is not read."""
+    hrefs, text = parse_page(html)
+    outlinks: list[str] = []
+    for href in hrefs:
+        try:
+            target = urldefrag(urljoin(page_url, href.strip())).url
+            scheme = urlsplit(target).scheme
+        except ValueError:  # e.g. a malformed IPv6 host: not a link anywhere
+            continue
+        if scheme in ("http", "https"):
+            outlinks.append(target)
+    return outlinks, term_counts(text, stop_words)
 
 
 def _resolve(page_url: str, href: str, index: dict[str, int]) -> int:

@@ -1,7 +1,8 @@
 """Recorded crawls in, frontier files out: the file source and sink of `frontierflow replay`.
 
-The source reads FetchEvents from an Avro container file or JSON lines, from any record
-position, and turns what cannot be decoded into `Failed` items for the dead-letter output.
+The source reads FetchEvents from an Avro container file, JSON lines or a WARC/ARC file
+(`connectors.warc`), from any record position, and turns what cannot be decoded into
+`Failed` items for the dead-letter output.
 The sink appends frontier entries (Avro container or JSON lines) and dead letters (JSON
 lines); its position is the byte length of both files after a flush, and `rewind` cuts
 them back to a committed position, so a step redone after a crash writes the same bytes.
@@ -15,8 +16,15 @@ from pathlib import Path
 from typing import IO
 
 from frontierflow.connectors.base import DecisionSink, Failed, InputItem, Position
+from frontierflow.connectors.warc import WarcOptions, warc_items
 from frontierflow.schemas.codecs import CodecError, record_from_dict
-from frontierflow.schemas.container import LogItem, iter_log_from, write_container
+from frontierflow.schemas.container import (
+    SNIFF_BYTES,
+    LogItem,
+    iter_log_from,
+    log_format,
+    write_container,
+)
 from frontierflow.schemas.jsonl import record_to_json
 from frontierflow.schemas.records import (
     DeadLetter,
@@ -28,11 +36,31 @@ from frontierflow.schemas.records import (
 from frontierflow.state.codec import StateCodecError, decode_positions, encode_positions
 
 
-def read_fetch_events(path: Path, start: int = 0) -> Iterator[InputItem]:
-    """(position, FetchEvent or Failed, raw bytes) for every record from `start` on."""
+def read_fetch_events(
+    path: Path, start: int = 0, warc: WarcOptions | None = None
+) -> Iterator[InputItem]:
+    """(position, FetchEvent or Failed, raw bytes) for every record from `start` on: of an
+    Avro container, JSON lines, or a WARC/ARC file read with `warc` (`schemas.container.
+    log_format` tells which)."""
     if not path.exists():
         raise FileNotFoundError(f"no such log: {path}")
+    if is_warc_log(path):
+        return _warc_file_items(path, start, warc)
     return fetch_event_items(iter_log_from(path, "FetchEvent", start))
+
+
+def is_warc_log(path: Path) -> bool:
+    """Whether `path` is a WARC or ARC file: by its first bytes and its name, or by its name
+    alone when it is no local file (a remote path a Beam pipeline reads)."""
+    if not path.is_file():
+        return log_format(b"", path.name) == "warc"
+    with path.open("rb") as handle:
+        return log_format(handle.read(SNIFF_BYTES), path.name) == "warc"
+
+
+def _warc_file_items(path: Path, start: int, options: WarcOptions | None) -> Iterator[InputItem]:
+    with path.open("rb") as handle:
+        yield from warc_items(handle, path.name, start, options)
 
 
 def fetch_event_items(records: Iterable[LogItem]) -> Iterator[InputItem]:
@@ -134,3 +162,36 @@ class FileSink(DecisionSink):
             if handle is not None:
                 handle.close()
         self._out = self._dead = self._decisions = None
+
+
+def write_event_log(
+    items: Iterable[InputItem], out: Path, dead_letters: Path, *, source: str
+) -> tuple[int, int]:
+    """Write the FetchEvents of `items` to `out` (an Avro container file, for `replay` and
+    the Beam pipelines to read again) and its failures to `dead_letters` (JSON lines, with
+    the record index and the reason); returns (events, dead letters)."""
+    dead = 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with dead_letters.open("wb") as dead_file:
+
+        def events() -> Iterator[dict[str, object]]:
+            nonlocal dead
+            for position, item, raw in items:
+                if isinstance(item, Failed):
+                    letter = DeadLetter(
+                        source,
+                        position.partition,
+                        position.offset,
+                        item.error_class,
+                        item.message,
+                        raw,
+                        0,
+                    )
+                    line = record_to_json(letter.to_avro(), "DeadLetter") + "\n"
+                    dead_file.write(line.encode())
+                    dead += 1
+                else:
+                    yield item.to_avro()
+
+        written = write_container(out, "FetchEvent", events())
+    return written, dead

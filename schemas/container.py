@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, Any, Final, TypeAlias
+from typing import IO, Any, Final, Literal, TypeAlias
 
 import fastavro
 
@@ -41,6 +41,10 @@ from frontierflow.schemas.codecs import (
 from frontierflow.schemas.jsonl import json_to_record
 
 CONTAINER_MAGIC: Final = b"Obj\x01"
+GZIP_MAGIC: Final = b"\x1f\x8b\x08"
+WARC_SUFFIXES: Final = (".warc", ".warc.gz", ".arc", ".arc.gz")
+SNIFF_BYTES: Final = 512
+"""How many leading bytes `log_format` wants to see."""
 CONTAINER_CODECS: Final = ("null", "deflate")
 
 _READ_CHUNK: Final = 1 << 20
@@ -270,6 +274,29 @@ def read_container(source: PathOrFile, kind: RecordKind | None = None) -> Iterat
 
 
 # --- logs: container or JSON lines, with errors as items -------------------------------------
+
+LogFormat: TypeAlias = Literal["container", "warc", "jsonl"]
+
+
+def looks_like_warc(head: bytes) -> bool:
+    """Whether a file's first bytes are a WARC or ARC record, plain or in a gzip member."""
+    if head.startswith(GZIP_MAGIC):
+        try:
+            head = zlib.decompressobj(31).decompress(head, 64)
+        except zlib.error:
+            return False
+    return head.startswith((b"WARC/", b"filedesc://"))
+
+
+def log_format(head: bytes, name: str = "") -> LogFormat:
+    """What a log file is, from its first `SNIFF_BYTES` bytes and its name: an Avro container
+    (magic ``Obj\\x01``), a WARC or ARC file (its first record, plain or gzipped, or a name
+    ending in .warc, .warc.gz, .arc or .arc.gz), else JSON lines."""
+    if head.startswith(CONTAINER_MAGIC):
+        return "container"
+    if looks_like_warc(head) or name.lower().endswith(WARC_SUFFIXES):
+        return "warc"
+    return "jsonl"
 
 
 def jsonl_log(handle: IO[bytes], kind: str, start: int) -> Iterator[LogItem]:

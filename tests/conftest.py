@@ -31,6 +31,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics, ensure_topics
+from frontierflow.connectors.logs import read_fetch_events
 from frontierflow.pipelines.beam.replay import run_beam_replay
 from frontierflow.pipelines.core.step import is_repeat_fetch
 from frontierflow.pipelines.embedded.engine import Engine
@@ -138,7 +139,9 @@ class BeamReplayCase:
         write_container(path, "FetchEvent", records)
         return records
 
-    def embedded(self, log: Path, tmp: Path, strategy: str) -> tuple[dict, dict]:
+    def embedded(
+        self, log: Path, tmp: Path, strategy: str, fill_echo: bool = False
+    ) -> tuple[dict, dict]:
         """(latest entry per URL, state per URL) of the embedded engine replaying `log`."""
         out = tmp / "embedded.jsonl"
         replay_log(
@@ -148,6 +151,7 @@ class BeamReplayCase:
             out=out,
             budget=self.budget,
             step_size=37,
+            fill_echo=fill_echo,
         )
         latest = {}
         for line in out.read_text().splitlines():
@@ -213,6 +217,37 @@ class BeamReplayCase:
         assert len(states) > 400 and len(entries) > 100
         assert [json.loads(d)["error_class"] for d in dead] == ["InvalidEvent"]
         assert len(records) == 301
+
+    def check_log_equal(
+        self, log: Path, tmp: Path, strategy: str, beam_args: list[str], fill_echo: bool
+    ) -> tuple[dict, dict, list[str], int]:
+        """Replay any `log` (a WARC too) on the embedded engine and on Beam; the Beam
+        frontier and states must equal the engine's. Returns Beam's (entries, states, dead
+        letters) and how many times the pipeline ran."""
+        expected, expected_states = self.embedded(log, tmp, strategy, fill_echo)
+        prefix = tmp / "beam" / "out"
+        prefix.parent.mkdir()
+        runs = run_beam_replay(
+            log,
+            strategy_name=strategy,
+            out_prefix=str(prefix),
+            budget=self.budget,
+            beam_args=beam_args,
+            fill_echo=fill_echo,
+        )
+        entries, states, dead = self.beam(prefix)
+        last_fetch: dict[str, int] = {}
+        last_cycle: dict[str, int] = {}
+        for _, event, _ in read_fetch_events(log):
+            if isinstance(event, FetchEvent) and not is_repeat_fetch(
+                last_cycle.get(event.url), event.cycle
+            ):
+                last_cycle[event.url] = event.cycle
+                last_fetch[event.url] = event.fetched_at
+        waiting = {u: e for u, e in expected.items() if e["emitted_at"] > last_fetch.get(u, -1)}
+        assert entries == waiting
+        assert states == expected_states
+        return entries, states, dead, runs
 
 
 @pytest.fixture

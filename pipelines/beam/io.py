@@ -16,13 +16,21 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam import typehints
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from frontierflow.connectors.base import Failed
 from frontierflow.connectors.logs import fetch_event_items
+from frontierflow.connectors.warc import warc_items
 from frontierflow.pipelines.beam.coders import UrlUpdate
 from frontierflow.pipelines.core.validate import checked
-from frontierflow.schemas.container import CONTAINER_MAGIC, container_log, jsonl_log
+from frontierflow.schemas.container import (
+    SNIFF_BYTES,
+    WARC_SUFFIXES,
+    container_log,
+    jsonl_log,
+    log_format,
+)
 from frontierflow.schemas.jsonl import record_to_json
 from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry
 
@@ -85,13 +93,25 @@ class _ReadLog(beam.DoFn):
 
 
 def read_log_items(path: str) -> Iterator[Any]:
-    """The input items of one log, opened through `FileSystems` (any registered scheme)."""
-    with FileSystems.open(path, mime_type="application/octet-stream") as handle:
-        is_container = handle.read(4) == CONTAINER_MAGIC
+    """The input items of one log, opened through `FileSystems` (any registered scheme): an
+    Avro container, JSON lines, or a WARC/ARC file (read as `frontierflow replay` reads it,
+    positions being record indexes either way)."""
+    # a WARC's gzip members are read one by one (a corrupt one is skipped): no decompression
+    # by Beam, which picks it from a name ending in .gz
+    compression = (
+        CompressionTypes.UNCOMPRESSED
+        if path.lower().endswith(WARC_SUFFIXES)
+        else CompressionTypes.AUTO
+    )
+    with FileSystems.open(path, "application/octet-stream", compression) as handle:
+        kind = log_format(handle.read(SNIFF_BYTES), path)
         handle.seek(0)
+        if kind == "warc":
+            yield from warc_items(handle, path.rsplit("/", 1)[-1])
+            return
         records = (
             container_log(handle, "FetchEvent", 0)
-            if is_container
+            if kind == "container"
             else jsonl_log(handle, "FetchEvent", 0)
         )
         yield from fetch_event_items(records)

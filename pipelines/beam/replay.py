@@ -18,6 +18,17 @@ Composite transforms with labelled steps, three shuffles in all:
   out comes a `UrlUpdate`: the final state and the latest change per change key (a key
   owns every change key it emits, so per key is the whole story).
 
+With `fill_echo` (a WARC, another crawler's log: events without echo), the echo of such
+an event comes from the state of the key its strategy names (the step core's
+`echo_fill_key`) as it stood at the event's position. That state depends on the echoes of
+earlier events, so the fill is found in rounds, each a run of the pipeline: round r routes
+with the echoes found in round r − 1 (joined to their events by bucket, `FillEchoes`), and
+each key's fold reads its state at every such event's position (a probe message before the
+event's own) and outputs the echo it implies. When a round finds the echoes it was given,
+its output is the embedded engine's; the rounds needed are at most the longest chain of
+events without echo each filled from one before it (the crawl depth, for a crawl logged
+without echoes). Events that carry an echo take the fast path unchanged.
+
 Records cross stages through the coders of `beam.coders` (Avro bytes; no pickling, no
 JSON inside the pipeline). The result equals the embedded engine's on the same log: same
 clock, same repeats, same per-key order, same functions. Global strategies (the PageRank
@@ -27,13 +38,17 @@ the unbounded form.
 
 from __future__ import annotations
 
+import json
+import logging
 import typing
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
 from apache_beam import typehints
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from frontierflow.pipelines.beam.coders import UrlUpdate
@@ -42,15 +57,31 @@ from frontierflow.pipelines.core.step import (
     LatestChanges,
     apply_messages,
     crawl_clock,
+    echo_fill_key,
     is_repeat_fetch,
     keyed_messages,
+    with_echo_from_state,
 )
-from frontierflow.pipelines.core.strategy import CrawlClock, GlobalStrategy, Message, Strategy
+from frontierflow.pipelines.core.strategy import (
+    CrawlClock,
+    EchoFill,
+    GlobalStrategy,
+    Message,
+    Strategy,
+)
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.records import FetchEvent
 
+logger = logging.getLogger(__name__)
+
 CLOCK_BUCKET = 4096
 """Input positions per bucket of the distributed crawl clock (`CountCrawledPages`)."""
+
+PROBE = "Probe"
+"""The type name of a probe message: read the key's state for an event without echo."""
+FILLS = "fills"
+"""The tag of the folds' echo output when echoes are filled."""
+MAX_FILL_ROUNDS = 64
 
 Fetch = typehints.Tuple[int, bool, FetchEvent]
 """(position, repeat, event): a fetch with the step core's repeat verdict."""
@@ -128,11 +159,14 @@ class RouteFetchEvents(beam.PTransform):
     """Per (crawl, bucket), fetches in input order with their exact clocks, routed by the
     step core: (url, [(position, index, (crawled, now_ms), message tuple), …])."""
 
-    def __init__(self, strategy: Strategy[Any]) -> None:
+    def __init__(self, strategy: Strategy[Any], filling: bool = False) -> None:
         super().__init__()
         self.strategy = strategy
+        self.filling = filling
 
     def expand(self, pcolls: Any) -> Any:
+        if self.filling:
+            return self._expand_filling(*pcolls)
         fetches, pages_before = pcolls
         return (
             fetches
@@ -140,6 +174,17 @@ class RouteFetchEvents(beam.PTransform):
             | "Route"
             >> beam.FlatMap(
                 route_bucket, self.strategy, beam.pvalue.AsSingleton(pages_before)
+            ).with_output_types(typehints.KV[str, typehints.Any])
+        )
+
+    def _expand_filling(self, fetches: Any, pages_before: Any, fills: Any) -> Any:
+        """`FillEchoes`: the bucket's fetches and the echoes found for them, joined by bucket."""
+        return (
+            {"fetches": fetches, "fills": fills}
+            | "FillEchoes" >> beam.CoGroupByKey()
+            | "RouteFilled"
+            >> beam.FlatMap(
+                route_filled_bucket, self.strategy, beam.pvalue.AsSingleton(pages_before)
             ).with_output_types(typehints.KV[str, typehints.Any])
         )
 
@@ -152,12 +197,42 @@ def route_bucket(
     """A bucket's fetches in input order: the step core's clock, then its routing; one
     element per URL with all its messages from the bucket (fewer elements to shuffle)."""
     key, fetches = grouped
+    yield from _route_fetches(key, fetches, strategy, pages_before, None)
+
+
+def route_filled_bucket(
+    grouped: tuple[tuple[str, int], dict[str, Iterable[Any]]],
+    strategy: Strategy[Any],
+    pages_before: dict[tuple[str, int], int],
+) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
+    """`route_bucket` when echoes are filled: an event without echo gets the one found for
+    its position in the last round, and sends a probe to the key whose state fills it."""
+    key, joined = grouped
+    fills = {position: dict(echo) for position, echo in joined["fills"]}
+    yield from _route_fetches(key, joined["fetches"], strategy, pages_before, fills)
+
+
+def _route_fetches(
+    key: tuple[str, int],
+    fetches: Iterable[tuple[int, bool, FetchEvent]],
+    strategy: Strategy[Any],
+    pages_before: dict[tuple[str, int], int],
+    fills: dict[int, dict[str, str]] | None,
+) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
     pages = pages_before.get(key, 0)
     by_url: dict[str, list[tuple[Any, ...]]] = {}
     for position, repeat, event in sorted(fetches, key=lambda f: f[0]):
         clock = crawl_clock(pages, repeat, event.fetched_at)
         pages = clock.crawled
         now = (clock.crawled, clock.now_ms)
+        if fills is not None:
+            fill_key = echo_fill_key(strategy, event)
+            if fill_key is not None:
+                probe = (PROBE, event.url, event.via, event.crawl_id, event.cycle, event.fetched_at)
+                by_url.setdefault(fill_key, []).append((position, -1, now, probe))
+                echo = fills.get(position)
+                if echo:
+                    event = replace(event, echo=echo)
         for index, (url, message) in enumerate(keyed_messages(strategy, event, repeat)):
             by_url.setdefault(url, []).append((position, index, now, message_tuple(message)))
     yield from by_url.items()
@@ -182,16 +257,23 @@ class UpdateFrontier(beam.PTransform):
     order through the step core, from no state: a bounded replay visits each key once, so
     it needs no state spec."""
 
-    def __init__(self, strategy: Strategy[Any]) -> None:
+    def __init__(self, strategy: Strategy[Any], probes: bool = False) -> None:
         super().__init__()
         self.strategy = strategy
+        self.probes = probes
 
     def expand(self, keyed: Any) -> Any:
-        return (
-            keyed
-            | "ByUrl" >> beam.GroupByKey()
-            | "FoldInOrder" >> beam.Map(fold_messages, self.strategy).with_output_types(UrlUpdate)
-        )
+        grouped = keyed | "ByUrl" >> beam.GroupByKey()
+        if not self.probes:
+            return grouped | "FoldInOrder" >> beam.Map(
+                fold_messages, self.strategy
+            ).with_output_types(UrlUpdate)
+        folded = grouped | "FoldAndProbe" >> beam.FlatMap(
+            fold_with_probes, self.strategy
+        ).with_outputs(FILLS, main="updates")
+        updates = folded.updates
+        updates.element_type = UrlUpdate
+        return updates, folded[FILLS]
 
 
 def fold_messages(
@@ -215,6 +297,33 @@ def fold_messages(
     )
     encoded = None if state is None else strategy.encode_state(state)
     return UrlUpdate(url, encoded, tuple(latest.values()))
+
+
+def fold_with_probes(
+    grouped: tuple[str, Iterable[list[tuple[int, int, tuple[int, int], tuple[Any, ...]]]]],
+    strategy: Strategy[Any],
+) -> Iterator[Any]:
+    """`fold_messages`, answering probes on the way: at a probe the key's state as it stands
+    (before the probing event's own messages, which come after it at its position) gives
+    the echo of that event (the step core's `with_echo_from_state`), tagged `FILLS` as
+    (crawl id, position, echo) when there is one."""
+    url, batches = grouped
+    messages = sorted((m for batch in batches for m in batch), key=lambda m: m[:2])
+    latest: LatestChanges = {}
+    state = None
+    for position, _, clock, message in messages:
+        if message[0] == PROBE:
+            _, page, via, crawl_id, cycle, fetched_at = message
+            event = FetchEvent(page, fetched_at, 0, "", "", via, crawl_id, cycle)
+            echo = with_echo_from_state(strategy, event, state).echo
+            if echo:
+                yield beam.pvalue.TaggedOutput(FILLS, (crawl_id, position, echo))
+            continue
+        state = apply_messages(
+            strategy, url, state, ((CrawlClock(*clock), message_of(message)),), latest
+        )
+    encoded = None if state is None else strategy.encode_state(state)
+    yield UrlUpdate(url, encoded, tuple(latest.values()))
 
 
 def apply_to_state_cell(
@@ -252,16 +361,65 @@ def update_frontier(events: Any, strategy: Strategy[Any]) -> Any:
     return keyed | "Update" >> UpdateFrontier(strategy)
 
 
+def update_frontier_filling(events: Any, strategy: Strategy[Any], fills: Any) -> tuple[Any, Any]:
+    """`update_frontier` with the echoes of events without one taken from `fills`
+    (((crawl id, bucket), (position, echo))s); out come the `UrlUpdate`s and the echoes
+    this round finds, (crawl id, position, echo)s."""
+    fetches = events | "Repeats" >> DecideRepeatFetches(strategy.learns_from_repeats)
+    pages_before = fetches | "Clock" >> CountCrawledPages()
+    keyed = (fetches, pages_before, fills) | "Route" >> RouteFetchEvents(strategy, filling=True)
+    updates, found = keyed | "Update" >> UpdateFrontier(strategy, probes=True)
+    return updates, found
+
+
 def build_replay(
     pipeline: beam.Pipeline,
     log: Path | str,
     strategy: Strategy[Any],
     out_prefix: str,
+    fills: dict[tuple[str, int], dict[str, str]] | None = None,
 ) -> None:
     """Read `log`, update the frontier, write `<out>-frontier*.jsonl`, `<out>-state*.jsonl`
-    and `<out>-dead-letters*.jsonl`."""
+    and `<out>-dead-letters*.jsonl`; with `fills` ((crawl id, position) → echo: one round
+    of the echo fill), also `<out>-echo-fills*.jsonl`, the echoes this round found."""
     events, dead = pipeline | "Read" >> ReadFetchEventLog(log)
-    write_results(update_frontier(events, strategy), dead, out_prefix)
+    if fills is None:
+        write_results(update_frontier(events, strategy), dead, out_prefix)
+        return
+    given = pipeline | "GivenEchoes" >> beam.Create(
+        [
+            ((crawl, position // CLOCK_BUCKET), (position, echo))
+            for (crawl, position), echo in fills.items()
+        ]
+    )
+    updates, found = update_frontier_filling(events, strategy, given)
+    write_results(updates, dead, out_prefix)
+    (
+        found
+        | "FillLines"
+        >> beam.MapTuple(lambda c, p, e: json.dumps({"crawl_id": c, "position": p, "echo": e}))
+        | "WriteFills" >> beam.io.WriteToText(out_prefix + "-echo-fills", ".jsonl")
+    )
+
+
+def read_fills(out_prefix: str) -> dict[tuple[str, int], dict[str, str]]:
+    """The echoes a round wrote under `out_prefix`: (crawl id, position) → echo."""
+    fills: dict[tuple[str, int], dict[str, str]] = {}
+    for match in FileSystems.match([out_prefix + "-echo-fills*"])[0].metadata_list:
+        with FileSystems.open(match.path) as handle:
+            for line in handle.read().decode().splitlines():
+                row = json.loads(line)
+                fills[(row["crawl_id"], row["position"])] = row["echo"]
+    return fills
+
+
+def delete_outputs(out_prefix: str) -> None:
+    """Remove what an earlier round wrote under `out_prefix` (shard counts may differ)."""
+    parts = ("frontier", "state", "dead-letters", "echo-fills")
+    patterns = [f"{out_prefix}-{part}*" for part in parts]
+    paths = [m.path for result in FileSystems.match(patterns) for m in result.metadata_list]
+    if paths:
+        FileSystems.delete(paths)
 
 
 def run_beam_replay(
@@ -273,15 +431,38 @@ def run_beam_replay(
     seed: int = 0,
     beam_args: list[str] | None = None,
     strategy: Strategy[Any] | None = None,
-) -> None:
-    """Run the replay pipeline with the given Beam pipeline options and wait for it.
+    fill_echo: bool = False,
+    max_fill_rounds: int = MAX_FILL_ROUNDS,
+) -> int:
+    """Run the replay pipeline with the given Beam pipeline options and wait for it; returns
+    how many times it ran (more than once only to fill echoes).
 
     `strategy`, when given, is used as it is (LAFC with its topic, say); otherwise it is
-    built from `strategy_name`, `budget` and `seed`."""
+    built from `strategy_name`, `budget` and `seed`. With `fill_echo`, events without echo
+    get the one their strategy derives from state, found in rounds (module docstring): the
+    pipeline runs until a round finds the echoes it was given, at most `max_fill_rounds`
+    times."""
     strategy = beam_strategy(strategy_name, budget=budget, seed=seed, strategy=strategy)
     options = PipelineOptions(beam_args or [])
-    with beam.Pipeline(options=options) as pipeline:
-        build_replay(pipeline, log, strategy, out_prefix)
+    if not fill_echo or strategy.echo_fill is EchoFill.NONE:
+        with beam.Pipeline(options=options) as pipeline:
+            build_replay(pipeline, log, strategy, out_prefix)
+        return 1
+    fills: dict[tuple[str, int], dict[str, str]] = {}
+    for round_ in range(1, max_fill_rounds + 1):
+        delete_outputs(out_prefix)
+        with beam.Pipeline(options=options) as pipeline:
+            build_replay(pipeline, log, strategy, out_prefix, fills)
+        found = read_fills(out_prefix)
+        logger.info("echo fill round %d: %d events filled", round_, len(found))
+        if found == fills:
+            return round_
+        fills = found
+    logger.warning(
+        "echo fill still changing after %d rounds: the output is the last round's, not exact",
+        max_fill_rounds,
+    )
+    return max_fill_rounds
 
 
 def beam_strategy(

@@ -20,7 +20,12 @@ log = logging.getLogger(__name__)
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     rp = sub.add_parser("replay", help="replay a FetchEvent log into frontier entries")
-    rp.add_argument("log", type=Path, help="FetchEvents: Avro container file or JSON lines")
+    rp.add_argument(
+        "log",
+        type=Path,
+        help="FetchEvents: Avro container file or JSON lines; or a crawl as WARC/ARC "
+        "(.warc, .warc.gz, .arc.gz: response records become FetchEvents)",
+    )
     add_engine_args(rp, state_required=False)
     rp.add_argument(
         "--out",
@@ -54,10 +59,38 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         help="with --runner beam: 'exact' (bounded: counts pages in one pass at the end) or "
         "'windowed:W' (unbounded form: the crawl clock refreshed every W ms of event time)",
     )
+    rp.add_argument(
+        "--echo-from-state",
+        action="store_true",
+        help="an event without echo (a log from another crawler) gets the one its strategy "
+        "derives from the state at fetch time; always on for a WARC",
+    )
     rp.set_defaults(handler=replay)
+
+    wp = sub.add_parser(
+        "warc-to-events", help="turn a WARC/ARC file's responses into a FetchEvent Avro log"
+    )
+    wp.add_argument("warc", type=Path, help=".warc, .warc.gz or .arc.gz")
+    wp.add_argument("out", type=Path, help="FetchEvents as an Avro container file")
+    wp.add_argument(
+        "--dead-letters",
+        type=Path,
+        default=None,
+        help="records that are no FetchEvent, with the reason (default: OUT.dead-letters.jsonl)",
+    )
+    wp.add_argument(
+        "--fetcher-id", default=None, help="the events' fetcher_id (default: the file name)"
+    )
+    wp.add_argument("--crawl-id", default="default", help="the events' crawl_id")
+    wp.add_argument("--cycle", type=int, default=0, help="the events' crawl cycle")
+    wp.set_defaults(handler=warc_to_events)
 
 
 def replay(args: argparse.Namespace) -> int:
+    from frontierflow.connectors.logs import is_warc_log
+
+    # a WARC carries no echo: it is always derived from state
+    args.echo_from_state = args.echo_from_state or is_warc_log(args.log)
     if args.runner == "beam":
         return _replay_beam(args)
     from frontierflow.pipelines.embedded.replay import replay_log
@@ -76,6 +109,7 @@ def replay(args: argparse.Namespace) -> int:
         seed=args.seed,
         strategy=strategy_from_args(args),
         speed=speed_settings(args),
+        fill_echo=args.echo_from_state,
     )
     log.info(
         "replayed %d events (%d duplicates, %d dead letters): %d entries, %d removals",
@@ -88,6 +122,19 @@ def replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def warc_to_events(args: argparse.Namespace) -> int:
+    from frontierflow.connectors.logs import read_fetch_events, write_event_log
+    from frontierflow.connectors.warc import WarcOptions
+
+    options = WarcOptions(fetcher_id=args.fetcher_id, crawl_id=args.crawl_id, cycle=args.cycle)
+    dead_path = args.dead_letters or args.out.with_name(args.out.name + ".dead-letters.jsonl")
+    events, dead = write_event_log(
+        read_fetch_events(args.warc, warc=options), args.out, dead_path, source=str(args.warc)
+    )
+    log.info("wrote %d FetchEvents to %s, %d dead letters to %s", events, args.out, dead, dead_path)
+    return 0
+
+
 def _replay_beam(args: argparse.Namespace) -> int:
     """The frontier pipeline the clock names, then (unless `--speed-controller none`) the
     speed controller's Beam form over the same log: `OUT-speed-decisions*.jsonl` (and
@@ -97,6 +144,11 @@ def _replay_beam(args: argparse.Namespace) -> int:
     speed = speed_settings(args)  # refused here, before any pipeline runs
     windows = parse_clock(args.clock)
     beam_args = list(args.beam_option)
+    if windows is not None and args.echo_from_state:
+        raise ValueError(
+            "echoes from state (--echo-from-state, or a WARC) need the bounded Beam replay "
+            "(--clock exact) or the embedded engine"
+        )
     if windows is not None:
         from frontierflow.pipelines.beam.stream import run_beam_stream_replay
 
@@ -119,6 +171,7 @@ def _replay_beam(args: argparse.Namespace) -> int:
             budget=args.budget,
             seed=args.seed,
             beam_args=beam_args,
+            fill_echo=args.echo_from_state,
         )
         log.info("wrote %s-frontier*.jsonl, -state*.jsonl, -dead-letters*.jsonl", args.out)
     if speed is not None:

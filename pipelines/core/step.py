@@ -1,6 +1,8 @@
 """The step core: the per-event rules every engine applies, written once.
 
-A FetchEvent goes through four rules, here and nowhere else:
+A FetchEvent goes through four rules, here and nowhere else (after, for a log of another
+crawler or a WARC, its echo is filled from state when it carries none: `echo_fill_key`,
+`with_echo_from_state`):
 
 1. **count**: a fetch of a page not yet fetched in its cycle is a *first fetch* and counts
    as one more page of its crawl (IECA's clock); any other fetch is a *repeat*
@@ -21,11 +23,13 @@ Beam form counts per URL and window. All of them are pure: no I/O, no wall clock
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from frontierflow.pipelines.core.strategy import (
     Changes,
     CrawlClock,
+    EchoFill,
     Message,
     Strategy,
     change_key,
@@ -36,6 +40,34 @@ S = TypeVar("S")
 
 LatestChanges = dict[Any, FrontierChange]
 """change key → the latest change; dict order is the order of each key's first change."""
+
+
+def echo_fill_key(strategy: Strategy[Any], event: FetchEvent) -> str | None:
+    """The key whose state fills `event`'s echo, or None: the event carries an echo (the
+    fast path: it is used as it came), or the strategy reads none, or it names no parent.
+
+    A log from a WARC or another crawler carries no echo, yet IECA routes the page's
+    distance from it and LAFC knows from it that the page answers its parent's choice;
+    without it every page would count as a starting page. Engines read the key's state as
+    it stands before the event's own messages are applied and call `with_echo_from_state`.
+    """
+    if event.echo:
+        return None
+    fill = strategy.echo_fill
+    if fill is EchoFill.PAGE:
+        return event.url
+    if fill is EchoFill.PARENT:
+        return event.via
+    return None
+
+
+def with_echo_from_state(strategy: Strategy[S], event: FetchEvent, state: S | None) -> FetchEvent:
+    """`event` with the echo its `echo_fill_key`'s state at fetch time says it carried
+    (unchanged when there is no state or the state says nothing)."""
+    if state is None:
+        return event
+    echo = strategy.echo_from_state(event, state)
+    return replace(event, echo=echo) if echo else event
 
 
 def is_repeat_fetch(last_cycle: int | None, cycle: int) -> bool:

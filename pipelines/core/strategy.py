@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import Enum
 from typing import ClassVar, Generic, NamedTuple, TypeAlias, TypeVar
 
 from frontierflow.schemas.records import (
@@ -113,6 +114,18 @@ class Routed:
         return (*head, *((link.child, link) for link in self.links))
 
 
+class EchoFill(Enum):
+    """Which key's state tells what a FetchEvent's echo would have carried, for a log whose
+    events carry none (a WARC, another crawler's log): see `Strategy.echo_from_state`."""
+
+    NONE = "none"
+    """The strategy reads no echo."""
+    PAGE = "page"
+    """The fetched page's own state (the entry that led to the fetch was the page's)."""
+    PARENT = "parent"
+    """The state of the page the event came `via` (the entry was the parent's choice)."""
+
+
 class Strategy(ABC, Generic[S]):
     """A crawl ordering: routing, a pure per-key transition and a state encoding.
 
@@ -128,6 +141,15 @@ class Strategy(ABC, Generic[S]):
     """Whether `route` sends a Link to every outlink (the engine prefetches their states)."""
     learns_from_repeats: ClassVar[bool] = False
     """Whether a repeated fetch still carries news: its Reinforce goes to the parent."""
+    echo_fill: ClassVar[EchoFill] = EchoFill.NONE
+    """Whose state `echo_from_state` reads when an event carries no echo."""
+
+    def echo_from_state(self, event: FetchEvent, state: S) -> dict[str, str]:
+        """The echo the frontier entry that led to `event` carried, derived from the state,
+        at fetch time, of the key `echo_fill` names; {} when the state says nothing (the
+        event is then routed as it came). Exact when each entry's echo was that key's state
+        when the entry was last emitted, as every strategy here writes its entries."""
+        return {}
 
     def seed(self, url: str, crawl_id: str, cycle: int) -> Seed:
         return Seed(url=url, crawl_id=crawl_id, cycle=cycle)

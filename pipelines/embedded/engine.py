@@ -20,9 +20,11 @@ from frontierflow.pipelines.core.step import (
     LatestChanges,
     apply_messages,
     crawl_clock,
+    echo_fill_key,
     is_repeat_fetch,
     keep_latest,
     keyed_messages,
+    with_echo_from_state,
 )
 from frontierflow.pipelines.core.strategy import (
     CrawlClock,
@@ -95,6 +97,7 @@ class Engine(Generic[S]):
         before_commit: Callable[[str], None] | None = None,
         speed: ControllerSettings | None = None,
         hot_states: int = DEFAULT_HOT_STATES,
+        fill_echo: bool = False,
     ) -> None:
         needed = {strategy.family, CRAWLED_FAMILY} | ({SPEED_FAMILY} if speed else set())
         missing = needed - set(store.families)
@@ -103,6 +106,9 @@ class Engine(Generic[S]):
         if speed is not None and not isinstance(sink, DecisionSink):
             raise ValueError("the speed controller needs a sink that takes ScalingDecisions")
         self.speed = speed
+        self.fill_echo = fill_echo
+        """Whether an event without echo gets the one its strategy derives from state
+        (`step.echo_fill_key`): for logs of other crawlers and WARC files."""
         self.strategy = strategy
         self.store = store
         self.sink = sink
@@ -279,6 +285,10 @@ class _Step(Generic[S]):
         """Apply one valid FetchEvent through the step core: count it (or find it a
         repeat), then apply the keyed messages it routes to, in order."""
         stats = self.engine.stats
+        if self.engine.fill_echo:
+            fill_key = echo_fill_key(self.strategy, event)
+            if fill_key is not None:  # no echo: derived from the state at fetch time
+                event = self.with_echo(fill_key, event)
         if self.engine.speed is not None and counts_for_speed(event):
             self.observe_speed(event, self.engine.speed)
         url = event.url
@@ -306,6 +316,19 @@ class _Step(Generic[S]):
         glob = self.engine._global
         if not repeat and glob is not None and clock.crawled % glob.interval == 0:
             self.recompute(glob, clock)
+
+    def with_echo(self, key: str, event: FetchEvent) -> FetchEvent:
+        """`event` with its echo derived from `key`'s state as it stands in this step: the
+        messages queued for `key` by earlier events are applied first."""
+        if key not in self.states:
+            self._load_states([key])
+        queued = self.pending.pop(key, None)
+        if queued is not None:
+            self.states[key] = apply_messages(
+                self.strategy, key, self.states[key], queued, self.changes
+            )
+            self.dirty.add(key)
+        return with_echo_from_state(self.strategy, event, self.states[key])
 
     def observe_speed(self, event: FetchEvent, settings: ControllerSettings) -> None:
         """Every fetch, repeats included, counts in its fetcher's speed windows (seed 003);

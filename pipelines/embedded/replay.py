@@ -37,6 +37,7 @@ def replay_log(
     strategy: Strategy[Any] | None = None,
     speed: ControllerSettings | None = None,
     decisions: Path | None = None,
+    fill_echo: bool = False,
 ) -> EngineStats:
     """Replay `log_path` (from where the state directory left off) and return the counters.
 
@@ -44,7 +45,8 @@ def replay_log(
     as LAFC's topic); otherwise it is built from `strategy_name`, `budget` and `seed`.
     With `speed`, the crawl-speed controller runs too and its ScalingDecisions go to
     `decisions` (JSON lines; default OUT.decisions.jsonl); at the end of the log every open
-    window closes."""
+    window closes. With `fill_echo`, an event without echo gets the one the strategy derives
+    from its state at fetch time (a WARC's or another crawler's log)."""
     if step_size < 1:
         raise ValueError(f"--step-size must be >= 1, got {step_size}")
     if strategy is None:
@@ -63,6 +65,7 @@ def replay_log(
             source_name=str(log_path),
             before_commit=before_commit,
             speed=speed,
+            fill_echo=fill_echo,
         )
         start = engine.input_position()
         if start:

@@ -12,7 +12,14 @@ from __future__ import annotations
 import hashlib
 import struct
 
-from frontierflow.pipelines.core.strategy import CrawlClock, Fetched, Link, Message, Strategy
+from frontierflow.pipelines.core.strategy import (
+    CrawlClock,
+    EchoFill,
+    Fetched,
+    Link,
+    Message,
+    Strategy,
+)
 from frontierflow.pipelines.strategies.base import EntryFactory, echo_float, fmt_float
 from frontierflow.schemas.records import FetchEvent, FrontierChange, Removal
 from frontierflow.state.relevance import Topic, event_terms, similarity
@@ -24,9 +31,16 @@ class ScoredStrategy(Strategy[ScoredUrl]):
 
     echo_key = ""
     seed_score = 0.0
+    echo_fill = EchoFill.PAGE
 
     def __init__(self) -> None:
         self._entries = EntryFactory(self.name)
+
+    def echo_from_state(self, event: FetchEvent, state: ScoredUrl) -> dict[str, str]:
+        """The score of this cycle, which every entry for the page carries."""
+        if state.score_cycle != event.cycle:
+            return {}
+        return {self.echo_key: fmt_float(state.score)}
 
     def child_score(self, current: ScoredUrl | None, link: Link) -> float | None:
         """The child's new score after `link`, or None when nothing changes."""

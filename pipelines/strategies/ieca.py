@@ -2,8 +2,10 @@
 
 Routing reads the parent's distance from the echo of the frontier entry that led to the
 fetch (`ieca.d`), so a Link message to each child carries d_i and log10 O(i) and only the
-child's own state is touched. A page with no distance in its echo (a seed, or a page a
-fetcher found by itself) counts as a starting page at the seed distance.
+child's own state is touched. An event with no echo at all (a WARC, another crawler's log)
+gets the distance the page's own state holds at fetch time (`echo_from_state`: what its
+latest entry carried); a page with no distance still (a seed, or a page a fetcher found by
+itself) counts as a starting page at the seed distance.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Iterable
 from frontierflow.pipelines.core.strategy import (
     Changes,
     CrawlClock,
+    EchoFill,
     Fetched,
     Link,
     Message,
@@ -41,6 +44,7 @@ class IecaStrategy(Strategy[IecaDistance]):
 
     name = "ieca"
     family = "ieca"
+    echo_fill = EchoFill.PAGE
 
     def __init__(self, params: IecaParams) -> None:
         self.params = params
@@ -54,6 +58,12 @@ class IecaStrategy(Strategy[IecaDistance]):
             self._coefficients = clock_coefficients(crawled, self.params)
             self._coefficients_at = crawled
         return self._coefficients
+
+    def echo_from_state(self, event: FetchEvent, state: IecaDistance) -> dict[str, str]:
+        """The page's distance, as every entry for it carries (each change re-emits one)."""
+        if state.distance == UNKNOWN:
+            return {}
+        return {ECHO_DISTANCE: fmt_float(state.distance)}
 
     def link_payload(self, event: FetchEvent, outdegree: int) -> tuple[float, float]:
         d_parent = echo_float(event.echo, ECHO_DISTANCE, self.params.seed_distance)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from frontierflow.pipelines.core.strategy import (
     Changes,
     CrawlClock,
+    EchoFill,
     Fetched,
     Message,
     Reinforce,
@@ -82,6 +83,7 @@ class Lafc(Strategy[LafcState]):
     family = "lafc"
     routes_links = False
     learns_from_repeats = True
+    echo_fill = EchoFill.PARENT
 
     def __init__(self, topic: Topic, settings: LafcSettings | None = None) -> None:
         self.topic = topic
@@ -91,6 +93,17 @@ class Lafc(Strategy[LafcState]):
     def similarity(self, event: FetchEvent) -> float:
         """The page's similarity to the topic (eqs. 4–5), from its terms or its text."""
         return similarity(self.topic, event_terms(event.terms, event.text))
+
+    def echo_from_state(self, event: FetchEvent, state: LafcState) -> dict[str, str]:
+        """The echo of the parent's reply request when the parent (`event.via`) is waiting
+        for exactly this page in this cycle: the page answers its choice. Otherwise {} (a
+        page the parent did not choose, or chose in another cycle, teaches it nothing)."""
+        automaton = state.automaton
+        if automaton is None or state.pending < 0 or automaton.cycle != event.cycle:
+            return {}
+        if automaton.actions[state.pending] != event.url:
+            return {}
+        return {ECHO_PUSH: str(state.push_ms), REPLY_ECHO: "1"}
 
     def route(self, event: FetchEvent) -> Routed:
         sim = self.similarity(event)

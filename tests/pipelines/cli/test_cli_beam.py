@@ -160,6 +160,7 @@ def test_replay_beam_runs_the_speed_form_on_the_events_the_engine_counts(
         "budget": 50,
         "seed": 0,
         "beam_args": ["--runner=FnApiRunner"],
+        "fill_echo": False,  # a log, not a WARC, and no --echo-from-state
     }
     (events, settings, prefix), kw = replay_calls[1][1], replay_calls[1][2]
     assert [(e.url, e.fetcher_id, e.status) for e in events] == [
