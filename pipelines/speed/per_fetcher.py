@@ -103,9 +103,15 @@ def _close(
 def flush(
     state: SpeedState, settings: ControllerSettings
 ) -> tuple[SpeedState, list[ScalingDecision]]:
-    """End of input: every open window closes (Beam's final watermark does the same)."""
+    """End of input: every open window closes (Beam's final watermark does the same), and
+    the watermark moves past them, so an event that arrives later for one of them (a replay
+    resumed on a longer log) is late for it instead of opening it again for a second
+    decision."""
     ready = sorted(state.open_windows, key=lambda w: w.end_ms)
-    return _close(replace(state, open_windows=()), ready, settings)
+    watermark = state.watermark
+    if ready:
+        watermark = max(watermark, ready[-1].end_ms + settings.allowed_lateness_ms)
+    return _close(replace(state, open_windows=(), watermark=watermark), ready, settings)
 
 
 def decisions_from_log(

@@ -88,6 +88,27 @@ def test_a_crash_between_flush_and_commit_repeats_nothing(
     assert _replay(log, tmp_path / "w") == expected
 
 
+def test_a_replay_resumed_on_a_longer_log_decides_no_window_twice(
+    tmp_path: Path, recorded_speed_events: list[FetchEvent]
+) -> None:
+    """The end of a log closes every open window; the same state resumed on that log with
+    more events after it (the first of them back in an already closed window) gives each
+    window one decision: the closed ones are not opened again."""
+    events = recorded_speed_events
+    half = len(events) // 2
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, log = _log(tmp_path / "a", events[:half])
+    got_first = _replay(log, tmp_path / "w")
+    late = events[half - 1]  # fetched in a window the end of the first log closed
+    longer = [*first, late, *events[half:]]
+    _, longer_log = _log(tmp_path / "b", longer)
+    got = _replay(longer_log, tmp_path / "w")  # the decisions file keeps the first run's
+    assert got[: len(got_first)] == got_first
+    windows = [(d.fetcher_id, d.window_start) for d in got]
+    assert len(windows) == len(set(windows)), "a window was decided twice"
+
+
 @pytest.mark.kafka
 def test_live_decisions_reach_fetcher_control(
     kafka_broker: Any, kafka_client: Any, tmp_path: Path, recorded_speed_events: list[FetchEvent]

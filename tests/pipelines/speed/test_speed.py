@@ -201,6 +201,24 @@ def test_late_event_is_dropped_after_its_window_closed() -> None:
     assert [(d.window_start, d.pages) for d in out] == [(10_000, 1)]
 
 
+def test_a_window_closed_at_the_end_of_input_stays_closed() -> None:
+    """flush closes the open windows and moves the watermark past them: an event for one
+    of them arriving afterwards (a replay resumed on a longer log) is late, not a second
+    decision for the same window. With 2 s of allowed lateness the watermark goes to
+    10 000 + 2 000; the window [10 000, 20 000) has not closed and still opens."""
+    s = ControllerSettings(controller="fixed", allowed_lateness_ms=2_000)
+    state, _ = observe(None, _event(1_000), s)
+    state, out = flush(state, s)
+    assert [(d.window_start, d.pages) for d in out] == [(0, 1)]
+    assert state.watermark == 12_000
+    state, out = observe(state, _event(9_000), s)
+    assert out == [] and state.late_events == 1 and state.open_windows == ()
+    state, out = observe(state, _event(15_000), s)
+    assert out == [] and [w.start_ms for w in state.open_windows] == [10_000]
+    _, out = flush(state, s)
+    assert [(d.window_start, d.pages) for d in out] == [(10_000, 1)]
+
+
 def test_allowed_lateness_keeps_the_window_open() -> None:
     s = ControllerSettings(controller="fixed", allowed_lateness_ms=2_000)
     state, out = observe(None, _event(1_000), s)
