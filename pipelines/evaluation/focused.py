@@ -29,6 +29,7 @@ from frontierflow.pipelines.evaluation.plotting import headless_pyplot
 from frontierflow.pipelines.evaluation.simulator import RecordedWeb, simulate_cycles
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.pipelines.strategies.lafc import LafcSettings
+from frontierflow.pipelines.strategies.lafc_plus import LafcPlusSettings
 from frontierflow.state.relevance import Judge, Topic
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class FocusedSetup:
     """Repetitions, with seeds 0..runs−1, of the strategies in LEARNING."""
     judge: Judge = field(default_factory=Judge)
     lafc: LafcSettings = field(default_factory=LafcSettings)
+    lafc_plus: LafcPlusSettings = field(default_factory=LafcPlusSettings)
     seeds: tuple[str, ...] = ()
     """Seed URLs; default: `default_seeds(web)`."""
 
@@ -160,7 +162,13 @@ def evaluate_topic(web: RecordedWeb, topic: Topic, setup: FocusedSetup) -> Topic
                 seed=run,
             )
             strategy = build_strategy(
-                name, budget=setup.budget, crawl_id="sim", seed=run, topic=topic, lafc=lafc
+                name,
+                budget=setup.budget,
+                crawl_id="sim",
+                seed=run,
+                topic=topic,
+                lafc=lafc,
+                lafc_plus=setup.lafc_plus,
             )
             for crawl in simulate_cycles(web, strategy, seeds, setup.budget, setup.cycles):
                 orders.setdefault((name, crawl.cycle), []).append(crawl.downloaded)
