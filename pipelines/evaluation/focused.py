@@ -265,16 +265,43 @@ def summary_lines(results: Sequence[TopicResult], setup: FocusedSetup) -> list[s
                 + " | ".join(cells)
                 + f" | {c.recall[-1]:.3f} | {c.recall_all[-1]:.3f} | {' / '.join(downloads)} |"
             )
-    if "lafc" in setup.strategies:
-        lines += ["", t_test_table(results, setup)]
+    for learner in LEARNERS:
+        if learner in setup.strategies:
+            lines += ["", t_test_table(results, setup, learner)]
+    lines += ["", compute_table(results, setup)]
     return lines
 
 
-def t_test_table(results: Sequence[TopicResult], setup: FocusedSetup) -> str:
-    """LAFC against each baseline: mean precision difference over the download checkpoints
-    of each cycle from the second on, and its paired t-test p-value (seed 000 Table 4)."""
+LEARNERS = ("lafc", "lafc-plus")
+"""Strategies the t-tests compare with every other strategy in the run."""
+_LABELS = {"lafc": "LAFC", "lafc-plus": "LAFC+"}
+
+
+def compute_table(results: Sequence[TopicResult], setup: FocusedSetup) -> str:
+    """Seconds per crawl (all cycles, mean over runs) per topic and strategy, and the time
+    beyond breadth-first's on the same crawl (breadth-first is the engine's floor)."""
     rows = [
-        "| topic | cycle | LAFC vs | mean precision (LAFC − other) | p-value | result |",
+        "| topic | strategy | seconds per crawl | beyond bfs |",
+        "|---|---|---:|---:|",
+    ]
+    for r in results:
+        floor = r.seconds.get("bfs")
+        for name in setup.strategies:
+            spent = r.seconds.get(name)
+            if spent is None:
+                continue
+            beyond = "–" if floor is None else f"{spent - floor:+.1f}"
+            rows.append(f"| {r.topic} | {name} | {spent:.1f} | {beyond} |")
+    return "\n".join(rows)
+
+
+def t_test_table(results: Sequence[TopicResult], setup: FocusedSetup, learner: str = "lafc") -> str:
+    """`learner` against each other strategy: mean precision difference over the download
+    checkpoints of each cycle from the second on, and its paired t-test p-value (seed 000
+    Table 4)."""
+    label = _LABELS.get(learner, learner)
+    rows = [
+        f"| topic | cycle | {label} vs | mean precision ({label} − other) | p-value | result |",
         "|---|---:|---|---:|---:|---|",
     ]
     topics = [*((r.topic, [r]) for r in results)]
@@ -283,12 +310,12 @@ def t_test_table(results: Sequence[TopicResult], setup: FocusedSetup) -> str:
     for label, group in topics:
         for cycle in range(min(1, setup.cycles - 1), setup.cycles):
             for other in setup.strategies:
-                if other == "lafc":
+                if other == learner:
                     continue
                 xs: list[float] = []
                 ys: list[float] = []
                 for r in group:
-                    a, b = _curve(r, "lafc", cycle), _curve(r, other, cycle)
+                    a, b = _curve(r, learner, cycle), _curve(r, other, cycle)
                     if a is None or b is None:
                         continue
                     xs += a.precision
@@ -359,6 +386,7 @@ def run_focused(
         + (f" and ≥ {judge.min_occurrences} keyword occurrences" if judge.min_occurrences else ""),
         f"- LAFC: C = {setup.lafc.control_threshold}, a = {setup.lafc.learning.a}, "
         f"scheme {setup.lafc.learning.scheme.value}",
+        f"- LAFC+: {setup.lafc_plus.params}",
         "- topics: " + "; ".join(f"{t.name} = {' '.join(sorted(t.weights))}" for t in topics),
         "- relevant pages in the web per topic: "
         + ", ".join(f"{r.topic} {r.relevant_in_web}" for r in results),
