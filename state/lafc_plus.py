@@ -15,8 +15,12 @@ probability vector, and chooses greedily. The rules, each a pure function below:
   exponential mean. Until the first answer H is the page's own similarity (`harvest`), the
   best-first assumption that neighbouring pages share a topic;
 - choice (`best_action`): the enabled action with the largest estimate, an untried action
-  counting as H; ties go to the first in page order. Its estimate is the priority of the
-  page's one outstanding entry, so all pages' choices compete in one frontier;
+  counting as H + c/√(1 + n) (`untried_value`: optimism that fades as the page's links are
+  learned); ties go to the first in page order. Its estimate is the priority of the page's
+  one outstanding entry, so all pages' choices compete in one frontier;
+- credit (`credits_along`, `credited`): the page d hops above the one that chose gets
+  γ^d·reward for the action that led down the path, and an action's estimate only rises by a
+  credit (a path is worth its best discounted reward); the next direct answer resets it;
 - a new cycle (`refetched`) enables every action again and keeps every estimate and H.
 """
 

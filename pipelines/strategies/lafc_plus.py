@@ -4,9 +4,9 @@ Faithful LAFC (`lafc.py`) barely improves across cycles on a real topical web an
 of its budget (docs/RESULTS.md). LAFC+ keeps its core — every fetched page is an automaton
 whose actions are its outlinks; it has one choice outstanding at a time, as a reply request
 (`REPLY_ECHO`) answered also for a page already fetched; the answer teaches the page that
-chose; what was learned carries into the next cycle — and departs from the paper in four
-places, each for a measured reason (the rules are the pure functions of
-`frontierflow.state.lafc_plus`):
+chose; what was learned carries into the next cycle — and departs from the paper in five
+places, each for a measured reason (docs/RESULTS.md, "LAFC+"; the rules are the pure
+functions of `frontierflow.state.lafc_plus`):
 
 1. **Graded reward** instead of eq. 6's step: an answered link earns the worth of its page
    (its similarity, optionally weighted by keyword evidence). The step rewards a link only
@@ -15,23 +15,26 @@ places, each for a measured reason (the rules are the pure functions of
 2. **An estimate per action instead of a probability vector**, chosen greedily: with hundreds
    of links per page one L_R-I reward (a = 0.09) lifts a link from 0.1% to ~9%, so cycle 2
    hardly follows cycle 1's good links; an estimate is exact after one answer.
-3. **A prior instead of uniform probabilities**: an untried action is worth the page's
-   harvest H, its own similarity until answers come in (best-first's ordering), then the
-   running mean of its answers, so a page whose links keep disappointing sinks *within* the
-   cycle (best-first's trap: one similar index page with hundreds of off-topic links).
-4. **A priority frontier instead of the stack**: every fetched page keeps its one outstanding
+3. **An optimistic prior instead of uniform probabilities**: an untried action is worth the
+   page's harvest H — its own similarity until answers come in (best-first's ordering), then
+   the running mean of its answers — plus c/√(1 + n). A page whose links keep disappointing
+   sinks *within* the cycle (best-first's trap: one similar index page with hundreds of
+   off-topic links), and pages whose links were never tried get served before a known,
+   mediocre region is exhausted.
+4. **Credit up the path**: the page d hops above the one that chose gets γ^d of the reward
+   for the action that led down that path (an eligibility trace, `depth` pages deep). The
+   path travels in the entries' echo (`ECHO_PATH`) and the credits are keyed `Reinforce`
+   messages (`Routed.credits`, `Reinforce.credit`), so a hub that leads to good pages is
+   chosen early in the next cycle although its own similarity is low.
+5. **A priority frontier instead of the stack**: every fetched page keeps its one outstanding
    choice in the frontier at that choice's estimate, not only pages with similarity ≥ C, so
    the budget is used whenever the reachable web allows and the control threshold C is not
-   used. The latest choice of all pages competes, which is best-first over (page, link)
-   pairs with learned values.
+   used. The choices of all pages compete: best-first over (page, link) pairs with learned
+   values.
 
-Credit moves one hop: to the page whose choice was answered. Carrying it further up the path
-in the same cycle would need a second keyed message per fetch (the step core routes one
-`Reinforce` per event); across cycles, the parent's learned estimates already steer it to
-the pages that paid.
-
-Per key, through the step core's keyed messages: `Seed` and `Fetched` keyed by the page, a
-`Reinforce` keyed by the page whose choice was answered. Deterministic: no random draws.
+Per key, through the step core's keyed messages: `Seed` and `Fetched` (with the path that led
+to the page) keyed by the page, the answer keyed by the page whose choice was answered, each
+credit keyed by the page it credits. No pass over all states. Deterministic: no draws.
 """
 
 from __future__ import annotations

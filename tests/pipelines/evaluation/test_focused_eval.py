@@ -120,17 +120,20 @@ def test_reduced_evaluation_on_debian_manuals(debian_docs: str, tmp_path: Path) 
     out = tmp_path / "focused"
     argv = [
         "simulate", "--web", debian_docs, "--topic", "concurrency", "--topic", "databases",
-        "--strategies", "lafc,best-first,bfs", "--budget", "200", "--points", "4",
+        "--strategies", "lafc,lafc-plus,best-first,bfs", "--budget", "200", "--points", "4",
         "--cycles", "2", "--runs", "2", "--lafc-c", "0.3", "--judge", "0.5",
         "--judge-min-occurrences", "5", "--out", str(out),
     ]  # fmt: skip
     assert main(argv) == 0
     rows = list(csv.DictReader((out / "focused.csv").open()))
-    # 2 topics × 3 strategies × 2 cycles × 4 checkpoints
-    assert len(rows) == 48
+    # 2 topics × 4 strategies × 2 cycles × 4 checkpoints
+    assert len(rows) == 64
     for row in rows:
         assert 0.0 <= float(row["precision"]) <= 1.0
         assert 0.0 <= float(row["recall"]) <= 1.0
     summary = (out / "summary.md").read_text()
-    assert "| concurrency |" in summary and "LAFC vs" in summary
+    assert "| concurrency |" in summary and "LAFC vs" in summary and "LAFC+ vs" in summary
+    # LAFC+ keeps every fetched page's choice in the frontier: the budget is used
+    plus = [line for line in summary.splitlines() if "| lafc-plus | " in line and "/ 200 |" in line]
+    assert len(plus) == 2 and all(line.endswith("| 200 / 200 |") for line in plus)
     assert (out / "precision_concurrency.png").stat().st_size > 0
