@@ -80,11 +80,13 @@ SEED_PRIORITY = 10.0
 
 def read_path(text: str, via: str, depth: int) -> tuple[str, ...]:
     """The path an entry's echo carries, nearest first, at most `depth` pages. It must start
-    with the entry's `via`; anything else (an echo edited on the way) counts as just `via`."""
-    path = tuple(text.split("\n")) if text else ()
-    if not path or path[0] != via:
+    with the entry's `via` and name no empty page; anything else (an echo edited on the way)
+    counts as just `via`, so bad input can neither crash the state's encoding nor credit
+    pages that did not choose."""
+    path = tuple(text.split("\n")[:depth]) if text else ()
+    if not path or path[0] != via or not all(path):
         return (via,)
-    return path[:depth]
+    return path
 
 
 @dataclass(frozen=True, slots=True)

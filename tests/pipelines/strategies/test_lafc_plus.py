@@ -145,6 +145,28 @@ def test_read_path_trusts_only_a_path_that_starts_at_via() -> None:
     assert read_path("p\nq\nr\ns", "p", 3) == ("p", "q", "r")
     assert read_path("x\nq", "p", 3) == ("p",)
     assert read_path("", "p", 3) == ("p",)
+    assert read_path("p\n\nq", "p", 3) == ("p",)  # an empty page name: not trusted
+    assert read_path("p\nq\n", "p", 2) == ("p", "q")  # past the depth: not read
+
+
+def test_an_edited_path_in_the_echo_is_neither_fatal_nor_credited() -> None:
+    plus = _plus()
+    event = FetchEvent(
+        url="https://w.invalid/c",
+        fetched_at=5,
+        status=200,
+        fetcher_id="f",
+        host="w.invalid",
+        via="https://w.invalid/p",
+        crawl_id="c",
+        outlinks=(),
+        terms={"net": 1},
+        echo={ECHO_ESTIMATE: "0.5", ECHO_PATH: "https://w.invalid/p\n\nx"},
+    )
+    routed = plus.route(event)
+    assert routed.fetched.path == ("https://w.invalid/p",) and routed.credits == ()
+    state, _ = plus.apply(event.url, None, routed.fetched, CrawlClock(1, 5))
+    assert plus.decode_state(plus.encode_state(state)) == state
 
 
 def test_settings_from_the_command_line() -> None:
