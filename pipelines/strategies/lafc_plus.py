@@ -150,8 +150,8 @@ class LafcPlus(Strategy[LafcPlusState]):
         self, key: str, state: LafcPlusState | None, answer: Reinforce, clock: CrawlClock
     ) -> tuple[LafcPlusState | None, Changes | None]:
         """The answer to this page's outstanding choice: learn, then choose again. A credit
-        raises the estimate of the action it names (whatever the cycle: it is what the
-        page will choose by next). Any other answer (no choice outstanding, another cycle,
+        raises the estimate of the action it names, whatever the cycle (estimates carry
+        into the next one). Any other answer (no choice outstanding, another cycle,
         another link) is stale and ignored."""
         if state is None or not state.actions:
             return state, None
