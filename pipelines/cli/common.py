@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from frontierflow.pipelines.core.strategy import Strategy
     from frontierflow.pipelines.speed.settings import ControllerSettings
     from frontierflow.pipelines.strategies.lafc import LafcSettings
+    from frontierflow.pipelines.strategies.lafc_plus import LafcPlusSettings
     from frontierflow.state.relevance import Topic
 
 DEFAULT_SPEED_CONTROLLER = "seed003"
@@ -75,6 +76,12 @@ def add_lafc_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> 
     parser.add_argument(
         "--lafc-scheme", default="L_R-I", help="LAFC's scheme: L_R-I, L_R-P or L_R-eP"
     )
+    parser.add_argument(
+        "--lafc-plus",
+        default="",
+        metavar="NAME=VALUE,...",
+        help="LAFC+'s constants (rate, evidence); default: the values chosen in docs/RESULTS.md",
+    )
 
 
 def topic(text: str) -> Topic:
@@ -95,6 +102,25 @@ def lafc_settings(args: argparse.Namespace, seed: int) -> LafcSettings:
     )
 
 
+def lafc_plus_settings(args: argparse.Namespace) -> LafcPlusSettings:
+    """LAFC+'s settings from `--lafc-plus explore=0.1,rate=0.2`; ValueError for unknown names
+    and values."""
+    import dataclasses
+
+    from frontierflow.pipelines.strategies.lafc_plus import LafcPlusSettings
+    from frontierflow.state.lafc_plus import LafcPlusParams
+
+    defaults = LafcPlusParams()
+    values: dict[str, Any] = {}
+    for item in csv_list(args.lafc_plus):
+        name, sep, raw = (part.strip() for part in item.partition("="))
+        if not sep or not hasattr(defaults, name):
+            names = ", ".join(LafcPlusParams.__dataclass_fields__)
+            raise ValueError(f"--lafc-plus: expected NAME=VALUE with NAME one of {names}")
+        values[name] = type(getattr(defaults, name))(raw)
+    return LafcPlusSettings(dataclasses.replace(defaults, **values))
+
+
 def strategy_from_args(args: argparse.Namespace) -> Strategy[Any]:
     """The strategy an engine command's options describe."""
     from frontierflow.pipelines.strategies import build_strategy
@@ -105,4 +131,5 @@ def strategy_from_args(args: argparse.Namespace) -> Strategy[Any]:
         seed=args.seed,
         topic=topic(args.topic) if args.topic is not None else None,
         lafc=lafc_settings(args, args.seed),
+        lafc_plus=lafc_plus_settings(args),
     )

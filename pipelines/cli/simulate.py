@@ -8,7 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from frontierflow.pipelines.cli.common import add_lafc_args, csv_list, lafc_settings, topic
+from frontierflow.pipelines.cli.common import (
+    add_lafc_args,
+    csv_list,
+    lafc_plus_settings,
+    lafc_settings,
+    topic,
+)
 
 
 def _ints(value: str) -> tuple[int, ...]:
@@ -106,6 +112,7 @@ def _simulate_web(args: argparse.Namespace) -> int:
         runs=args.runs,
         judge=Judge(threshold=args.judge, min_occurrences=args.judge_min_occurrences),
         lafc=lafc_settings(args, 0),
+        lafc_plus=lafc_plus_settings(args),
         seeds=args.web_seeds,
     )
     web = load_web(args.web)

@@ -52,6 +52,8 @@ class Fetched(NamedTuple):
     """`url` was fetched in `cycle`; `outlinks` are its distinct outlinks in page order.
 
     `value` is what the strategy read off the page itself (LAFC: its topic similarity).
+    `path` is, for a strategy that credits along the crawl path (LAFC+), the pages whose
+    choices led here, nearest first; empty otherwise.
     """
 
     url: str
@@ -59,6 +61,7 @@ class Fetched(NamedTuple):
     cycle: int
     outlinks: tuple[str, ...]
     value: float = 0.0
+    path: tuple[str, ...] = ()
 
 
 class Link(NamedTuple):
@@ -80,7 +83,9 @@ class Link(NamedTuple):
 class Reinforce(NamedTuple):
     """The page `child` that `parent` (the key) chose came back: `value` is what the child
     turned out to be worth (LAFC: its similarity). `fresh` is False when the child had
-    already been fetched in this cycle, so the choice is dropped without learning."""
+    already been fetched in this cycle, so the choice is dropped without learning. `credit`
+    marks a reward passed further up the crawl path (`Routed.credits`): `child` is then the
+    parent's action that led toward the page that earned it, and no choice is answered."""
 
     parent: str
     child: str
@@ -88,6 +93,7 @@ class Reinforce(NamedTuple):
     cycle: int
     value: float = 0.0
     fresh: bool = True
+    credit: bool = False
 
 
 Message: TypeAlias = Seed | Fetched | Link | Reinforce
@@ -100,17 +106,20 @@ Changes: TypeAlias = FrontierChange | tuple[FrontierChange, ...]
 class Routed:
     """The keyed messages of one FetchEvent, in the order they must be applied: the page's
     own `fetched`, then `reinforce` to the parent that chose it (if the strategy learns from
-    choices), then one `links` message per outlink."""
+    choices), then `credits` to pages further up the path that led here (each keyed by its
+    `parent`; a strategy with eligibility traces), then one `links` message per outlink."""
 
     fetched: Fetched
     links: tuple[Link, ...]
     reinforce: Reinforce | None = None
+    credits: tuple[Reinforce, ...] = ()
 
     def messages(self) -> tuple[tuple[str, Message], ...]:
         """(key, message) pairs in application order: the one place that lists them."""
         head: list[tuple[str, Message]] = [(self.fetched.url, self.fetched)]
         if self.reinforce is not None:
             head.append((self.reinforce.parent, self.reinforce))
+        head.extend((credit.parent, credit) for credit in self.credits)
         return (*head, *((link.child, link) for link in self.links))
 
 

@@ -29,6 +29,7 @@ from frontierflow.pipelines.evaluation.plotting import headless_pyplot
 from frontierflow.pipelines.evaluation.simulator import RecordedWeb, simulate_cycles
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.pipelines.strategies.lafc import LafcSettings
+from frontierflow.pipelines.strategies.lafc_plus import LafcPlusSettings
 from frontierflow.state.relevance import Judge, Topic
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class FocusedSetup:
     """Repetitions, with seeds 0..runs−1, of the strategies in LEARNING."""
     judge: Judge = field(default_factory=Judge)
     lafc: LafcSettings = field(default_factory=LafcSettings)
+    lafc_plus: LafcPlusSettings = field(default_factory=LafcPlusSettings)
     seeds: tuple[str, ...] = ()
     """Seed URLs; default: `default_seeds(web)`."""
 
@@ -92,6 +94,10 @@ class TopicResult:
     relevant_in_web: int
     curves: list[Curve]
     seconds: dict[str, float]
+    """Wall-clock seconds per run (all cycles), per strategy."""
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
+    """Processor seconds of this process per run (all cycles): the compute spent, which
+    other work on shared cores does not inflate as it does the wall clock."""
 
 
 def default_seeds(web: RecordedWeb) -> tuple[str, ...]:
@@ -150,9 +156,10 @@ def evaluate_topic(web: RecordedWeb, topic: Topic, setup: FocusedSetup) -> Topic
     checkpoints = setup.checkpoints()
     orders: dict[tuple[str, int], list[np.ndarray]] = {}
     seconds: dict[str, float] = {}
+    cpu_seconds: dict[str, float] = {}
     for name in setup.strategies:
         runs = setup.runs if name in LEARNING else 1
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         for run in range(runs):
             lafc = LafcSettings(
                 control_threshold=setup.lafc.control_threshold,
@@ -160,11 +167,18 @@ def evaluate_topic(web: RecordedWeb, topic: Topic, setup: FocusedSetup) -> Topic
                 seed=run,
             )
             strategy = build_strategy(
-                name, budget=setup.budget, crawl_id="sim", seed=run, topic=topic, lafc=lafc
+                name,
+                budget=setup.budget,
+                crawl_id="sim",
+                seed=run,
+                topic=topic,
+                lafc=lafc,
+                lafc_plus=setup.lafc_plus,
             )
             for crawl in simulate_cycles(web, strategy, seeds, setup.budget, setup.cycles):
                 orders.setdefault((name, crawl.cycle), []).append(crawl.downloaded)
         seconds[name] = (time.perf_counter() - started) / runs
+        cpu_seconds[name] = (time.process_time() - cpu_started) / runs
         log.info("%s/%s: %.1f s per run", topic.name, name, seconds[name])
     pooled = np.zeros(len(web.urls), dtype=bool)
     for runs_orders in orders.values():
@@ -200,7 +214,13 @@ def evaluate_topic(web: RecordedWeb, topic: Topic, setup: FocusedSetup) -> Topic
             )
         )
     return TopicResult(
-        topic.name, n_reachable, n_pooled, int(np.count_nonzero(relevant)), curves, seconds
+        topic.name,
+        n_reachable,
+        n_pooled,
+        int(np.count_nonzero(relevant)),
+        curves,
+        seconds,
+        cpu_seconds,
     )
 
 
@@ -257,16 +277,46 @@ def summary_lines(results: Sequence[TopicResult], setup: FocusedSetup) -> list[s
                 + " | ".join(cells)
                 + f" | {c.recall[-1]:.3f} | {c.recall_all[-1]:.3f} | {' / '.join(downloads)} |"
             )
-    if "lafc" in setup.strategies:
-        lines += ["", t_test_table(results, setup)]
+    for learner in LEARNERS:
+        if learner in setup.strategies:
+            lines += ["", t_test_table(results, setup, learner)]
+    lines += ["", compute_table(results, setup)]
     return lines
 
 
-def t_test_table(results: Sequence[TopicResult], setup: FocusedSetup) -> str:
-    """LAFC against each baseline: mean precision difference over the download checkpoints
-    of each cycle from the second on, and its paired t-test p-value (seed 000 Table 4)."""
+LEARNERS = ("lafc", "lafc-plus")
+"""Strategies the t-tests compare with every other strategy in the run."""
+_LABELS = {"lafc": "LAFC", "lafc-plus": "LAFC+"}
+
+
+def compute_table(results: Sequence[TopicResult], setup: FocusedSetup) -> str:
+    """Processor seconds per crawl (all cycles, mean over runs) per topic and strategy, the
+    compute beyond breadth-first's on the same crawl (breadth-first is the engine's floor),
+    and the wall-clock seconds beside them."""
     rows = [
-        "| topic | cycle | LAFC vs | mean precision (LAFC − other) | p-value | result |",
+        "| topic | strategy | CPU seconds per crawl | beyond bfs | wall seconds |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for r in results:
+        floor = r.cpu_seconds.get("bfs")
+        for name in setup.strategies:
+            spent = r.cpu_seconds.get(name)
+            if spent is None:
+                continue
+            beyond = "–" if floor is None else f"{spent - floor:+.1f}"
+            rows.append(
+                f"| {r.topic} | {name} | {spent:.1f} | {beyond} | {r.seconds.get(name, 0.0):.1f} |"
+            )
+    return "\n".join(rows)
+
+
+def t_test_table(results: Sequence[TopicResult], setup: FocusedSetup, learner: str = "lafc") -> str:
+    """`learner` against each other strategy: mean precision difference over the download
+    checkpoints of each cycle from the second on, and its paired t-test p-value (seed 000
+    Table 4)."""
+    label = _LABELS.get(learner, learner)
+    rows = [
+        f"| topic | cycle | {label} vs | mean precision ({label} − other) | p-value | result |",
         "|---|---:|---|---:|---:|---|",
     ]
     topics = [*((r.topic, [r]) for r in results)]
@@ -275,12 +325,12 @@ def t_test_table(results: Sequence[TopicResult], setup: FocusedSetup) -> str:
     for label, group in topics:
         for cycle in range(min(1, setup.cycles - 1), setup.cycles):
             for other in setup.strategies:
-                if other == "lafc":
+                if other == learner:
                     continue
                 xs: list[float] = []
                 ys: list[float] = []
                 for r in group:
-                    a, b = _curve(r, "lafc", cycle), _curve(r, other, cycle)
+                    a, b = _curve(r, learner, cycle), _curve(r, other, cycle)
                     if a is None or b is None:
                         continue
                     xs += a.precision
@@ -351,6 +401,7 @@ def run_focused(
         + (f" and ≥ {judge.min_occurrences} keyword occurrences" if judge.min_occurrences else ""),
         f"- LAFC: C = {setup.lafc.control_threshold}, a = {setup.lafc.learning.a}, "
         f"scheme {setup.lafc.learning.scheme.value}",
+        f"- LAFC+: {setup.lafc_plus.params}",
         "- topics: " + "; ".join(f"{t.name} = {' '.join(sorted(t.weights))}" for t in topics),
         "- relevant pages in the web per topic: "
         + ", ".join(f"{r.topic} {r.relevant_in_web}" for r in results),

@@ -14,6 +14,7 @@ from frontierflow.pipelines.strategies.baselines import (
 )
 from frontierflow.pipelines.strategies.ieca import IecaStrategy
 from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
+from frontierflow.pipelines.strategies.lafc_plus import LafcPlus, LafcPlusSettings
 from frontierflow.pipelines.strategies.pagerank import PageRankOrder
 from frontierflow.state.ieca import IecaParams
 from frontierflow.state.relevance import Topic
@@ -28,8 +29,9 @@ STRATEGY_NAMES = (
     "random",
     "lafc",
     "best-first",
+    "lafc-plus",
 )
-FOCUSED = ("lafc", "best-first")
+FOCUSED = ("lafc", "best-first", "lafc-plus")
 """Strategies that need a topic."""
 
 
@@ -42,6 +44,7 @@ def build_strategy(
     ieca: IecaParams | None = None,
     topic: Topic | None = None,
     lafc: LafcSettings | None = None,
+    lafc_plus: LafcPlusSettings | None = None,
 ) -> Strategy[Any]:
     """A strategy by its CLI name, its constants scaled to a crawl of `budget` pages.
 
@@ -64,6 +67,8 @@ def build_strategy(
             raise ValueError(f"strategy {name!r} needs a topic (--topic)")
         if name == "lafc":
             return Lafc(topic, lafc if lafc is not None else LafcSettings(seed=seed))
+        if name == "lafc-plus":
+            return LafcPlus(topic, lafc_plus)
         return BestFirst(topic)
     if name in ("pagerank", "partial-pagerank"):
         return PageRankOrder(interval, partial=name == "partial-pagerank", crawl_id=crawl_id)

@@ -13,11 +13,15 @@ from topical_webs import Web
 
 from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.evaluation.focused import (
+    Curve,
     FocusedSetup,
+    TopicResult,
+    compute_table,
     default_seeds,
     evaluate_topic,
     paired_t_test,
     reachable,
+    t_test_table,
 )
 from frontierflow.state.relevance import Judge, Topic
 
@@ -64,6 +68,32 @@ def test_paired_t_test() -> None:
     assert paired_t_test([1.0, 1.0], [1.0, 1.0]) == (0.0, 1.0)
 
 
+def _curve(strategy: str, cycle: int, precision: tuple[float, ...]) -> Curve:
+    return Curve("t", strategy, cycle, (1, 2, 3), precision, precision, precision, (precision,), 3)
+
+
+def test_learner_t_tests_and_compute_beyond_breadth_first() -> None:
+    setup = FocusedSetup(strategies=("lafc-plus", "bfs"), budget=3, cycles=2, points=3)
+    curves = [
+        _curve("lafc-plus", 1, (2.0, 4.0, 6.0)),
+        _curve("bfs", 1, (1.0, 2.0, 3.0)),
+        _curve("lafc-plus", 0, (0.0, 0.0, 0.0)),
+        _curve("bfs", 0, (0.0, 0.0, 0.0)),
+    ]
+    result = TopicResult("t", 1, 1, 1, curves, {"lafc-plus": 6.0, "bfs": 2.5}, {
+        "lafc-plus": 5.5, "bfs": 2.0,
+    })  # fmt: skip
+    table = t_test_table([result], setup, "lafc-plus").splitlines()
+    assert table[0].startswith("| topic | cycle | LAFC+ vs | mean precision (LAFC+ − other)")
+    # the differences 1, 2, 3 of test_paired_t_test: mean 2, p = 0.0742, cycle 2 only
+    assert table[2:] == ["| t | 2 | bfs | +2.0000 | 0.074 | + (not significant) |"]
+    # CPU seconds 5.5 against breadth-first's 2.0: 3.5 beyond; wall seconds beside
+    assert compute_table([result], setup).splitlines()[2:] == [
+        "| t | lafc-plus | 5.5 | +3.5 | 6.0 |",
+        "| t | bfs | 2.0 | +0.0 | 2.5 |",
+    ]
+
+
 def test_setup_refuses_bad_values() -> None:
     with pytest.raises(ValueError):
         FocusedSetup(budget=0)
@@ -90,17 +120,20 @@ def test_reduced_evaluation_on_debian_manuals(debian_docs: str, tmp_path: Path) 
     out = tmp_path / "focused"
     argv = [
         "simulate", "--web", debian_docs, "--topic", "concurrency", "--topic", "databases",
-        "--strategies", "lafc,best-first,bfs", "--budget", "200", "--points", "4",
+        "--strategies", "lafc,lafc-plus,best-first,bfs", "--budget", "200", "--points", "4",
         "--cycles", "2", "--runs", "2", "--lafc-c", "0.3", "--judge", "0.5",
         "--judge-min-occurrences", "5", "--out", str(out),
     ]  # fmt: skip
     assert main(argv) == 0
     rows = list(csv.DictReader((out / "focused.csv").open()))
-    # 2 topics × 3 strategies × 2 cycles × 4 checkpoints
-    assert len(rows) == 48
+    # 2 topics × 4 strategies × 2 cycles × 4 checkpoints
+    assert len(rows) == 64
     for row in rows:
         assert 0.0 <= float(row["precision"]) <= 1.0
         assert 0.0 <= float(row["recall"]) <= 1.0
     summary = (out / "summary.md").read_text()
-    assert "| concurrency |" in summary and "LAFC vs" in summary
+    assert "| concurrency |" in summary and "LAFC vs" in summary and "LAFC+ vs" in summary
+    # LAFC+ keeps every fetched page's choice in the frontier: the budget is used
+    plus = [line for line in summary.splitlines() if "| lafc-plus | " in line and "/ 200 |" in line]
+    assert len(plus) == 2 and all(line.endswith("| 200 / 200 |") for line in plus)
     assert (out / "precision_concurrency.png").stat().st_size > 0

@@ -1,0 +1,355 @@
+"""What LAFC+ (`pipelines/strategies/lafc_plus.py`) keeps per page, how one message changes it,
+and its compact encoding.
+
+Like seed 000's automaton, a fetched page owns its outlinks as actions, chooses one at a time
+and learns from the page each choice led to. Unlike it, the page holds an estimate per action
+(an *estimator* automaton, as in Thathachar and Sastry's pursuit algorithms) instead of a
+probability vector, and chooses greedily. The rules, each a pure function below:
+
+- graded reward (`page_worth`): a link earns the similarity of the page it led to, optionally
+  weighted by how often the page uses the topic's keywords; eq. 6 of the paper gives 1 or 0
+  by the step sim ≥ τ_i instead;
+- learning (`answered`): the action's estimate becomes that reward (exact for a page that does
+  not change), and the page's *harvest* H — what its untried links are expected to earn —
+  moves toward it with step max(a, 1/n): the mean of the first 1/a answers, then an
+  exponential mean. Until the first answer H is the page's own similarity (`harvest`), the
+  best-first assumption that neighbouring pages share a topic;
+- choice (`best_action`): the enabled action with the largest estimate, an untried action
+  counting as H + c/√(1 + n) (`untried_value`: optimism that fades as the page's links are
+  learned); ties go to the first in page order. Its estimate is the priority of the page's
+  one outstanding entry, so all pages' choices compete in one frontier;
+- credit (`credits_along`, `credited`): the page d hops above the one that chose gets
+  γ^d·reward for the action that led down the path, and an action's estimate only rises by a
+  credit (a path is worth its best discounted reward); the next direct answer resets it;
+- a new cycle (`refetched`) enables every action again and keeps every estimate and H.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from frontierflow.state.codec import StateCodecError
+from frontierflow.state.lafc import _put_signed, _put_varint, _Reader
+from frontierflow.state.relevance import Topic, keyword_occurrences, similarity
+
+UNKNOWN = -1.0
+"""The estimate of an action not tried yet (rewards are in [0, 1])."""
+NEVER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class LafcPlusParams:
+    """LAFC+'s constants, validated once. Defaults: chosen on the sockets and concurrency
+    topics of the Debian manuals (docs/RESULTS.md, the LAFC+ section)."""
+
+    rate: float = 0.5
+    """a: the floor of the step size of the harvest H, in (0, 1]."""
+    gamma: float = 0.5
+    """γ: the discount of a reward credited d hops up the path (γ^d), in [0, 1]."""
+    depth: int = 3
+    """How many pages up the path a reward reaches (1: the page that chose only)."""
+    explore: float = 0.15
+    """c: an untried action is worth H + c/√(1 + n), n the page's rewards so far: optimism
+    that fades as the page's links are learned, so pages whose links were never tried get
+    served before a well-known mediocre region is exhausted. In [0, 1]."""
+    evidence: int = 0
+    """A page's worth is its similarity times min(1, keyword occurrences / evidence): a page
+    naming a keyword once is weak evidence however high its cosine (0: the cosine alone)."""
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.rate, int | float) and 0.0 < self.rate <= 1.0):
+            raise ValueError(f"LAFC+ rate must be in (0, 1], got {self.rate!r}")
+        if not (isinstance(self.gamma, int | float) and 0.0 <= self.gamma <= 1.0):
+            raise ValueError(f"LAFC+ gamma must be in [0, 1], got {self.gamma!r}")
+        if not (isinstance(self.explore, int | float) and 0.0 <= self.explore <= 1.0):
+            raise ValueError(f"LAFC+ explore must be in [0, 1], got {self.explore!r}")
+        if not (isinstance(self.depth, int) and 1 <= self.depth <= 16):
+            raise ValueError(f"LAFC+ depth must be an int in 1..16, got {self.depth!r}")
+        if not (isinstance(self.evidence, int) and self.evidence >= 0):
+            raise ValueError(f"LAFC+ evidence must be an int >= 0, got {self.evidence!r}")
+
+
+@dataclass(slots=True)
+class LafcPlusState:
+    """One URL under LAFC+: its actions with their estimates, its harvest, its choice."""
+
+    actions: tuple[str, ...] = ()
+    """The page's distinct outlinks in page order (itself left out)."""
+    values: list[float] = field(default_factory=list)
+    """The estimate of each action: the reward it earned last, or UNKNOWN."""
+    enabled: list[bool] = field(default_factory=list)
+    """Actions not yet answered in `fetched_cycle`."""
+    sim: float = -1.0
+    """The page's own worth at its last fetch; −1: never fetched."""
+    future: float = 0.0
+    """H once `answers` > 0: the running estimate of what an untried action earns."""
+    answers: int = 0
+    """n: how many rewards H has taken in (capped at 2**32 − 1)."""
+    fetched_cycle: int = NEVER
+    """The last cycle the page was fetched in."""
+    pending: int = -1
+    """The action whose answer is awaited; −1: none."""
+    path: tuple[str, ...] = ()
+    """The pages whose choices led to this page at its last fetch, nearest first."""
+
+
+_MAX_ANSWERS = 2**32 - 1
+
+
+def page_worth(topic: Topic, terms: Mapping[str, int], params: LafcPlusParams) -> float:
+    """The reward a page is worth: its similarity (eqs. 4–5 of seed 000), times
+    min(1, keyword occurrences / evidence) when `evidence` is set."""
+    sim = similarity(topic, terms)
+    if params.evidence:
+        sim *= min(1.0, keyword_occurrences(topic, terms) / params.evidence)
+    return sim
+
+
+def harvest(state: LafcPlusState) -> float:
+    """H: the learned estimate once a reward came in; before that the page's own worth."""
+    return state.future if state.answers > 0 else state.sim
+
+
+def refetched(
+    state: LafcPlusState | None,
+    outlinks: Sequence[str],
+    sim: float,
+    cycle: int,
+    path: tuple[str, ...] = (),
+) -> LafcPlusState:
+    """The page after its (first) fetch in `cycle` along `path`: the actions are the new
+    outlinks, each keeping the estimate it had under the same URL; all enabled; nothing
+    pending."""
+    if not (math.isfinite(sim) and 0.0 <= sim <= 1.0 + 1e-9):
+        raise ValueError(f"a page's worth must be in [0, 1], got {sim}")
+    base = state if state is not None else LafcPlusState()
+    actions = tuple(dict.fromkeys(outlinks))
+    if actions == base.actions:
+        values = list(base.values)
+    else:
+        old = dict(zip(base.actions, base.values, strict=True))
+        values = [old.get(action, UNKNOWN) for action in actions]
+    return LafcPlusState(
+        actions,
+        values,
+        [True] * len(actions),
+        sim,
+        base.future,
+        base.answers,
+        max(base.fetched_cycle, cycle),
+        -1,
+        path,
+    )
+
+
+def child_path(key: str, state: LafcPlusState, params: LafcPlusParams) -> tuple[str, ...]:
+    """The path a page's choices carry to the pages they lead to: the page, then its own
+    path, `depth` pages at most."""
+    return (key, *state.path)[: params.depth]
+
+
+def credits_along(
+    path: Sequence[str], reward: float, params: LafcPlusParams
+) -> list[tuple[str, str, float]]:
+    """(page, its action, credit) for every page d ≥ 1 hops above the one that chose:
+    page path[d] gets γ^d·reward for its action path[d − 1] (an eligibility trace with
+    λ = γ, the direct answer to path[0] being d = 0)."""
+    out = []
+    for d in range(1, min(len(path), params.depth)):
+        out.append((path[d], path[d - 1], reward * params.gamma**d))
+    return out
+
+
+def credited(state: LafcPlusState, action: str, credit: float) -> LafcPlusState | None:
+    """The page after a descendant reached through `action` earned `credit`: the action's
+    estimate rises to the credit if below it (a path is worth its best discounted reward);
+    None when nothing changes (an action the page no longer has, or a lower credit)."""
+    if not (math.isfinite(credit) and credit >= 0.0):
+        raise ValueError(f"a credit must be finite and >= 0, got {credit}")
+    try:
+        index = state.actions.index(action)
+    except ValueError:
+        return None
+    if state.values[index] >= credit:
+        return None
+    values = list(state.values)
+    values[index] = credit
+    return LafcPlusState(
+        state.actions,
+        values,
+        list(state.enabled),
+        state.sim,
+        state.future,
+        state.answers,
+        state.fetched_cycle,
+        state.pending,
+        state.path,
+    )
+
+
+def untried_value(state: LafcPlusState, params: LafcPlusParams) -> float:
+    """What an action not tried yet is worth: H + c/√(1 + n)."""
+    return harvest(state) + params.explore / math.sqrt(1.0 + state.answers)
+
+
+def best_action(state: LafcPlusState, params: LafcPlusParams) -> tuple[int, float] | None:
+    """(index, estimate) of the enabled action with the largest estimate, an untried one
+    counting as `untried_value`; ties to the first in page order. None if none is enabled."""
+    prior = untried_value(state, params)
+    best, best_value = -1, -math.inf
+    for j, on in enumerate(state.enabled):
+        if not on:
+            continue
+        value = state.values[j]
+        if value < 0.0:
+            value = prior
+        if value > best_value:
+            best, best_value = j, value
+    return None if best < 0 else (best, best_value)
+
+
+def answered(
+    state: LafcPlusState, index: int, reward: float | None, params: LafcPlusParams
+) -> LafcPlusState:
+    """The page after action `index` was answered: disabled for the cycle, and with a
+    `reward` (None: the page was already fetched this cycle, nothing to learn) the action's
+    estimate set to it and H ← H + max(a, 1/n)·(reward − H) (the first reward sets H)."""
+    if not 0 <= index < len(state.actions):
+        raise ValueError(f"action index {index} out of range for {len(state.actions)} actions")
+    enabled = list(state.enabled)
+    enabled[index] = False
+    if reward is None:
+        return LafcPlusState(
+            state.actions,
+            list(state.values),
+            enabled,
+            state.sim,
+            state.future,
+            state.answers,
+            state.fetched_cycle,
+            -1,
+            state.path,
+        )
+    if not (math.isfinite(reward) and reward >= 0.0):
+        raise ValueError(f"a reward must be finite and >= 0, got {reward}")
+    values = list(state.values)
+    values[index] = reward
+    n = min(state.answers + 1, _MAX_ANSWERS)
+    future = state.future + max(params.rate, 1.0 / n) * (reward - state.future)
+    return LafcPlusState(
+        state.actions, values, enabled, state.sim, future, n, state.fetched_cycle, -1, state.path
+    )
+
+
+# --- codec -------------------------------------------------------------------------------
+# Version 1, little-endian: u8 version, f64 sim, f64 future, varint answers, zigzag varints
+# fetched_cycle and pending, varint r, varint n + n bytes: the r actions in UTF-8 joined by
+# "\n", r × f64 estimate, ceil(r/8) bytes of enabled mask (action j is bit j % 8 of byte
+# j // 8), varint p + varint m + m bytes: the p path pages joined by "\n". The varints and
+# the reader are those of the LAFC state (state/lafc.py).
+
+_VERSION = 1
+_HEAD = struct.Struct("<Bdd")
+
+
+def _validate(state: LafcPlusState) -> None:
+    r = len(state.actions)
+    if len(state.values) != r or len(state.enabled) != r:
+        raise StateCodecError(
+            f"LAFC+ state has {r} actions, {len(state.values)} estimates, "
+            f"{len(state.enabled)} enabled flags"
+        )
+    if not (math.isfinite(state.sim) and (state.sim >= 0.0 or state.sim == -1.0)):
+        raise StateCodecError(f"LAFC+ worth must be >= 0 or -1, got {state.sim}")
+    if not math.isfinite(state.future):
+        raise StateCodecError(f"LAFC+ harvest must be finite, got {state.future}")
+    if not 0 <= state.answers <= _MAX_ANSWERS:
+        raise StateCodecError(f"LAFC+ answer count {state.answers} out of range")
+    if not -1 <= state.pending < r:
+        raise StateCodecError(f"LAFC+ pending action {state.pending} out of range for {r}")
+    if not all(math.isfinite(v) and (v >= 0.0 or v == UNKNOWN) for v in state.values):
+        raise StateCodecError("LAFC+ estimates must be finite and >= 0, or -1 (unknown)")
+    if not all(isinstance(a, str) for a in (*state.actions, *state.path)):
+        raise StateCodecError("LAFC+ actions and path pages must be strings")
+    if len(set(state.actions)) != r:
+        raise StateCodecError("LAFC+ actions must be distinct")
+
+
+def _put_urls(out: bytearray, urls: tuple[str, ...], what: str) -> None:
+    """varint count, varint byte length, the URLs in UTF-8 joined by line feeds."""
+    _put_varint(out, len(urls))
+    joined = "\n".join(urls)
+    if joined.count("\n") != max(0, len(urls) - 1) or not all(urls):
+        raise StateCodecError(f"LAFC+ {what} must be non-empty and hold no line feed")
+    try:
+        raw = joined.encode("utf-8")
+    except (UnicodeEncodeError, AttributeError, TypeError) as exc:
+        raise StateCodecError(f"LAFC+ {what} are not valid Unicode strings: {exc}") from exc
+    _put_varint(out, len(raw))
+    out += raw
+
+
+def _take_urls(reader: _Reader, count: int, what: str) -> tuple[str, ...]:
+    raw = reader.take(reader.varint())
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StateCodecError(f"LAFC+ {what} are not valid UTF-8: {exc}") from exc
+    urls = tuple(text.split("\n")) if count else ()
+    if len(urls) != count or not all(urls):
+        raise StateCodecError(f"LAFC+ state holds {len(urls)} {what}, not {count}")
+    return urls
+
+
+def encode_lafc_plus(state: LafcPlusState) -> bytes:
+    """The version-1 bytes of `state` (layout above); StateCodecError if it is invalid."""
+    _validate(state)
+    out = bytearray(_HEAD.pack(_VERSION, state.sim, state.future))
+    _put_varint(out, state.answers)
+    _put_signed(out, state.fetched_cycle, "fetched cycle")
+    _put_signed(out, state.pending, "pending action")
+    r = len(state.actions)
+    _put_urls(out, state.actions, "actions")
+    out += struct.pack(f"<{r}d", *state.values)
+    mask = bytearray((r + 7) // 8)
+    for j, on in enumerate(state.enabled):
+        if on:
+            mask[j // 8] |= 1 << (j % 8)
+    out += mask
+    _put_urls(out, state.path, "path pages")
+    return bytes(out)
+
+
+def decode_lafc_plus(data: bytes) -> LafcPlusState:
+    """The state in `data`; StateCodecError (a ValueError) for anything malformed."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise StateCodecError(f"LAFC+ state must be bytes, got {type(data).__name__}")
+    reader = _Reader(bytes(data))
+    version, sim, future = _HEAD.unpack(reader.take(_HEAD.size))
+    if version != _VERSION:
+        raise StateCodecError(f"LAFC+ state version {version} is not supported (want 1)")
+    answers = reader.varint()
+    fetched_cycle, pending = reader.signed(), reader.signed()
+    r = reader.varint()
+    if r * 9 > len(reader.data) - reader.pos:
+        raise StateCodecError(f"LAFC+ state truncated: {r} actions cannot fit")
+    actions = _take_urls(reader, r, "actions")
+    values = list(struct.unpack(f"<{r}d", reader.take(8 * r)))
+    mask = reader.take((r + 7) // 8)
+    if r % 8 and mask[-1] >> (r % 8):
+        raise StateCodecError("LAFC+ state has bits set past the end of the enabled mask")
+    enabled = [bool(mask[j // 8] >> (j % 8) & 1) for j in range(r)]
+    p = reader.varint()
+    if p > len(reader.data) - reader.pos:
+        raise StateCodecError(f"LAFC+ state truncated: {p} path pages cannot fit")
+    path = _take_urls(reader, p, "path pages")
+    if reader.pos != len(reader.data):
+        raise StateCodecError(f"LAFC+ state has {len(reader.data) - reader.pos} trailing bytes")
+    state = LafcPlusState(
+        actions, values, enabled, sim, future, answers, fetched_cycle, pending, path
+    )
+    _validate(state)
+    return state

@@ -1,0 +1,206 @@
+"""LAFC+'s per-page rules (state/lafc_plus.py), each with values worked out by hand, and its
+encoding."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from frontierflow.state.codec import StateCodecError
+from frontierflow.state.lafc_plus import (
+    UNKNOWN,
+    LafcPlusParams,
+    LafcPlusState,
+    answered,
+    best_action,
+    child_path,
+    credited,
+    credits_along,
+    decode_lafc_plus,
+    encode_lafc_plus,
+    harvest,
+    page_worth,
+    refetched,
+    untried_value,
+)
+from frontierflow.state.relevance import Topic
+
+A, B, C, D = (f"https://w.invalid/{x}" for x in "abcd")
+
+
+def _page(values: list[float], sim: float = 0.3, **kw: object) -> LafcPlusState:
+    actions = (A, B, C, D)[: len(values)]
+    return LafcPlusState(actions, values, [True] * len(values), sim, **kw)
+
+
+def test_worth_is_the_similarity_graded_by_keyword_evidence() -> None:
+    topic = Topic.parse("net tcp")
+    # {net: 2}: cosine = 2 / (√2 · 2) = 1/√2; 2 occurrences of 4 asked for halve it
+    assert page_worth(topic, {"net": 2}, LafcPlusParams()) == pytest.approx(1 / math.sqrt(2))
+    graded = page_worth(topic, {"net": 2}, LafcPlusParams(evidence=4))
+    assert graded == pytest.approx(0.5 / math.sqrt(2))
+    # 4 or more occurrences: the cosine unchanged ({net: 3, tcp: 3}: cosine 1)
+    assert page_worth(topic, {"net": 3, "tcp": 3}, LafcPlusParams(evidence=4)) == 1.0
+
+
+def test_refetch_keeps_estimates_by_url_enables_all_and_records_the_path() -> None:
+    old = LafcPlusState((A, B, C), [0.4, UNKNOWN, 0.9], [False, True, False], 0.2, 0.35, 3, 0, 1)
+    new = refetched(old, [C, D, A, C], 0.6, 1, (B,))
+    assert new.actions == (C, D, A)
+    assert new.values == [0.9, UNKNOWN, 0.4]
+    assert new.enabled == [True, True, True]
+    assert (new.sim, new.future, new.answers, new.fetched_cycle, new.pending) == (
+        0.6,
+        0.35,
+        3,
+        1,
+        -1,
+    )
+    assert new.path == (B,)
+    assert old.values == [0.4, UNKNOWN, 0.9]  # the argument is not mutated
+    with pytest.raises(ValueError, match="worth"):
+        refetched(old, [A], math.nan, 1)
+
+
+def test_harvest_is_the_pages_worth_until_answers_then_a_floored_running_mean() -> None:
+    state = _page([UNKNOWN] * 4, sim=0.6)
+    assert harvest(state) == 0.6
+    params = LafcPlusParams(rate=0.2)
+    # step max(0.2, 1/n): n = 1 → F = 0.2; n = 2 → 0.2 + (0.8 − 0.2)/2 = 0.5;
+    # n = 3 → 0.5 + (0 − 0.5)/3 = 1/3; n = 4 → 1/3 + (1 − 1/3)/4 = 0.5;
+    # n = 5 → 0.5 + 0.2·(0 − 0.5) = 0.4 (the floor a = 0.2 now wins over 1/5 = 0.2)
+    expected = [0.2, 0.5, 1 / 3, 0.5, 0.4]
+    rewards = [0.2, 0.8, 0.0, 1.0, 0.0]
+    for index, (reward, want) in enumerate(zip(rewards, expected, strict=True)):
+        state = answered(state, index % 4, reward, params)
+        assert state.future == pytest.approx(want)
+        assert state.answers == index + 1
+        assert harvest(state) == pytest.approx(want)
+    # n = 6: 0.4 + 0.2·(0 − 0.4) = 0.32 (1/6 < 0.2)
+    assert answered(state, 0, 0.0, params).future == pytest.approx(0.32)
+
+
+def test_an_answer_sets_the_estimate_and_disables_the_action() -> None:
+    state = _page([UNKNOWN, 0.7], sim=0.3, pending=0)
+    new = answered(state, 0, 0.25, LafcPlusParams())
+    assert new.values == [0.25, 0.7]
+    assert new.enabled == [False, True]
+    assert new.pending == -1
+    assert (new.future, new.answers) == (0.25, 1)
+    # an answer for a page already fetched this cycle teaches nothing
+    seen = answered(state, 1, None, LafcPlusParams())
+    assert seen.values == [UNKNOWN, 0.7]
+    assert seen.enabled == [True, False]
+    assert (seen.future, seen.answers) == (0.0, 0)
+    assert state.enabled == [True, True]  # the argument is not mutated
+    with pytest.raises(ValueError, match="out of range"):
+        answered(state, 2, 0.1, LafcPlusParams())
+    with pytest.raises(ValueError, match="reward"):
+        answered(state, 0, math.inf, LafcPlusParams())
+
+
+def test_choice_is_the_best_estimate_an_untried_action_counting_as_optimistic_harvest() -> None:
+    params = LafcPlusParams(explore=0.25)
+    # no answers: untried = worth 0.25 + 0.25/√1 = 0.5
+    state = _page([0.4, UNKNOWN, 0.6], sim=0.25)
+    assert untried_value(state, params) == 0.5
+    assert best_action(state, params) == (2, 0.6)
+    state.enabled[2] = False
+    assert best_action(state, params) == (1, 0.5)
+    # a tie goes to the first in page order
+    assert best_action(_page([0.5, UNKNOWN], sim=0.25), params) == (0, 0.5)
+    # three answers with F = 0.2: untried = 0.2 + 0.25/√4 = 0.325 < 0.4
+    learned = _page([0.4, UNKNOWN], sim=0.9, future=0.2, answers=3)
+    assert best_action(learned, params) == (0, 0.4)
+    # with the default explore = 0.15: 0.2 + 0.15/2 = 0.275
+    assert untried_value(learned, LafcPlusParams()) == pytest.approx(0.275)
+    learned.enabled[:] = [False, False]
+    assert best_action(learned, params) is None
+
+
+def test_credit_flows_up_the_path_discounted_per_hop() -> None:
+    params = LafcPlusParams(gamma=0.5, depth=3)
+    # the page chosen by P, itself chosen by G, itself by GG, earned 0.8: P's answer is
+    # direct (d = 0); G's action P gets 0.5·0.8, GG's action G gets 0.25·0.8
+    path = ("P", "G", "GG")
+    assert credits_along(path, 0.8, params) == [("G", "P", 0.4), ("GG", "G", 0.2)]
+    assert credits_along(path, 0.8, LafcPlusParams(depth=2)) == [("G", "P", 0.4)]
+    assert credits_along(path, 0.8, LafcPlusParams(depth=1)) == []
+    assert credits_along(("P",), 0.8, params) == []
+    state = _page([0.1, 0.7, UNKNOWN], path=("X", "Y", "Z"))
+    assert child_path("K", state, params) == ("K", "X", "Y")
+
+
+def test_a_credit_only_raises_an_estimate() -> None:
+    state = _page([0.1, 0.7, UNKNOWN], pending=2)
+    raised = credited(state, A, 0.4)
+    assert raised is not None
+    assert raised.values == [0.4, 0.7, UNKNOWN]
+    assert raised.pending == 2 and raised.enabled == state.enabled
+    assert credited(state, B, 0.4) is None  # 0.7 is already better
+    assert credited(state, "https://w.invalid/gone", 0.9) is None
+    assert credited(state, C, 0.3).values == [0.1, 0.7, 0.3]
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        LafcPlusState(),
+        LafcPlusState((A, B, C), [0.5, UNKNOWN, 0.0], [True, False, True], 0.4, 0.25, 7, 2, 1),
+        LafcPlusState(
+            tuple(f"https://w.invalid/é{i}" for i in range(13)),
+            [UNKNOWN] * 13,
+            [i % 3 == 0 for i in range(13)],
+            0.0,
+            0.0,
+            0,
+            -1,
+            -1,
+            (A, B),
+        ),
+    ],
+)
+def test_codec_round_trips(state: LafcPlusState) -> None:
+    data = encode_lafc_plus(state)
+    assert decode_lafc_plus(data) == state
+
+
+def test_codec_refuses_malformed_states_and_bytes() -> None:
+    good = LafcPlusState((A, B), [0.5, UNKNOWN], [True, True], 0.4, 0.25, 1, 0, 1, (C,))
+    data = encode_lafc_plus(good)
+    with pytest.raises(StateCodecError, match="trailing"):
+        decode_lafc_plus(data + b"\x00")
+    with pytest.raises(StateCodecError, match="truncated"):
+        decode_lafc_plus(data[:-3])
+    with pytest.raises(StateCodecError, match="version"):
+        decode_lafc_plus(b"\x02" + data[1:])
+    for bad in (
+        LafcPlusState((A,), [math.nan], [True]),
+        LafcPlusState((A,), [-0.5], [True]),
+        LafcPlusState((A, A), [0.1, 0.1], [True, True]),
+        LafcPlusState((A,), [0.1], [True], pending=1),
+        LafcPlusState((A,), [0.1], [True, False]),
+        LafcPlusState(("a\nb",), [0.1], [True]),
+        LafcPlusState(sim=-0.5),
+        LafcPlusState(future=math.inf),
+    ):
+        with pytest.raises(StateCodecError):
+            encode_lafc_plus(bad)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"rate": 0.0},
+        {"rate": 1.5},
+        {"gamma": -0.1},
+        {"depth": 0},
+        {"depth": 2.5},
+        {"explore": 2.0},
+        {"evidence": -1},
+    ],
+)
+def test_params_are_validated(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="LAFC\\+"):
+        LafcPlusParams(**kwargs)
