@@ -13,9 +13,11 @@ from frontierflow.pipelines.strategies.baselines import (
     RandomOrder,
 )
 from frontierflow.pipelines.strategies.ieca import IecaStrategy
+from frontierflow.pipelines.strategies.ieca_plus import IecaPlusStrategy
 from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
 from frontierflow.pipelines.strategies.pagerank import PageRankOrder
 from frontierflow.state.ieca import IecaParams
+from frontierflow.state.ieca_plus import IecaPlusParams
 from frontierflow.state.relevance import Topic
 
 STRATEGY_NAMES = (
@@ -28,6 +30,7 @@ STRATEGY_NAMES = (
     "random",
     "lafc",
     "best-first",
+    "ieca-plus",
 )
 FOCUSED = ("lafc", "best-first")
 """Strategies that need a topic."""
@@ -51,6 +54,10 @@ def build_strategy(
     interval = max(1, budget // 40)
     if name == "ieca":
         return IecaStrategy(ieca if ieca is not None else IecaParams.for_budget(budget))
+    if name == "ieca-plus":
+        # IECA's δ_t schedule and seed distance (with any --ieca-k given); β is not used
+        clock = ieca if ieca is not None else IecaParams.for_budget(budget)
+        return IecaPlusStrategy(IecaPlusParams(clock))
     if name == "bfs":
         return BreadthFirst()
     if name == "backlink":
