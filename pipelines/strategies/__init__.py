@@ -43,6 +43,7 @@ def build_strategy(
     crawl_id: str = "default",
     seed: int = 0,
     ieca: IecaParams | None = None,
+    ieca_plus_damping: float | None = None,
     topic: Topic | None = None,
     lafc: LafcSettings | None = None,
 ) -> Strategy[Any]:
@@ -57,7 +58,9 @@ def build_strategy(
     if name == "ieca-plus":
         # IECA's δ_t schedule and seed distance (with any --ieca-k given); β is not used
         clock = ieca if ieca is not None else IecaParams.for_budget(budget)
-        return IecaPlusStrategy(IecaPlusParams(clock))
+        if ieca_plus_damping is None:
+            return IecaPlusStrategy(IecaPlusParams(clock))
+        return IecaPlusStrategy(IecaPlusParams(clock, damping_scale=ieca_plus_damping))
     if name == "bfs":
         return BreadthFirst()
     if name == "backlink":
