@@ -16,9 +16,11 @@ Departures from seed 001, each with its reason:
   link still gets eq. 13's distance exactly (a sum of one term).
 - the structure term δ_t·log10 f of eq. 10 is dropped: with a sum the in-link evidence is
   already counted, and on the tuning seed keeping it lowered the hot-page share.
-- eq. 13's damping (1 − δ_t) of the parent's distance is kept for every link, not only the
-  first: in cash terms a parent pays c^(1−δ_t)/O(i), which keeps deep pages from starving
-  as PageRank's teleport does (without it the rule is one-pass OPIC, which did worse).
+- eq. 13's damping of the parent's distance is kept for every link, not only the first,
+  and scaled: (1 − s·δ_t)·d_i with s = 0.75. In cash terms a parent pays
+  c^(1−s·δ_t)/O(i), which keeps deep pages from starving as PageRank's teleport does;
+  s = 0 is one-pass OPIC and s = 1 eq. 13 itself. s was chosen on the development crawls
+  (node 0 and ten other random seeds, none of the hundred reported), see docs/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ class IecaPlusParams:
 
     ieca: IecaParams = field(default_factory=IecaParams)
     """δ_t's schedule, the budget it is a share of, and the seeds' distance (seed 001)."""
-    damping_scale: float = 1.0
-    """A link's candidate uses (1 − scale·δ_t)·d_i: 1 is eq. 13's damping, 0 is OPIC's."""
+    damping_scale: float = 0.75
+    """A link's candidate uses (1 − scale·δ_t)·d_i: 1 is eq. 13's damping, 0 is OPIC's.
+    0.75 was chosen on the development crawls (docs/RESULTS.md, IECA+)."""
 
     def __post_init__(self) -> None:
         if not (self.damping_scale >= 0.0 and math.isfinite(self.damping_scale)):

@@ -18,7 +18,7 @@ from frontierflow.state.ieca_plus import (
 )
 
 LOG2 = math.log10(2)
-P = IecaPlusParams(IecaParams(budget=1000, k=25))
+P = IecaPlusParams(IecaParams(budget=1000, k=25), damping_scale=1.0)  # δ = δ_t: eq. 13
 
 
 def test_first_link_is_eq13() -> None:
@@ -91,6 +91,9 @@ def test_params_refuse_nonsense_and_scale_with_budget() -> None:
         IecaPlusParams(damping_scale=3.0)  # 3 · 0.35 > 1
     params = IecaPlusParams.for_budget(100_000, damping_scale=0.5)
     assert params.ieca.k == 2_500 and params.damping_scale == 0.5
+    # the chosen default: a link's candidate is damped by 0.75·δ_t (0.2625 at the start)
+    assert IecaPlusParams().damping_scale == 0.75
+    assert link_damping(0, IecaPlusParams()) == pytest.approx(0.2625)
 
 
 def test_encoding_is_16_little_endian_bytes() -> None:

@@ -29,7 +29,9 @@ def test_a_page_with_two_parents_jumps_its_siblings() -> None:
         np.array([b for _, b in arcs], dtype=np.int64),
         8,
     )
-    strategy = IecaPlusStrategy(IecaPlusParams(IecaParams(budget=10_000, k=10_000)))
+    strategy = IecaPlusStrategy(
+        IecaPlusParams(IecaParams(budget=10_000, k=10_000), damping_scale=1.0)
+    )
     assert simulate_crawl(graph, strategy, [0], 8).tolist() == [0, 1, 2, 5, 3, 4, 6, 7]
 
 

@@ -24,7 +24,7 @@ from frontierflow.state.ieca_plus import IecaPlusDistance, IecaPlusParams
 from frontierflow.state.memory import InMemoryStore
 
 LOG2 = math.log10(2)
-P = IecaPlusParams(IecaParams(budget=1000, k=25))
+P = IecaPlusParams(IecaParams(budget=1000, k=25), damping_scale=1.0)  # δ = δ_t: eq. 13
 
 
 def _event(url: str, outlinks: tuple[str, ...], echo: dict[str, str], at: int) -> FetchEvent:
