@@ -22,6 +22,7 @@ from frontierflow.state.relevance import Topic
 
 STRATEGY_NAMES = (
     "ieca",
+    "ieca-plus",
     "bfs",
     "backlink",
     "opic",
@@ -30,7 +31,6 @@ STRATEGY_NAMES = (
     "random",
     "lafc",
     "best-first",
-    "ieca-plus",
 )
 FOCUSED = ("lafc", "best-first")
 """Strategies that need a topic."""
