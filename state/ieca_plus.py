@@ -4,7 +4,7 @@ Seed 001's distance is the logarithm of a path's weight: d = Σ log10 O(i) along
 −log10 of the chance that a random surfer follows it, so 10^(−d) is the cash (OPIC,
 Abiteboul et al. 2003) that reaches the page along that path. IECA (eq. 10) keeps one path
 per page and, as α = e^(−β·t) decays with the global clock, stops listening to new parents:
-by 45% of the crawl a page found late keeps 83% of its first distance. IECA+ keeps every
+by 45% of the crawl every update keeps 83% of a page's old distance. IECA+ keeps every
 parent instead: each in-link adds its cash 10^(−candidate) to the page, and the distance is
 −log10 of the sum. Nothing decays with time, so a page that collects many good in-links
 late is pulled forward however late they come. Smaller distance = sooner.
