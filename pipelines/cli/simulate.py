@@ -85,6 +85,12 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         help="IECA's k: δ_t and t step every k pages (default: budget / 40)",
     )
     sp.add_argument(
+        "--ieca-plus-damping",
+        type=float,
+        default=None,
+        help="IECA+'s scale of δ_t in a link's candidate (default: 0.75, see RESULTS)",
+    )
+    sp.add_argument(
         "--budget",
         type=int,
         default=None,
@@ -156,6 +162,7 @@ def simulate(args: argparse.Namespace) -> int:
         stop_at=args.stop_at,
         seeds=seeds,
         ieca_overrides=ieca_overrides,
+        ieca_plus_damping=args.ieca_plus_damping,
         budget=args.budget,
         points=args.points,
         random_seed=args.seed,

@@ -30,6 +30,7 @@ from frontierflow.pipelines.evaluation.simulator import (
 )
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.state.ieca import IecaParams
+from frontierflow.state.ieca_plus import IecaPlusParams
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,8 @@ class HotPagesSetup:
     graph_name: str = "graph"
     ieca_overrides: dict[str, float] = field(default_factory=dict)
     """IECA constants that differ from the paper's scaled ones (`beta`, `k`)."""
+    ieca_plus_damping: float | None = None
+    """IECA+'s scale of δ_t in a link's candidate; default: `IecaPlusParams`'s."""
     extra_context: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -105,14 +108,21 @@ def run_hot_pages(
     ran_dry: dict[str, int] = {}
     for name in setup.strategies:
         strategy = build_strategy(
-            name, budget=budget, crawl_id="sim", seed=setup.random_seed, ieca=ieca
+            name,
+            budget=budget,
+            crawl_id="sim",
+            seed=setup.random_seed,
+            ieca=ieca,
+            ieca_plus_damping=setup.ieca_plus_damping,
         )
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         on_fetch = progress(name, stop_count) if progress is not None else None
         order = simulate_crawl(
             graph, strategy, setup.seeds, stop_count, crawl_id="sim", on_fetch=on_fetch
         )
-        timings[name] = f"{time.perf_counter() - started:.1f} s"
+        timings[name] = (
+            f"{time.perf_counter() - started:.1f} s (CPU {time.process_time() - cpu_started:.1f} s)"
+        )
         fetched = len(order)
         reached = _reached(checkpoints, fetched)
         if fetched < stop_count:
@@ -139,9 +149,16 @@ def run_hot_pages(
         f"{ieca.delta_start} to {ieca.delta_start - ieca.delta_slope:.2f}, seeds at "
         f"{ieca.seed_distance}",
         "hot pages": "top-K by global PageRank (damping 0.85), K = pages crawled",
-        "run time per strategy": ", ".join(f"{k} {v}" for k, v in timings.items()),
+        "run time per strategy (wall, and CPU of this process: the fairer figure on a "
+        "shared machine)": ", ".join(f"{k} {v}" for k, v in timings.items()),
         **setup.extra_context,
     }
+    if "ieca-plus" in setup.strategies:
+        scale = setup.ieca_plus_damping
+        context["IECA+ constants"] = (
+            f"δ_t as IECA's, scaled by {IecaPlusParams().damping_scale if scale is None else scale}"
+            " in a link's candidate"
+        )
     if ran_dry:
         context["frontier emptied before the stop fraction"] = (
             ", ".join(f"{k} after {v:,} pages ({v / n:.2%})" for k, v in ran_dry.items())

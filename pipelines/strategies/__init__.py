@@ -13,14 +13,17 @@ from frontierflow.pipelines.strategies.baselines import (
     RandomOrder,
 )
 from frontierflow.pipelines.strategies.ieca import IecaStrategy
+from frontierflow.pipelines.strategies.ieca_plus import IecaPlusStrategy
 from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
 from frontierflow.pipelines.strategies.lafc_plus import LafcPlus, LafcPlusSettings
 from frontierflow.pipelines.strategies.pagerank import PageRankOrder
 from frontierflow.state.ieca import IecaParams
+from frontierflow.state.ieca_plus import IecaPlusParams
 from frontierflow.state.relevance import Topic
 
 STRATEGY_NAMES = (
     "ieca",
+    "ieca-plus",
     "bfs",
     "backlink",
     "opic",
@@ -42,6 +45,7 @@ def build_strategy(
     crawl_id: str = "default",
     seed: int = 0,
     ieca: IecaParams | None = None,
+    ieca_plus_damping: float | None = None,
     topic: Topic | None = None,
     lafc: LafcSettings | None = None,
     lafc_plus: LafcPlusSettings | None = None,
@@ -54,6 +58,12 @@ def build_strategy(
     interval = max(1, budget // 40)
     if name == "ieca":
         return IecaStrategy(ieca if ieca is not None else IecaParams.for_budget(budget))
+    if name == "ieca-plus":
+        # IECA's δ_t schedule and seed distance (with any --ieca-k given); β is not used
+        clock = ieca if ieca is not None else IecaParams.for_budget(budget)
+        if ieca_plus_damping is None:
+            return IecaPlusStrategy(IecaPlusParams(clock))
+        return IecaPlusStrategy(IecaPlusParams(clock, damping_scale=ieca_plus_damping))
     if name == "bfs":
         return BreadthFirst()
     if name == "backlink":
