@@ -107,7 +107,9 @@ def _gzip_members(handle: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | 
         try:
             while True:
                 plain = inflate.decompress(data, _CHUNK)
-                while inflate.unconsumed_tail:  # bounded output per call: no zip bombs
+                # bounded output per call (no zip bombs); at the member's end the rest of the
+                # input is `unused_data` (`unconsumed_tail` may keep a stale copy)
+                while inflate.unconsumed_tail and not inflate.eof:
                     size += len(plain)
                     if size <= limit:
                         parts.append(plain)

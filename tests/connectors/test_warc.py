@@ -312,3 +312,24 @@ def test_a_record_larger_than_the_limit_is_a_dead_letter(test_warc: Path) -> Non
     kinds = {p.offset: i.error_class for p, i, _ in items if isinstance(i, Failed)}
     assert kinds[2] == "RecordTooLarge"  # the index page inflates to more than 400 bytes
     assert kinds[9] == "CorruptGzipMember"
+
+
+def test_a_record_larger_than_a_read_chunk_then_the_next(tmp_path: Path) -> None:
+    """A member that inflates past the 1 MiB output bound of one inflate call, then another:
+    both read, the second at its own offset."""
+    buf = io.BytesIO()
+    w = WARCWriter(buf, gzip=True)
+    big = b"<html><body>" + b"<p>tcp</p>" * 200_000 + b"<a href='x.html'>x</a></body></html>"
+    _response(w, "http://site.test/big.html", big, _http("200 OK", "text/html"))
+    _response(w, "http://site.test/d.html", D_HTML, _http("200 OK", "text/html"))
+    path = tmp_path / "big.warc.gz"
+    path.write_bytes(buf.getvalue())
+    items = list(read_fetch_events(path))
+    assert [(p.offset, type(i).__name__) for p, i, _ in items] == [
+        (0, "FetchEvent"),
+        (1, "FetchEvent"),
+    ]
+    first, second = items[0][1], items[1][1]
+    assert isinstance(first, FetchEvent) and isinstance(second, FetchEvent)
+    assert first.terms == {"tcp": 200_000, "x": 1} and first.bytes == len(big)
+    assert second.url == "http://site.test/d.html"
