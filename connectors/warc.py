@@ -61,6 +61,9 @@ MAX_RAW_IN_DEAD_LETTER: Final = 65_536
 """Bytes of a bad record kept in its dead letter (the rest is cut, and the message says so)."""
 
 _CHUNK: Final = 1 << 20
+"""Most bytes one inflate call may return (no zip bombs)."""
+_READ: Final = 1 << 16
+"""Compressed bytes read at a time: small, as what follows a member's end is copied."""
 _MAX_REFERERS: Final = 100_000
 
 
@@ -97,7 +100,7 @@ def _gzip_members(handle: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | 
     A corrupt member yields one error and reading resumes at the next gzip header after its
     start; a member cut short by the end of the file yields a truncation error and ends."""
     offset = handle.tell()
-    data = handle.read(_CHUNK)
+    data = handle.read(_READ)
     while data:
         start = offset
         inflate = zlib.decompressobj(31)
@@ -122,10 +125,10 @@ def _gzip_members(handle: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | 
                 if inflate.eof:
                     rest = inflate.unused_data
                     offset += len(data) - len(rest)
-                    data = rest if rest else handle.read(_CHUNK)
+                    data = rest if rest else handle.read(_READ)
                     break
                 offset += len(data)
-                data = handle.read(_CHUNK)
+                data = handle.read(_READ)
                 if not data:
                     yield (
                         start,
@@ -162,7 +165,7 @@ def _next_member(handle: IO[bytes], offset: int) -> tuple[int, bytes]:
         hit = window.find(GZIP_MAGIC)
         if hit >= 0:
             handle.seek(base + hit)
-            return base + hit, handle.read(_CHUNK)
+            return base + hit, handle.read(_READ)
         keep = len(GZIP_MAGIC) - 1
         base += len(window) - keep
         carry = window[-keep:]
