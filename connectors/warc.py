@@ -18,9 +18,10 @@ A 3xx response has its `Location` as its one outlink; other non-2xx responses ha
 
 Positions are record indexes in the file (one gzip member is one record, a corrupt member
 counts as one), so a resumed replay skips exactly the records already committed. Records
-that are not fetches (warcinfo, request, metadata, resource, ARC file headers) take an
-index and yield nothing, like blank lines of a JSON-lines log. What cannot become a
-FetchEvent becomes a `Failed` item with a reason: a corrupt gzip member (reading resumes at
+that are not fetches (warcinfo, request, metadata, resource, ARC file headers, responses
+for other schemes such as Heritrix's `dns:` lookups) take an index and yield nothing, like
+blank lines of a JSON-lines log. What cannot become a FetchEvent becomes a `Failed` item
+with a reason: a corrupt gzip member (reading resumes at
 the next member), a truncated record, unparsable WARC or HTTP headers, a 2xx response that
 is not HTML, a record larger than `max_record_bytes`, a revisit whose original is not in
 the file.
@@ -380,8 +381,8 @@ class _WarcReader:
             if capture.digest:
                 self.originals.setdefault(capture.digest, offset)
         via = self.referers.pop(capture.concurrent_to, None) if capture.concurrent_to else None
-        if not wanted:
-            return None
+        if not wanted or not capture.url.lower().startswith(("http://", "https://")):
+            return None  # Heritrix's dns: lookups and other schemes are no page fetches
         if capture.status is None:
             raise RecordError("BadHttpHeaders", f"{kind} record of {capture.url} has no HTTP head")
         if not is_http_url(capture.url):

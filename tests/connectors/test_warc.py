@@ -333,3 +333,24 @@ def test_a_record_larger_than_a_read_chunk_then_the_next(tmp_path: Path) -> None
     assert isinstance(first, FetchEvent) and isinstance(second, FetchEvent)
     assert first.terms == {"tcp": 200_000, "x": 1} and first.bytes == len(big)
     assert second.url == "http://site.test/d.html"
+
+
+def test_a_dns_record_is_no_fetch(tmp_path: Path) -> None:
+    """Heritrix logs its DNS lookups as response records of `dns:` URIs: they yield nothing."""
+    buf = io.BytesIO()
+    w = WARCWriter(buf, gzip=True)
+    dns = w.create_warc_record(
+        "dns:site.test",
+        "response",
+        payload=io.BytesIO(b"20260102030405\nsite.test. 300 IN A 10.0.0.1\n"),
+        warc_content_type="text/dns",
+        warc_headers_dict={"WARC-Date": DATE},
+    )
+    w.write_record(dns)
+    _response(w, "http://site.test/d.html", D_HTML, _http("200 OK", "text/html"))
+    path = tmp_path / "heritrix.warc.gz"
+    path.write_bytes(buf.getvalue())
+    items = list(read_fetch_events(path))
+    assert [(p.offset, getattr(i, "url", None)) for p, i, _ in items] == [
+        (1, "http://site.test/d.html")
+    ]
