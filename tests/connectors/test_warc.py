@@ -17,8 +17,10 @@ from frontierflow.connectors.base import Failed
 from frontierflow.connectors.logs import read_fetch_events
 from frontierflow.connectors.warc import WarcOptions, warc_items
 from frontierflow.pipelines.cli import main
+from frontierflow.pipelines.embedded.replay import replay_log
 from frontierflow.schemas.container import log_format, read_container
 from frontierflow.schemas.records import FetchEvent
+from frontierflow.state.rocksdb import RocksDBStore
 
 DATE = "2026-01-02T03:04:05Z"
 DATE_MS = 1_767_323_045_000  # 2026-01-02 03:04:05 UTC: 20455 days · 86400 s + 11045 s
@@ -354,3 +356,53 @@ def test_a_dns_record_is_no_fetch(tmp_path: Path) -> None:
     assert [(p.offset, getattr(i, "url", None)) for p, i, _ in items] == [
         (1, "http://site.test/d.html")
     ]
+
+
+class _Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize(("phase", "nth"), [("flushed", 2), ("committed", 3), ("flushing", 4)])
+def test_a_crashed_warc_replay_resumes_exactly(
+    test_warc: Path, tmp_path: Path, phase: str, nth: int
+) -> None:
+    """A replay stopped at a commit phase of its nth step (two records a step), then run
+    again, ends with the files and state of an uninterrupted run."""
+
+    def run(state: Path, out: Path, crash_at: int | None) -> None:
+        seen = 0
+
+        def before_commit(at: str) -> None:
+            nonlocal seen
+            if at == phase:
+                seen += 1
+                if seen == crash_at:
+                    raise _Crash(at)
+
+        replay_log(
+            test_warc,
+            strategy_name="ieca",
+            state_dir=state,
+            out=out,
+            step_size=2,
+            before_commit=before_commit,
+            fill_echo=True,
+        )
+
+    run(tmp_path / "ref", tmp_path / "ref.jsonl", None)
+    with pytest.raises(_Crash):
+        run(tmp_path / "st", tmp_path / "out.jsonl", nth)
+    run(tmp_path / "st", tmp_path / "out.jsonl", None)
+    assert (tmp_path / "out.jsonl").read_bytes() == (tmp_path / "ref.jsonl").read_bytes()
+    dead = "out.jsonl.dead-letters.jsonl"
+    assert (tmp_path / dead).read_bytes() == (
+        tmp_path / "ref.jsonl.dead-letters.jsonl"
+    ).read_bytes()
+    families = ("ieca", "crawled", "meta")
+    with (
+        RocksDBStore(tmp_path / "ref", families) as a,
+        RocksDBStore(tmp_path / "st", families) as b,
+    ):
+        assert dict(a.items("ieca")) == dict(b.items("ieca"))
+        assert dict(a.items("crawled")) == dict(b.items("crawled"))
+    assert len((tmp_path / "ref.jsonl").read_text().splitlines()) > 5
