@@ -191,7 +191,7 @@ def _plain_records(handle: IO[bytes], limit: int) -> Iterator[tuple[int, bytes |
             if not head.startswith(b"WARC/") or line in (b"\r\n", b"\n"):
                 break
         length = _declared_length(head)
-        if length is None:
+        if length is None or length < 0:
             yield start, RecordError("BadWarcRecord", f"record at byte {start}: no length")
             return
         if length > limit:
