@@ -406,3 +406,11 @@ def test_a_crashed_warc_replay_resumes_exactly(
         assert dict(a.items("ieca")) == dict(b.items("ieca"))
         assert dict(a.items("crawled")) == dict(b.items("crawled"))
     assert len((tmp_path / "ref.jsonl").read_text().splitlines()) > 5
+
+
+def test_the_windowed_beam_form_refuses_a_warc(test_warc: Path, tmp_path: Path) -> None:
+    """A WARC's echoes come from state, which only the embedded engine and the bounded Beam
+    replay derive: the unbounded form says so before any pipeline runs."""
+    argv = ["replay", str(test_warc), "--runner", "beam", "--clock", "windowed:1000"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    assert not list(tmp_path.glob("out*"))
