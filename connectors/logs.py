@@ -13,10 +13,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
 from frontierflow.connectors.base import DecisionSink, Failed, InputItem, Position
-from frontierflow.connectors.warc import WarcOptions, warc_items
 from frontierflow.schemas.codecs import CodecError, record_from_dict
 from frontierflow.schemas.container import (
     SNIFF_BYTES,
@@ -35,6 +34,9 @@ from frontierflow.schemas.records import (
 )
 from frontierflow.state.codec import StateCodecError, decode_positions, encode_positions
 
+if TYPE_CHECKING:
+    from frontierflow.connectors.warc import WarcOptions
+
 
 def read_fetch_events(
     path: Path, start: int = 0, warc: WarcOptions | None = None
@@ -49,6 +51,18 @@ def read_fetch_events(
     return fetch_event_items(iter_log_from(path, "FetchEvent", start))
 
 
+def load_warc_reader() -> Any:
+    """`connectors.warc.warc_items`; warcio comes with the `warc` extra, and its absence is
+    said plainly rather than as an import error deep in a replay."""
+    try:
+        from frontierflow.connectors.warc import warc_items
+    except ImportError as exc:
+        raise ValueError(
+            "reading WARC/ARC files needs warcio: pip install 'frontierflow[warc]'"
+        ) from exc
+    return warc_items
+
+
 def is_warc_log(path: Path) -> bool:
     """Whether `path` is a WARC or ARC file: by its first bytes and its name, or by its name
     alone when it is no local file (a remote path a Beam pipeline reads)."""
@@ -59,6 +73,7 @@ def is_warc_log(path: Path) -> bool:
 
 
 def _warc_file_items(path: Path, start: int, options: WarcOptions | None) -> Iterator[InputItem]:
+    warc_items = load_warc_reader()
     with path.open("rb") as handle:
         yield from warc_items(handle, path.name, start, options)
 

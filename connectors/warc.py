@@ -18,9 +18,10 @@ A 3xx response has its `Location` as its one outlink; other non-2xx responses ha
 
 Positions are record indexes in the file (one gzip member is one record, a corrupt member
 counts as one), so a resumed replay skips exactly the records already committed. Records
-that are not fetches (warcinfo, request, metadata, resource, ARC file headers) take an
-index and yield nothing, like blank lines of a JSON-lines log. What cannot become a
-FetchEvent becomes a `Failed` item with a reason: a corrupt gzip member (reading resumes at
+that are not fetches (warcinfo, request, metadata, resource, ARC file headers, responses
+for other schemes such as Heritrix's `dns:` lookups) take an index and yield nothing, like
+blank lines of a JSON-lines log. What cannot become a FetchEvent becomes a `Failed` item
+with a reason: a corrupt gzip member (reading resumes at
 the next member), a truncated record, unparsable WARC or HTTP headers, a 2xx response that
 is not HTML, a record larger than `max_record_bytes`, a revisit whose original is not in
 the file.
@@ -61,6 +62,9 @@ MAX_RAW_IN_DEAD_LETTER: Final = 65_536
 """Bytes of a bad record kept in its dead letter (the rest is cut, and the message says so)."""
 
 _CHUNK: Final = 1 << 20
+"""Most bytes one inflate call may return (no zip bombs)."""
+_READ: Final = 1 << 16
+"""Compressed bytes read at a time: small, as what follows a member's end is copied."""
 _MAX_REFERERS: Final = 100_000
 
 
@@ -97,7 +101,7 @@ def _gzip_members(handle: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | 
     A corrupt member yields one error and reading resumes at the next gzip header after its
     start; a member cut short by the end of the file yields a truncation error and ends."""
     offset = handle.tell()
-    data = handle.read(_CHUNK)
+    data = handle.read(_READ)
     while data:
         start = offset
         inflate = zlib.decompressobj(31)
@@ -107,7 +111,9 @@ def _gzip_members(handle: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | 
         try:
             while True:
                 plain = inflate.decompress(data, _CHUNK)
-                while inflate.unconsumed_tail:  # bounded output per call: no zip bombs
+                # bounded output per call (no zip bombs); at the member's end the rest of the
+                # input is `unused_data` (`unconsumed_tail` may keep a stale copy)
+                while inflate.unconsumed_tail and not inflate.eof:
                     size += len(plain)
                     if size <= limit:
                         parts.append(plain)
@@ -120,10 +126,10 @@ def _gzip_members(handle: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | 
                 if inflate.eof:
                     rest = inflate.unused_data
                     offset += len(data) - len(rest)
-                    data = rest if rest else handle.read(_CHUNK)
+                    data = rest if rest else handle.read(_READ)
                     break
                 offset += len(data)
-                data = handle.read(_CHUNK)
+                data = handle.read(_READ)
                 if not data:
                     yield (
                         start,
@@ -160,7 +166,7 @@ def _next_member(handle: IO[bytes], offset: int) -> tuple[int, bytes]:
         hit = window.find(GZIP_MAGIC)
         if hit >= 0:
             handle.seek(base + hit)
-            return base + hit, handle.read(_CHUNK)
+            return base + hit, handle.read(_READ)
         keep = len(GZIP_MAGIC) - 1
         base += len(window) - keep
         carry = window[-keep:]
@@ -185,7 +191,7 @@ def _plain_records(handle: IO[bytes], limit: int) -> Iterator[tuple[int, bytes |
             if not head.startswith(b"WARC/") or line in (b"\r\n", b"\n"):
                 break
         length = _declared_length(head)
-        if length is None:
+        if length is None or length < 0:
             yield start, RecordError("BadWarcRecord", f"record at byte {start}: no length")
             return
         if length > limit:
@@ -375,8 +381,8 @@ class _WarcReader:
             if capture.digest:
                 self.originals.setdefault(capture.digest, offset)
         via = self.referers.pop(capture.concurrent_to, None) if capture.concurrent_to else None
-        if not wanted:
-            return None
+        if not wanted or not capture.url.lower().startswith(("http://", "https://")):
+            return None  # Heritrix's dns: lookups and other schemes are no page fetches
         if capture.status is None:
             raise RecordError("BadHttpHeaders", f"{kind} record of {capture.url} has no HTTP head")
         if not is_http_url(capture.url):

@@ -20,8 +20,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from frontierflow.connectors.base import Failed
-from frontierflow.connectors.logs import fetch_event_items
-from frontierflow.connectors.warc import warc_items
+from frontierflow.connectors.logs import fetch_event_items, load_warc_reader
 from frontierflow.pipelines.beam.coders import UrlUpdate
 from frontierflow.pipelines.core.validate import checked
 from frontierflow.schemas.container import (
@@ -107,7 +106,7 @@ def read_log_items(path: str) -> Iterator[Any]:
         kind = log_format(handle.read(SNIFF_BYTES), path)
         handle.seek(0)
         if kind == "warc":
-            yield from warc_items(handle, path.rsplit("/", 1)[-1])
+            yield from load_warc_reader()(handle, path.rsplit("/", 1)[-1])
             return
         records = (
             container_log(handle, "FetchEvent", 0)

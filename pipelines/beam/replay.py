@@ -454,7 +454,8 @@ def run_beam_replay(
         with beam.Pipeline(options=options) as pipeline:
             build_replay(pipeline, log, strategy, out_prefix, fills)
         found = read_fills(out_prefix)
-        logger.info("echo fill round %d: %d events filled", round_, len(found))
+        changed = sum(found.get(k) != fills.get(k) for k in found.keys() | fills.keys())
+        logger.info("echo fill round %d: %d events filled, %d changed", round_, len(found), changed)
         if found == fills:
             return round_
         fills = found

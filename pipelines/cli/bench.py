@@ -1,5 +1,6 @@
-"""`frontierflow bench`, `bench-kafka`, `bench-beam`: throughput of the embedded engine with
-RocksDB state, of Kafka → frontierflow → Kafka, and of one log on the Beam runners."""
+"""`frontierflow bench`, `bench-kafka`, `bench-beam`, `bench-warc`: throughput of the embedded
+engine with RocksDB state, of Kafka → frontierflow → Kafka, of one log on the Beam runners,
+and of reading a WARC."""
 
 from __future__ import annotations
 
@@ -67,6 +68,12 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     bb.add_argument("--flink-conf-dir", default=None, help="default: infra/flink")
     bb.add_argument("--work-dir", type=Path, default=None)
     bb.set_defaults(handler=bench_beam)
+    wb = sub.add_parser(
+        "bench-warc", help="a WARC into FetchEvents: events/s, beside warcio and fastwarc alone"
+    )
+    wb.add_argument("warc", type=Path, help=".warc, .warc.gz or .arc.gz")
+    wb.add_argument("--repeats", type=int, default=3, help="runs of each, medians reported")
+    wb.set_defaults(handler=bench_warc)
 
 
 def bench(args: argparse.Namespace) -> int:
@@ -135,4 +142,14 @@ def bench_beam(args: argparse.Namespace) -> int:
             worker_pool=args.worker_pool,
         )
     )
+    return 0
+
+
+def bench_warc(args: argparse.Namespace) -> int:
+    from frontierflow.pipelines.bench.warc import bench_warc as run
+    from frontierflow.pipelines.bench.warc import format_rows
+
+    if args.repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
+    print(format_rows(run(args.warc, args.repeats)))
     return 0

@@ -123,7 +123,9 @@ def replay(args: argparse.Namespace) -> int:
 
 
 def warc_to_events(args: argparse.Namespace) -> int:
-    from frontierflow.connectors.logs import read_fetch_events, write_event_log
+    from frontierflow.connectors.logs import load_warc_reader, read_fetch_events, write_event_log
+
+    load_warc_reader()  # says plainly when warcio is missing
     from frontierflow.connectors.warc import WarcOptions
 
     options = WarcOptions(fetcher_id=args.fetcher_id, crawl_id=args.crawl_id, cycle=args.cycle)

@@ -157,7 +157,9 @@ class Strategy(ABC, Generic[S]):
         """The echo the frontier entry that led to `event` carried, derived from the state,
         at fetch time, of the key `echo_fill` names; {} when the state says nothing (the
         event is then routed as it came). Exact when each entry's echo was that key's state
-        when the entry was last emitted, as every strategy here writes its entries."""
+        when the entry was last emitted, as every strategy here writes its entries. Read
+        only the event's `url`, `via`, `crawl_id`, `cycle` and `fetched_at`: the bounded
+        Beam replay probes the key's state with those alone."""
         return {}
 
     def seed(self, url: str, crawl_id: str, cycle: int) -> Seed:

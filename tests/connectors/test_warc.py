@@ -17,8 +17,10 @@ from frontierflow.connectors.base import Failed
 from frontierflow.connectors.logs import read_fetch_events
 from frontierflow.connectors.warc import WarcOptions, warc_items
 from frontierflow.pipelines.cli import main
+from frontierflow.pipelines.embedded.replay import replay_log
 from frontierflow.schemas.container import log_format, read_container
 from frontierflow.schemas.records import FetchEvent
+from frontierflow.state.rocksdb import RocksDBStore
 
 DATE = "2026-01-02T03:04:05Z"
 DATE_MS = 1_767_323_045_000  # 2026-01-02 03:04:05 UTC: 20455 days · 86400 s + 11045 s
@@ -312,3 +314,103 @@ def test_a_record_larger_than_the_limit_is_a_dead_letter(test_warc: Path) -> Non
     kinds = {p.offset: i.error_class for p, i, _ in items if isinstance(i, Failed)}
     assert kinds[2] == "RecordTooLarge"  # the index page inflates to more than 400 bytes
     assert kinds[9] == "CorruptGzipMember"
+
+
+def test_a_record_larger_than_a_read_chunk_then_the_next(tmp_path: Path) -> None:
+    """A member that inflates past the 1 MiB output bound of one inflate call, then another:
+    both read, the second at its own offset."""
+    buf = io.BytesIO()
+    w = WARCWriter(buf, gzip=True)
+    big = b"<html><body>" + b"<p>tcp</p>" * 200_000 + b"<a href='x.html'>x</a></body></html>"
+    _response(w, "http://site.test/big.html", big, _http("200 OK", "text/html"))
+    _response(w, "http://site.test/d.html", D_HTML, _http("200 OK", "text/html"))
+    path = tmp_path / "big.warc.gz"
+    path.write_bytes(buf.getvalue())
+    items = list(read_fetch_events(path))
+    assert [(p.offset, type(i).__name__) for p, i, _ in items] == [
+        (0, "FetchEvent"),
+        (1, "FetchEvent"),
+    ]
+    first, second = items[0][1], items[1][1]
+    assert isinstance(first, FetchEvent) and isinstance(second, FetchEvent)
+    assert first.terms == {"tcp": 200_000, "x": 1} and first.bytes == len(big)
+    assert second.url == "http://site.test/d.html"
+
+
+def test_a_dns_record_is_no_fetch(tmp_path: Path) -> None:
+    """Heritrix logs its DNS lookups as response records of `dns:` URIs: they yield nothing."""
+    buf = io.BytesIO()
+    w = WARCWriter(buf, gzip=True)
+    dns = w.create_warc_record(
+        "dns:site.test",
+        "response",
+        payload=io.BytesIO(b"20260102030405\nsite.test. 300 IN A 10.0.0.1\n"),
+        warc_content_type="text/dns",
+        warc_headers_dict={"WARC-Date": DATE},
+    )
+    w.write_record(dns)
+    _response(w, "http://site.test/d.html", D_HTML, _http("200 OK", "text/html"))
+    path = tmp_path / "heritrix.warc.gz"
+    path.write_bytes(buf.getvalue())
+    items = list(read_fetch_events(path))
+    assert [(p.offset, getattr(i, "url", None)) for p, i, _ in items] == [
+        (1, "http://site.test/d.html")
+    ]
+
+
+class _Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize(("phase", "nth"), [("flushed", 2), ("committed", 3), ("flushing", 4)])
+def test_a_crashed_warc_replay_resumes_exactly(
+    test_warc: Path, tmp_path: Path, phase: str, nth: int
+) -> None:
+    """A replay stopped at a commit phase of its nth step (two records a step), then run
+    again, ends with the files and state of an uninterrupted run."""
+
+    def run(state: Path, out: Path, crash_at: int | None) -> None:
+        seen = 0
+
+        def before_commit(at: str) -> None:
+            nonlocal seen
+            if at == phase:
+                seen += 1
+                if seen == crash_at:
+                    raise _Crash(at)
+
+        replay_log(
+            test_warc,
+            strategy_name="ieca",
+            state_dir=state,
+            out=out,
+            step_size=2,
+            before_commit=before_commit,
+            fill_echo=True,
+        )
+
+    run(tmp_path / "ref", tmp_path / "ref.jsonl", None)
+    with pytest.raises(_Crash):
+        run(tmp_path / "st", tmp_path / "out.jsonl", nth)
+    run(tmp_path / "st", tmp_path / "out.jsonl", None)
+    assert (tmp_path / "out.jsonl").read_bytes() == (tmp_path / "ref.jsonl").read_bytes()
+    dead = "out.jsonl.dead-letters.jsonl"
+    assert (tmp_path / dead).read_bytes() == (
+        tmp_path / "ref.jsonl.dead-letters.jsonl"
+    ).read_bytes()
+    families = ("ieca", "crawled", "meta")
+    with (
+        RocksDBStore(tmp_path / "ref", families) as a,
+        RocksDBStore(tmp_path / "st", families) as b,
+    ):
+        assert dict(a.items("ieca")) == dict(b.items("ieca"))
+        assert dict(a.items("crawled")) == dict(b.items("crawled"))
+    assert len((tmp_path / "ref.jsonl").read_text().splitlines()) > 5
+
+
+def test_the_windowed_beam_form_refuses_a_warc(test_warc: Path, tmp_path: Path) -> None:
+    """A WARC's echoes come from state, which only the embedded engine and the bounded Beam
+    replay derive: the unbounded form says so before any pipeline runs."""
+    argv = ["replay", str(test_warc), "--runner", "beam", "--clock", "windowed:1000"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    assert not list(tmp_path.glob("out*"))
