@@ -1,0 +1,109 @@
+"""`frontierflow urlfrontier`: serve the URL Frontier gRPC API (StormCrawler's frontier) from
+an embedded engine on a RocksDB state directory."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from frontierflow.pipelines.cli.common import add_lafc_args, topic
+
+log = logging.getLogger(__name__)
+
+STRATEGIES = ("ieca", "bfs", "opic", "backlink", "random", "lafc", "best-first")
+"""What works over this API: the PageRank baselines recompute over all state (not per put)
+and are left out; lafc and best-first need the page text in `text`/`terms` metadata."""
+
+
+def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "urlfrontier", help="serve the URL Frontier gRPC API from an embedded engine"
+    )
+    p.add_argument("--port", type=int, default=7071, help="gRPC port (0: any free port)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--state-dir", required=True, help="RocksDB state directory")
+    p.add_argument(
+        "--bootstrap-servers",
+        default=None,
+        help="not supported yet: the service runs its own embedded engine on --state-dir",
+    )
+    p.add_argument("--strategy", default="ieca", choices=STRATEGIES)
+    p.add_argument("--budget", type=int, default=1_000_000, help="crawl budget (IECA's δ_t)")
+    p.add_argument("--seed", type=int, default=0, help="seed of random and LAFC")
+    p.add_argument("--topic", default=None, help="for lafc and best-first")
+    add_lafc_args(p)
+    p.add_argument(
+        "--lock-seconds",
+        type=int,
+        default=30,
+        help="how long a served URL stays locked when GetURLs asks for 0",
+    )
+    p.add_argument(
+        "--outlink-timeout",
+        type=float,
+        default=60.0,
+        help="seconds discovered URLs wait for their parent's report before being seeded",
+    )
+    p.add_argument("--workers", type=int, default=8, help="gRPC worker threads")
+    p.add_argument(
+        "--port-file", default=None, help="write the bound port here once serving (for scripts)"
+    )
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+    from pathlib import Path
+
+    from frontierflow.pipelines.cli.common import lafc_settings
+    from frontierflow.pipelines.strategies import build_strategy
+    from frontierflow.pipelines.urlfrontier.frontier import Frontier, FrontierSettings
+    from frontierflow.pipelines.urlfrontier.service import serve
+    from frontierflow.state.rocksdb import RocksDBStore
+
+    if args.bootstrap_servers is not None:
+        raise ValueError(
+            "--bootstrap-servers: the Kafka mode of the URL Frontier service is not built; "
+            "run it embedded with --state-dir"
+        )
+    strategy = build_strategy(
+        args.strategy,
+        budget=args.budget,
+        seed=args.seed,
+        topic=topic(args.topic) if args.topic is not None else None,
+        lafc=lafc_settings(args, args.seed),
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    with RocksDBStore(Path(args.state_dir), Frontier.families_for(strategy)) as store:
+        settings = FrontierSettings(
+            default_lock_s=args.lock_seconds,
+            outlink_timeout_s=args.outlink_timeout,
+            node=f"{args.host}:{args.port}",
+        )
+        frontier = Frontier(strategy, store, settings)
+        server, port, flusher = serve(
+            frontier, f"{args.host}:{args.port}", max_workers=args.workers
+        )
+        frontier.settings = FrontierSettings(
+            default_lock_s=settings.default_lock_s,
+            outlink_timeout_s=settings.outlink_timeout_s,
+            node=f"{args.host}:{port}",
+        )
+        log.info(
+            "URL Frontier (%s) on %s:%d, state in %s",
+            args.strategy,
+            args.host,
+            port,
+            args.state_dir,
+        )
+        if args.port_file:
+            Path(args.port_file).write_text(f"{port}\n")
+        stop.wait()
+        log.info("stopping")
+        flusher.set()
+        server.stop(grace=5).wait()
+    return 0
