@@ -24,6 +24,7 @@ from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.pipelines.urlfrontier.frontier import Frontier, FrontierSettings
 from frontierflow.pipelines.urlfrontier.service import MAX_MESSAGE_BYTES, serve
 from frontierflow.state.rocksdb import RocksDBStore
+from frontierflow.state.urlfrontier import URLS_FAMILY, UrlRecord, crawl_key, encode_url_record
 
 T0 = 1_700_000_000.0
 
@@ -378,3 +379,18 @@ def test_client_gone_mid_stream(opic: Served) -> None:
     stored = opic.stub.CountURLs(pb.CountUrlParams(key="b.example")).value
     assert 10 <= stored <= 100
     assert put(opic, discovered(B + "after")) == [OK]
+
+
+def test_a_record_whose_seed_step_was_lost_is_seeded_on_start(tmp_path: Path) -> None:
+    """A discovered URL's record committed but not the seed step after it (a kill between
+    the two): the next start seeds it, so it does not sit unscored for ever."""
+    strat = build_strategy("opic", budget=1000)
+    with RocksDBStore(tmp_path / "s", Frontier.families_for(strat)) as store:
+        with store.transaction() as txn:
+            txn.put(URLS_FAMILY, crawl_key("DEFAULT", A), encode_url_record(UrlRecord(queue="a")))
+            orphan = UrlRecord(queue="a", waiting_for=A + "gone")  # its group is gone too
+            txn.put(URLS_FAMILY, crawl_key("DEFAULT", A + "x"), encode_url_record(orphan))
+        frontier = Frontier(strat, store, clock=Clock())
+        assert [frontier.url_record("DEFAULT", u).priority for u in (A, A + "x")] == [1.0, 1.0]
+        served = frontier.get_urls(None, "", 0, 0, 0)
+        assert sorted(s.url for s in served) == [A, A + "x"]
