@@ -143,14 +143,22 @@ class URLFrontierService(pb_grpc.URLFrontierServicer):
             request.delay_requestable,
         )
         sent = 0
+        released = threading.Lock()
+
+        def release_unsent() -> None:
+            # a client gone mid-stream leaves what it did not get unlocked, not lost; runs
+            # once, whether the rpc's end or the generator's close comes first
+            if released.acquire(blocking=False):
+                for one in served[sent:]:
+                    self.frontier.release(one.crawl_id, one.url)
+
+        context.add_callback(release_unsent)
         try:
             for one in served:
                 yield url_info(one.url, one.crawl_id, one.record)
                 sent += 1
         finally:
-            # a client that went away mid-stream leaves the rest unlocked, not lost
-            for one in served[sent:]:
-                self.frontier.release(one.crawl_id, one.url)
+            release_unsent()
 
     def PutURLs(
         self, request_iterator: Iterator[pb.URLItem], context: grpc.ServicerContext
