@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from frontierflow.pipelines.cli.common import add_lafc_args, topic
+
+if TYPE_CHECKING:
+    from frontierflow.pipelines.core.strategy import Strategy
+    from frontierflow.pipelines.urlfrontier.frontier import Frontier, FrontierSettings
+    from frontierflow.state.store import StateStore
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +31,17 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--bootstrap-servers",
         default=None,
-        help="not supported yet: the service runs its own embedded engine on --state-dir",
+        help="HOST:PORT[,…]: publish FetchEvents to a live `frontierflow run` job and follow "
+        "its frontier topic instead of running an embedded engine",
+    )
+    p.add_argument("--topic-fetch-events", default="fetch-events", help="with Kafka")
+    p.add_argument("--topic-frontier", default="frontier", help="with Kafka")
+    p.add_argument(
+        "--kafka",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="kafka-python client setting (TLS, SASL); repeatable",
     )
     p.add_argument("--strategy", default="ieca", choices=STRATEGIES)
     p.add_argument("--budget", type=int, default=1_000_000, help="crawl budget (IECA's δ_t)")
@@ -85,11 +100,6 @@ def run(args: argparse.Namespace) -> int:
     from frontierflow.pipelines.urlfrontier.service import serve
     from frontierflow.state.rocksdb import RocksDBStore
 
-    if args.bootstrap_servers is not None:
-        raise ValueError(
-            "--bootstrap-servers: the Kafka mode of the URL Frontier service is not built; "
-            "run it embedded with --state-dir"
-        )
     strategy = build_strategy(
         args.strategy,
         budget=args.budget,
@@ -106,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             outlink_timeout_s=args.outlink_timeout,
             node=f"{args.host}:{args.port}",
         )
-        frontier = Frontier(strategy, store, settings)
+        frontier = _frontier(args, strategy, store, settings)
         server, port, flusher = serve(
             frontier, f"{args.host}:{args.port}", max_workers=args.workers
         )
@@ -127,5 +137,34 @@ def run(args: argparse.Namespace) -> int:
         stop.wait()
         log.info("stopping")
         flusher.set()
-        server.stop(grace=5).wait()
+        server.stop(grace=5).wait(10)
+        frontier.close()
     return 0
+
+
+def _frontier(
+    args: argparse.Namespace,
+    strategy: Strategy[Any],
+    store: StateStore,
+    settings: FrontierSettings,
+) -> Frontier:
+    """The embedded frontier, or with --bootstrap-servers the one in front of a live job."""
+    from frontierflow.pipelines.urlfrontier.frontier import Frontier
+
+    if args.bootstrap_servers is None:
+        return Frontier(strategy, store, settings)
+    from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
+    from frontierflow.pipelines.cli.run import client_settings
+    from frontierflow.pipelines.urlfrontier.kafka import KAFKA_STRATEGIES, KafkaFrontier
+
+    if args.strategy not in KAFKA_STRATEGIES:
+        raise ValueError(
+            f"--strategy {args.strategy}: with Kafka only {', '.join(KAFKA_STRATEGIES)} "
+            "(their seeds need no state)"
+        )
+    kafka = KafkaSettings(
+        bootstrap_servers=args.bootstrap_servers,
+        topics=KafkaTopics(fetch_events=args.topic_fetch_events, frontier=args.topic_frontier),
+        client=client_settings(args.kafka),
+    )
+    return KafkaFrontier(strategy, store, kafka, settings)

@@ -85,5 +85,5 @@ def run_bench(strategy: Strategy[object], pages: int, outlinks: int, serve_n: in
         finally:
             channel.close()
             stop.set()
-            server.stop(None).wait()
+            server.stop(None).wait(10)
     return BenchResult(acks, pages, put_s, served, get_s)

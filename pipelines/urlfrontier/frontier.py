@@ -37,8 +37,8 @@ from frontierflow.connectors.urlfrontier.convert import (
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.pipelines.core.validate import Limits, checked
 from frontierflow.pipelines.embedded.engine import Engine
-from frontierflow.schemas.records import DeadLetter, FrontierChange, FrontierEntry
-from frontierflow.state.store import StateStore, Transaction
+from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierChange, FrontierEntry
+from frontierflow.state.store import META_FAMILY, StateStore, Transaction
 from frontierflow.state.urlfrontier import (
     FAMILIES,
     PENDING_FAMILY,
@@ -159,19 +159,17 @@ class Frontier:
         self._touched: dict[bytes, None] = {}
         self.unknown_entries = 0
         """Strategy entries for URLs the service does not hold (not served)."""
-        self.engine = Engine(
-            strategy,
-            self._tap,
-            _RecordSink(self),
-            source_name="urlfrontier",
-            limits=self.settings.events,
-        )
+        self.strategy = strategy
+        self._start(strategy)
         self._crawls: dict[str, dict[str, _Queue]] = {}
         self._queue_of: dict[tuple[str, str], str] = {}
         self._queue_settings: dict[tuple[str, str], QueueSettings] = {}
         self._pending_since: dict[tuple[str, str], int] = {}
         self._seq = 0
         self._load()
+
+    def close(self) -> None:
+        """Release what the frontier holds besides the store (nothing, embedded)."""
 
     # ------------------------------------------------------------------ start-up
     def _load(self) -> None:
@@ -279,8 +277,7 @@ class Frontier:
             if raw_group is not None:
                 ops.append((PENDING_FAMILY, group_key, None))
             children = self._release_children(item.crawl_id, item.url, outlinks, ops)
-            position = Position(None, self.engine.input_position())
-            self._step(ops, lambda: self.engine.run_step([(position, valid, b"")]))
+            self._report(valid, ops)
             self._pending_since.pop((item.crawl_id, item.url), None)
             self._seed_unscored(item.crawl_id, children)
             return OK
@@ -493,7 +490,25 @@ class Frontier:
         if unscored:
             self._seed(crawl_id, unscored, [])
 
+    # The three places the strategy comes in: here the embedded engine; `KafkaFrontier`
+    # puts a live job on Kafka in its place.
+    def _start(self, strategy: Strategy[Any]) -> None:
+        """Set up what applies the strategy: an embedded engine over the same store."""
+        self.engine = Engine(
+            strategy,
+            self._tap,
+            _RecordSink(self),
+            source_name="urlfrontier",
+            limits=self.settings.events,
+        )
+
+    def _report(self, event: FetchEvent, ops: list[Op]) -> None:
+        """Apply a page's FetchEvent, with `ops`, as one committed step."""
+        position = Position(None, self.engine.input_position())
+        self._step(ops, lambda: self.engine.run_step([(position, event, b"")]))
+
     def _seed(self, crawl_id: str, urls: Sequence[str], ops: list[Op]) -> None:
+        """Seed `urls`, with `ops`, as one committed step."""
         now_ms = int(self.clock() * 1000)
         self._step(ops, lambda: self.engine.seed(urls, crawl_id, 0, now_ms))
 
@@ -508,11 +523,20 @@ class Frontier:
             self._tap.staged = []
         self._refresh(ops)
 
-    def _write(self, ops: list[Op]) -> None:
-        """Commit `ops` in one write batch (no engine step) and refresh the index."""
+    def _write(
+        self,
+        ops: list[Op],
+        changes: Sequence[FrontierChange] = (),
+        meta: tuple[bytes, bytes] | None = None,
+    ) -> None:
+        """Commit `ops`, then the frontier `changes` and a `meta` key, in one write batch
+        (no engine step) and refresh the index."""
         self._touched = {key: None for family, key, _ in ops if family == URLS_FAMILY}
         with self.store.transaction() as txn:
             _apply(txn, ops)
+            self._on_changes(txn, changes)
+            if meta is not None:
+                txn.put(META_FAMILY, *meta)
         self._refresh(ops)
 
     def _refresh(self, ops: list[Op]) -> None:

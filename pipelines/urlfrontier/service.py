@@ -12,8 +12,10 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
+from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from frontierflow.connectors.urlfrontier import urlfrontier_pb2 as pb
 from frontierflow.connectors.urlfrontier import urlfrontier_pb2_grpc as pb_grpc
@@ -42,6 +44,10 @@ _LEVELS = {
     pb.LogLevelParams.ERROR: logging.ERROR,
 }
 _STATUS = {True: pb.AckMessage.OK, False: pb.AckMessage.SKIPPED}
+
+
+class Undecodable:
+    """A message of a put stream that did not parse (gRPC takes None for a failed parse)."""
 
 
 class URLFrontierService(pb_grpc.URLFrontierServicer):
@@ -161,9 +167,13 @@ class URLFrontierService(pb_grpc.URLFrontierServicer):
             release_unsent()
 
     def PutURLs(
-        self, request_iterator: Iterator[pb.URLItem], context: grpc.ServicerContext
+        self, request_iterator: Iterator[pb.URLItem | Undecodable], context: grpc.ServicerContext
     ) -> Iterator[pb.AckMessage]:
         for item in request_iterator:
+            if isinstance(item, Undecodable):
+                log.info("item skipped: undecodable bytes")
+                yield pb.AckMessage(ID="", status=pb.AckMessage.SKIPPED)
+                continue
             try:
                 status = _STATUS[self._put(item).ok]
             except Exception:  # the store failed: the item may be sent again
@@ -172,9 +182,15 @@ class URLFrontierService(pb_grpc.URLFrontierServicer):
             yield pb.AckMessage(ID=item.ID or _url_of(item), status=status)
 
     def PutDiscovered(
-        self, request_iterator: Iterator[pb.DiscoveredBatch], context: grpc.ServicerContext
+        self,
+        request_iterator: Iterator[pb.DiscoveredBatch | Undecodable],
+        context: grpc.ServicerContext,
     ) -> Iterator[pb.BatchAck]:
         for batch in request_iterator:
+            if isinstance(batch, Undecodable):
+                log.info("batch skipped: undecodable bytes")
+                yield pb.BatchAck(ID="", statuses=[])
+                continue
             statuses = []
             for info in batch.items:
                 try:
@@ -278,6 +294,41 @@ def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -
     context.abort(code, message)  # raises
 
 
+def _register(service: URLFrontierService, server: grpc.Server) -> None:
+    """Every rpc of the proto's service, as the generated registration would add them,
+    except that the put streams parse each message themselves: an undecodable one becomes
+    `Undecodable` (acknowledged SKIPPED) instead of a deserialisation failure inside gRPC, which
+    ends the stream and, seen here with grpcio 1.85, can leave the server unable to stop."""
+    handlers: dict[str, grpc.RpcMethodHandler] = {}
+    for method in pb.DESCRIPTOR.services_by_name["URLFrontier"].methods:
+        request = getattr(pb, method.input_type.name)
+        response = getattr(pb, method.output_type.name)
+        behaviour = getattr(service, method.name)
+        parse = _lenient(request) if method.client_streaming else request.FromString
+        kind = {
+            (False, False): grpc.unary_unary_rpc_method_handler,
+            (False, True): grpc.unary_stream_rpc_method_handler,
+            (True, True): grpc.stream_stream_rpc_method_handler,
+        }[(method.client_streaming, method.server_streaming)]
+        handlers[method.name] = kind(
+            behaviour, request_deserializer=parse, response_serializer=response.SerializeToString
+        )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("urlfrontier.URLFrontier", handlers),)
+    )
+    server.add_registered_method_handlers("urlfrontier.URLFrontier", handlers)
+
+
+def _lenient(message: Any) -> Callable[[bytes], Any]:
+    def parse(data: bytes) -> Any:
+        try:
+            return message.FromString(data)
+        except DecodeError:
+            return Undecodable()
+
+    return parse
+
+
 def serve(
     frontier: Frontier,
     address: str,
@@ -295,7 +346,7 @@ def serve(
             ("grpc.so_reuseport", 0),
         ],
     )
-    pb_grpc.add_URLFrontierServicer_to_server(URLFrontierService(frontier), server)
+    _register(URLFrontierService(frontier), server)
     port = server.add_insecure_port(address)
     if port == 0:
         raise OSError(f"cannot listen on {address}")

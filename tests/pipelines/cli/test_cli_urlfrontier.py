@@ -17,6 +17,9 @@ def test_bench_prints_its_figures(capsys: pytest.CaptureFixture[str]) -> None:
     assert out[1].startswith("GetURLs: ") and "URLs/s" in out[1]
 
 
-def test_kafka_mode_is_refused_with_a_reason(tmp_path: Path) -> None:
+def test_kafka_mode_refuses_a_strategy_whose_seeds_need_state(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     args = ["urlfrontier", "--state-dir", str(tmp_path), "--bootstrap-servers", "127.0.0.1:1"]
-    assert main(args) == 2
+    assert main([*args, "--strategy", "best-first", "--topic", "sockets"]) == 2
+    assert "with Kafka only ieca, bfs, opic, backlink, random" in caplog.text

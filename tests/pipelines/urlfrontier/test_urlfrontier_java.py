@@ -48,7 +48,7 @@ def port(tmp_path: Path) -> Iterator[int]:
             yield bound
         finally:
             stop.set()
-            server.stop(None).wait()
+            server.stop(None).wait(10)
 
 
 @pytest.mark.skipif(

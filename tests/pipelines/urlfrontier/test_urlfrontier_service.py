@@ -63,7 +63,7 @@ def _start(tmp_path: Path, strategy: str) -> Iterator[Served]:
     finally:
         channel.close()
         stop.set()
-        server.stop(None).wait()
+        server.stop(None).wait(10)
         store.close()
 
 
@@ -337,8 +337,9 @@ def test_garbage_bytes_get_a_grpc_error_and_the_server_goes_on(opic: Served) -> 
         request_serializer=lambda b: b,
         response_deserializer=lambda b: b,
     )
-    with pytest.raises(grpc.RpcError):
-        list(stream(iter([b"\x0a\xff\xff"])))
+    valid = discovered(B).SerializeToString()
+    acks = [pb.AckMessage.FromString(b) for b in stream(iter([b"\x0a\xff\xff", valid]))]
+    assert [(a.ID, a.status) for a in acks] == [("", SKIPPED), (B, OK)]
     assert put(opic, discovered(A)) == [OK]
 
 
@@ -356,21 +357,23 @@ def test_huge_batch_and_oversized_message(opic: Served) -> None:
 
 
 def test_client_gone_mid_stream(opic: Served) -> None:
-    """GetURLs cancelled after one URL leaves the unsent ones unlocked; a PutURLs stream
-    cancelled half-way keeps what was acknowledged and the server goes on."""
-    urls = [f"{A}{i}" for i in range(20)]
-    put(opic, *(discovered(u) for u in urls))
-    call = opic.stub.GetURLs(pb.GetParams(crawlID=""))
-    first = next(call)
+    """GetURLs cancelled after one URL: what the server had not handed to the transport yet
+    is unlocked at once (6 MB of URLs outrun gRPC's flow-control window, so most of it; the
+    one the client read may be among them: the server cannot tell); the rest stays locked
+    until its lock ends, as for any client. A PutURLs stream cancelled half-way keeps what
+    was acknowledged and the server goes on."""
+    urls = [f"{A}{i}" for i in range(300)]
+    put(opic, *(discovered(u, note=["x" * 20_000]) for u in urls))
+    call = opic.stub.GetURLs(pb.GetParams(crawlID="", delay_requestable=60))
+    assert next(call).url in urls
     call.cancel()
-    # none of the URLs the client never got stays locked (the one it got may be served
-    # again: the server cannot tell whether it arrived before the connection went)
-    # the server learns of the cancellation asynchronously: poll, with a deadline
     deadline = time.monotonic() + 10
     left: list[str] = []
-    while not set(urls) - {first.url} <= set(left):
-        assert time.monotonic() < deadline, f"still locked: {set(urls) - set(left)}"
+    while len(left) < len(urls) // 2:  # the server learns of the cancellation asynchronously
+        assert time.monotonic() < deadline, f"only {len(left)} URLs unlocked"
         left += get(opic, lock=3600)
+    opic.clock.now += 3600
+    assert sorted(get(opic)) == sorted(urls)  # every lock ends: nothing is lost
 
     def items() -> Iterator[pb.URLItem]:
         for i in range(100):
