@@ -18,6 +18,7 @@ from frontierflow.pipelines.cli import (
     simulate,
     simulate_foragers,
     simulate_speed,
+    urlfrontier,
 )
 
 log = logging.getLogger("frontierflow")
@@ -29,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="frontierflow", description=DESCRIPTION)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (replay, run, simulate, simulate_speed, simulate_foragers, bench):
+    for group in (replay, run, simulate, simulate_speed, simulate_foragers, bench, urlfrontier):
         group.add_commands(sub)
     return parser
 

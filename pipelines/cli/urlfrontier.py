@@ -1,0 +1,170 @@
+"""`frontierflow urlfrontier`: serve the URL Frontier gRPC API (StormCrawler's frontier) from
+an embedded engine on a RocksDB state directory."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import TYPE_CHECKING, Any
+
+from frontierflow.pipelines.cli.common import add_lafc_args, topic
+
+if TYPE_CHECKING:
+    from frontierflow.pipelines.core.strategy import Strategy
+    from frontierflow.pipelines.urlfrontier.frontier import Frontier, FrontierSettings
+    from frontierflow.state.store import StateStore
+
+log = logging.getLogger(__name__)
+
+STRATEGIES = ("ieca", "bfs", "opic", "backlink", "random", "lafc", "best-first")
+"""What works over this API: the PageRank baselines recompute over all state (not per put)
+and are left out; lafc and best-first need the page text in `text`/`terms` metadata."""
+
+
+def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "urlfrontier", help="serve the URL Frontier gRPC API from an embedded engine"
+    )
+    p.add_argument("--port", type=int, default=7071, help="gRPC port (0: any free port)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--state-dir", required=True, help="RocksDB state directory")
+    p.add_argument(
+        "--bootstrap-servers",
+        default=None,
+        help="HOST:PORT[,…]: publish FetchEvents to a live `frontierflow run` job and follow "
+        "its frontier topic instead of running an embedded engine",
+    )
+    p.add_argument("--topic-fetch-events", default="fetch-events", help="with Kafka")
+    p.add_argument("--topic-frontier", default="frontier", help="with Kafka")
+    p.add_argument(
+        "--kafka",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="kafka-python client setting (TLS, SASL); repeatable",
+    )
+    p.add_argument("--strategy", default="ieca", choices=STRATEGIES)
+    p.add_argument("--budget", type=int, default=1_000_000, help="crawl budget (IECA's δ_t)")
+    p.add_argument("--seed", type=int, default=0, help="seed of random and LAFC")
+    p.add_argument("--topic", default=None, help="for lafc and best-first")
+    add_lafc_args(p)
+    p.add_argument(
+        "--lock-seconds",
+        type=int,
+        default=30,
+        help="how long a served URL stays locked when GetURLs asks for 0",
+    )
+    p.add_argument(
+        "--outlink-timeout",
+        type=float,
+        default=60.0,
+        help="seconds discovered URLs wait for their parent's report before being seeded",
+    )
+    p.add_argument("--workers", type=int, default=8, help="gRPC worker threads")
+    p.add_argument(
+        "--port-file", default=None, help="write the bound port here once serving (for scripts)"
+    )
+    p.set_defaults(handler=run)
+
+    b = sub.add_parser(
+        "bench-urlfrontier", help="PutURLs and GetURLs throughput of the URL Frontier service"
+    )
+    b.add_argument("--strategy", default="ieca", choices=STRATEGIES[:5])
+    b.add_argument("--pages", type=int, default=2000, help="page reports to put")
+    b.add_argument("--outlinks", type=int, default=10, help="discovered outlinks per page")
+    b.add_argument("--serve", type=int, default=5000, help="URLs to take with GetURLs")
+    b.set_defaults(handler=bench)
+
+
+def bench(args: argparse.Namespace) -> int:
+    from frontierflow.pipelines.strategies import build_strategy
+    from frontierflow.pipelines.urlfrontier.bench import run_bench
+
+    if args.pages < 1 or args.outlinks < 0 or args.serve < 0:
+        raise ValueError("--pages must be >= 1, --outlinks and --serve >= 0")
+    strategy = build_strategy(args.strategy, budget=max(1000, args.pages * 10))
+    result = run_bench(strategy, args.pages, args.outlinks, args.serve)
+    for line in result.lines():
+        print(line)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+    from pathlib import Path
+
+    from frontierflow.pipelines.cli.common import lafc_settings
+    from frontierflow.pipelines.strategies import build_strategy
+    from frontierflow.pipelines.urlfrontier.frontier import Frontier, FrontierSettings
+    from frontierflow.pipelines.urlfrontier.service import serve
+    from frontierflow.state.rocksdb import RocksDBStore
+
+    strategy = build_strategy(
+        args.strategy,
+        budget=args.budget,
+        seed=args.seed,
+        topic=topic(args.topic) if args.topic is not None else None,
+        lafc=lafc_settings(args, args.seed),
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    with RocksDBStore(Path(args.state_dir), Frontier.families_for(strategy)) as store:
+        settings = FrontierSettings(
+            default_lock_s=args.lock_seconds,
+            outlink_timeout_s=args.outlink_timeout,
+            node=f"{args.host}:{args.port}",
+        )
+        frontier = _frontier(args, strategy, store, settings)
+        server, port, flusher = serve(
+            frontier, f"{args.host}:{args.port}", max_workers=args.workers
+        )
+        frontier.settings = FrontierSettings(
+            default_lock_s=settings.default_lock_s,
+            outlink_timeout_s=settings.outlink_timeout_s,
+            node=f"{args.host}:{port}",
+        )
+        log.info(
+            "URL Frontier (%s) on %s:%d, state in %s",
+            args.strategy,
+            args.host,
+            port,
+            args.state_dir,
+        )
+        if args.port_file:
+            Path(args.port_file).write_text(f"{port}\n")
+        stop.wait()
+        log.info("stopping")
+        flusher.set()
+        server.stop(grace=5).wait(10)
+        frontier.close()
+    return 0
+
+
+def _frontier(
+    args: argparse.Namespace,
+    strategy: Strategy[Any],
+    store: StateStore,
+    settings: FrontierSettings,
+) -> Frontier:
+    """The embedded frontier, or with --bootstrap-servers the one in front of a live job."""
+    from frontierflow.pipelines.urlfrontier.frontier import Frontier
+
+    if args.bootstrap_servers is None:
+        return Frontier(strategy, store, settings)
+    from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
+    from frontierflow.pipelines.cli.run import client_settings
+    from frontierflow.pipelines.urlfrontier.kafka import KAFKA_STRATEGIES, KafkaFrontier
+
+    if args.strategy not in KAFKA_STRATEGIES:
+        raise ValueError(
+            f"--strategy {args.strategy}: with Kafka only {', '.join(KAFKA_STRATEGIES)} "
+            "(their seeds need no state)"
+        )
+    kafka = KafkaSettings(
+        bootstrap_servers=args.bootstrap_servers,
+        topics=KafkaTopics(fetch_events=args.topic_fetch_events, frontier=args.topic_frontier),
+        client=client_settings(args.kafka),
+    )
+    return KafkaFrontier(strategy, store, kafka, settings)
