@@ -205,3 +205,12 @@ frontier keeps such entries per (url, via) instead of letting the latest replace
 
 ALREADY_FETCHED = 208
 """FetchEvent status of an answer without a download (HTTP 208 Already Reported)."""
+
+
+def change_key(change: FrontierChange) -> str | tuple[str, str]:
+    """Which earlier change a change replaces: the latest per URL, except a reply request
+    (see `REPLY_ECHO`), which is one parent's and is kept per (url, via). The step core and
+    every frontier reader (the simulator's, the reference fetcher's) use this one rule."""
+    if isinstance(change, FrontierEntry) and change.via is not None and REPLY_ECHO in change.echo:
+        return change.url, change.via
+    return change.url

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from frontierflow.pipelines.cli import (
     bench,
+    fetch,
     replay,
     run,
     simulate,
@@ -29,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="frontierflow", description=DESCRIPTION)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (replay, run, simulate, simulate_speed, simulate_foragers, bench):
+    for group in (replay, run, fetch, simulate, simulate_speed, simulate_foragers, bench):
         group.add_commands(sub)
     return parser
 
