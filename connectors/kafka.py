@@ -14,13 +14,13 @@ import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from frontierflow.connectors.base import DecisionSink, Failed, InputItem, Position
+from frontierflow.connectors.base import DecisionSink, Failed, Position
 from frontierflow.schemas.codecs import AvroCodec, CodecError, record_from_dict
 from frontierflow.schemas.jsonl import json_to_record
 from frontierflow.schemas.records import (
@@ -29,6 +29,7 @@ from frontierflow.schemas.records import (
     FrontierChange,
     Removal,
     ScalingDecision,
+    SeedRequest,
 )
 from frontierflow.state.codec import StateCodecError, decode_positions, encode_positions
 
@@ -76,6 +77,8 @@ class KafkaTopics:
     frontier: str = "frontier"
     fetcher_control: str = "fetcher-control"
     dead_letter: str = "dead-letter"
+    seeds: str = "seeds"
+    """Starting pages (SeedRequest, key = URL), read by the job like fetch-events."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +121,7 @@ def ensure_topics(settings: KafkaSettings) -> None:
             (t.frontier, {"cleanup.policy": "compact"}),
             (t.fetcher_control, {"cleanup.policy": "compact"}),
             (t.dead_letter, {}),
+            (t.seeds, {}),
         ]
         new = [
             NewTopic(name, settings.partitions, settings.replication_factor, topic_configs=conf)
@@ -167,12 +171,28 @@ def decode_fetch_event(value: bytes | None) -> FetchEvent | Failed:
         return Failed("CodecError", str(exc), value)
 
 
-class KafkaFetchEventSource:
-    """Reads `fetch-events` from the engine's checkpoint on; see the module docstring."""
+def decode_seed(value: bytes | None) -> SeedRequest | Failed:
+    """A record's value as a SeedRequest: Avro single-object, or a JSON object."""
+    if value is None:
+        return Failed("CodecError", "empty value (a tombstone) on the seeds topic", b"")
+    try:
+        if value[:1] == b"{":
+            return record_from_dict(SeedRequest, json_to_record(value, "SeedRequest"))
+        return record_from_dict(SeedRequest, AvroCodec.for_name("SeedRequest").decode(value))
+    except CodecError as exc:
+        return Failed("CodecError", str(exc), value)
+
+
+T = TypeVar("T", FetchEvent, SeedRequest)
+
+
+class KafkaTopicSource(Generic[T]):
+    """Reads one topic, every partition, from the engine's checkpoint on (see the module
+    docstring); subclasses name the topic and decode its records."""
 
     def __init__(self, settings: KafkaSettings, checkpoint: bytes | None) -> None:
         self.settings = settings
-        self.topic = settings.topics.fetch_events
+        self.topic = self._topic(settings)
         self.consumer = KafkaConsumer(
             group_id=settings.group_id,
             enable_auto_commit=False,
@@ -192,18 +212,28 @@ class KafkaFetchEventSource:
             else:
                 self.consumer.seek_to_beginning(tp)
 
-    def poll(self, max_records: int, timeout_ms: int) -> tuple[list[InputItem], bytes]:
+    def poll(
+        self, max_records: int, timeout_ms: int
+    ) -> tuple[list[tuple[Position, T | Failed, bytes]], bytes]:
         """Up to `max_records` items and the checkpoint that follows them."""
         batches = self.consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
-        items: list[InputItem] = []
+        items: list[tuple[Position, T | Failed, bytes]] = []
         for tp in sorted(batches, key=lambda t: t.partition):
             for record in batches[tp]:
                 value = record.value
                 items.append(
-                    (Position(tp.partition, record.offset), decode_fetch_event(value), value or b"")
+                    (Position(tp.partition, record.offset), self._decode(value), value or b"")
                 )
                 self.next_offsets[tp.partition] = record.offset + 1
         return items, encode_offsets(self.next_offsets)
+
+    @staticmethod
+    def _topic(settings: KafkaSettings) -> str:
+        raise NotImplementedError
+
+    @staticmethod
+    def _decode(value: bytes | None) -> T | Failed:
+        raise NotImplementedError
 
     def lag(self) -> int:
         """Records in the topic not yet read (asks the broker for the end offsets)."""
@@ -219,6 +249,31 @@ class KafkaFetchEventSource:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+class KafkaFetchEventSource(KafkaTopicSource[FetchEvent]):
+    """Reads `fetch-events`: (position, FetchEvent or Failed, raw bytes) items."""
+
+    @staticmethod
+    def _topic(settings: KafkaSettings) -> str:
+        return settings.topics.fetch_events
+
+    @staticmethod
+    def _decode(value: bytes | None) -> FetchEvent | Failed:
+        return decode_fetch_event(value)
+
+
+class KafkaSeedSource(KafkaTopicSource[SeedRequest]):
+    """Reads the seeds topic from the engine's seeds checkpoint on: (position, SeedRequest
+    or Failed, raw bytes) items."""
+
+    @staticmethod
+    def _topic(settings: KafkaSettings) -> str:
+        return settings.topics.seeds
+
+    @staticmethod
+    def _decode(value: bytes | None) -> SeedRequest | Failed:
+        return decode_seed(value)
 
 
 class KafkaSink(DecisionSink):

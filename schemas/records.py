@@ -189,6 +189,33 @@ def _millis_or_none(value: Any) -> int | None:
 
 
 @dataclass(frozen=True, slots=True)
+class SeedRequest:
+    """A starting page for a crawl cycle, on the seeds topic (schema `SeedRequest`)."""
+
+    url: str
+    requested_at: int
+    crawl_id: str = "default"
+    cycle: int = 0
+
+    def to_avro(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "crawl_id": self.crawl_id,
+            "cycle": self.cycle,
+            "requested_at": self.requested_at,
+        }
+
+    @classmethod
+    def from_avro(cls, d: dict[str, Any]) -> SeedRequest:
+        return cls(
+            url=d["url"],
+            requested_at=_millis(d["requested_at"]),
+            crawl_id=d["crawl_id"],
+            cycle=d["cycle"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Removal:
     """The URL leaves the frontier (a tombstone on the compacted topic)."""
 

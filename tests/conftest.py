@@ -45,8 +45,9 @@ from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.rocksdb import RocksDBStore
 
 # Session fixtures: a real Kafka broker (infra/kafka), Beam's runners (infra/prism and
-# infra/flink), and a standalone Flink session cluster (infra/flink/cluster.sh).
-pytest_plugins = ["kafka_broker", "beam_runners", "flink_cluster"]
+# infra/flink), a standalone Flink session cluster (infra/flink/cluster.sh); and nginx
+# serving HTML trees on loopback (infra/debian-docs/serve.sh), per test.
+pytest_plugins = ["kafka_broker", "beam_runners", "flink_cluster", "nginx_server"]
 
 FIRST_FETCH_MS = 1_700_000_000_000
 KAFKA_DEADLINE_S = 120.0
@@ -257,6 +258,7 @@ class KafkaClient:
             frontier=f"{prefix}-frontier",
             fetcher_control=f"{prefix}-control",
             dead_letter=f"{prefix}-dead",
+            seeds=f"{prefix}-seeds",
         )
         fields = {f: topics.get(f, getattr(base, f)) for f in base.__slots__}
         return KafkaSettings(

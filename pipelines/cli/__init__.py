@@ -16,6 +16,7 @@ from frontierflow.pipelines.cli import (
     fetch,
     replay,
     run,
+    seed,
     simulate,
     simulate_foragers,
     simulate_speed,
@@ -30,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="frontierflow", description=DESCRIPTION)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (replay, run, fetch, simulate, simulate_speed, simulate_foragers, bench):
+    for group in (replay, run, seed, fetch, simulate, simulate_speed, simulate_foragers, bench):
         group.add_commands(sub)
     return parser
 
