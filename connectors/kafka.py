@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -30,8 +31,10 @@ from frontierflow.schemas.records import (
     Removal,
     ScalingDecision,
     SeedRequest,
+    frontier_record_key,
 )
 from frontierflow.state.codec import StateCodecError, decode_positions, encode_positions
+from frontierflow.state.urls import http_host
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +82,10 @@ class KafkaTopics:
     dead_letter: str = "dead-letter"
     seeds: str = "seeds"
     """Starting pages (SeedRequest, key = URL), read by the job like fetch-events."""
+    fetched: str = "fetched"
+    """Compacted, written by the reference fetchers: per URL the last download (a FetchEvent
+    without body data), partitioned like the frontier, so a fetcher taking over a host
+    knows what was already fetched in the cycle."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +129,7 @@ def ensure_topics(settings: KafkaSettings) -> None:
             (t.fetcher_control, {"cleanup.policy": "compact"}),
             (t.dead_letter, {}),
             (t.seeds, {}),
+            (t.fetched, {"cleanup.policy": "compact"}),
         ]
         new = [
             NewTopic(name, settings.partitions, settings.replication_factor, topic_configs=conf)
@@ -136,7 +144,37 @@ def ensure_topics(settings: KafkaSettings) -> None:
         admin.close()
 
 
+def ensure_fetched_topic(settings: KafkaSettings) -> None:
+    """Create the compacted `fetched` topic, with as many partitions as `frontier`, if it is
+    missing (a fetcher may start against a job that predates it). The frontier topic must
+    exist: the job creates it."""
+    admin = KafkaAdminClient(**settings.connection())
+    try:
+        t = settings.topics
+        if t.fetched in set(admin.list_topics()):
+            return
+        described = admin.describe_topics([t.frontier])
+        partitions = len(described[0]["partitions"]) if described else 0
+        if not partitions:
+            raise KafkaError(f"topic {t.frontier!r} is missing: start the job first")
+        topic = NewTopic(
+            t.fetched, partitions, settings.replication_factor, {"cleanup.policy": "compact"}
+        )
+        with contextlib.suppress(TopicAlreadyExistsError):
+            admin.create_topics([topic])
+    finally:
+        admin.close()
+
+
 _MAX_PARTITION = 2**31 - 1
+
+
+def host_partition(url: str, partitions: int) -> int:
+    """The partition of a frontier (or fetched) record: by the URL's host, so one fetcher of
+    a consumer group owns all of a host's URLs and keeps its politeness alone. CRC-32 of the
+    lower-cased host name, stable across processes and languages."""
+    host = http_host(url) or url
+    return zlib.crc32(host.lower().encode()) % partitions
 
 
 def encode_offsets(offsets: Mapping[int, int]) -> bytes:
@@ -292,20 +330,34 @@ class KafkaSink(DecisionSink):
         self._entry_codec = AvroCodec.for_name("FrontierEntry")
         self._dead_codec = AvroCodec.for_name("DeadLetter")
         self._decision_codec = AvroCodec.for_name("ScalingDecision")
+        self._partitions: int | None = None
 
     def write(self, changes: Sequence[FrontierChange], dead: Sequence[DeadLetter]) -> None:
+        """Frontier records keyed by `frontier_record_key` (the URL; URL and parent for a
+        reply request) in the partition of their host (`host_partition`)."""
         topics = self.settings.topics
         send, pending = self.producer.send, self._pending
         encode = self._entry_codec.encode
+        partitions = self._frontier_partitions()
         for change in changes:
-            key = change.url.encode()
+            key = frontier_record_key(change).encode()
+            part = host_partition(change.url, partitions)
             if isinstance(change, Removal):
-                pending.append(send(topics.frontier, key=key, value=None))
+                pending.append(send(topics.frontier, key=key, value=None, partition=part))
             else:
-                pending.append(send(topics.frontier, key=key, value=encode(change.to_avro())))
+                value = encode(change.to_avro())
+                pending.append(send(topics.frontier, key=key, value=value, partition=part))
         for letter in dead:
             value = self._dead_codec.encode(letter.to_avro())
             pending.append(send(topics.dead_letter, value=value))
+
+    def _frontier_partitions(self) -> int:
+        if self._partitions is None:
+            found = self.producer.partitions_for(self.settings.topics.frontier)
+            if not found:
+                raise SinkError(f"topic {self.settings.topics.frontier!r} has no partitions")
+            self._partitions = len(found)
+        return self._partitions
 
     def write_decisions(self, decisions: Sequence[ScalingDecision]) -> None:
         for d in decisions:

@@ -234,6 +234,24 @@ ALREADY_FETCHED = 208
 """FetchEvent status of an answer without a download (HTTP 208 Already Reported)."""
 
 
+REPLY_KEY_SEPARATOR = "\x00"
+"""Between the URL and the parent's URL in the Kafka key of a reply request."""
+
+
+def frontier_record_key(change: FrontierChange) -> str:
+    """The Kafka key of a frontier record: the URL, or for a reply request the URL and the
+    parent's URL joined by `REPLY_KEY_SEPARATOR`, so that compaction keeps every parent's
+    request (and a tombstone of the URL leaves them alone) — `change_key` on the wire."""
+    key = change_key(change)
+    return key if isinstance(key, str) else f"{key[0]}{REPLY_KEY_SEPARATOR}{key[1]}"
+
+
+def split_frontier_key(key: str) -> str | tuple[str, str]:
+    """`change_key` back from a Kafka key `frontier_record_key` made."""
+    url, sep, via = key.partition(REPLY_KEY_SEPARATOR)
+    return (url, via) if sep else url
+
+
 def change_key(change: FrontierChange) -> str | tuple[str, str]:
     """Which earlier change a change replaces: the latest per URL, except a reply request
     (see `REPLY_ECHO`), which is one parent's and is kept per (url, via). The step core and

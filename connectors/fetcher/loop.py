@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -39,10 +39,10 @@ from frontierflow.connectors.fetcher.http import (
 )
 from frontierflow.connectors.fetcher.metrics import FetcherMetrics, status_class
 from frontierflow.connectors.fetcher.pages import read_page
-from frontierflow.connectors.fetcher.queue import HostQueues, Job
+from frontierflow.connectors.fetcher.queue import HostQueues, Job, is_reply_request
 from frontierflow.connectors.fetcher.robots import HostRules, rules_from_answer
 from frontierflow.connectors.fetcher.settings import FetcherSettings
-from frontierflow.connectors.kafka import KafkaSettings
+from frontierflow.connectors.kafka import KafkaSettings, ensure_fetched_topic, host_partition
 from frontierflow.schemas.codecs import AvroCodec, CodecError
 from frontierflow.schemas.records import (
     ALREADY_FETCHED,
@@ -50,6 +50,8 @@ from frontierflow.schemas.records import (
     FetchEvent,
     FrontierEntry,
     ScalingDecision,
+    frontier_record_key,
+    split_frontier_key,
 )
 from frontierflow.state.urls import is_http_url
 
@@ -75,21 +77,56 @@ class FetcherStats:
 
 class _Rebalance(ConsumerRebalanceListener):
     """Re-read every newly assigned partition from its beginning (the queue is rebuilt from
-    the compacted topic); forget the entries of revoked ones."""
+    the compacted topic), after the pages already fetched on those partitions' hosts (the
+    `fetched` topic); nothing is taken from the queue until the partitions are read to the
+    end they had when assigned, so an entry is never served before its later tombstone is
+    read. Forget the entries of revoked partitions."""
 
     def __init__(self, fetcher: Fetcher) -> None:
         self.fetcher = fetcher
         self.consumer: KafkaConsumer | None = None
+        self.loading: dict[TopicPartition, int] = {}
+        self.assigned: list[TopicPartition] = []
 
     def on_partitions_revoked(self, revoked: Any) -> None:
         parts = {tp.partition for tp in revoked}
         if parts:
-            self.fetcher._post(lambda: self.fetcher._drop(parts))
+            self.fetcher._post(functools.partial(self.fetcher._drop, parts))
 
     def on_partitions_assigned(self, assigned: Any) -> None:
-        if assigned and self.consumer is not None:
-            self.consumer.seek_to_beginning(*assigned)
-            log.info("frontier partitions %s assigned", sorted(tp.partition for tp in assigned))
+        """Runs on the client's IO thread, which must not block: seek, and leave the rest to
+        `load_assigned`, which the reader calls after the poll."""
+        if not assigned or self.consumer is None:
+            return
+        self.fetcher.caught_up = False
+        self.consumer.seek_to_beginning(*assigned)
+        self.assigned = list(assigned)
+
+    def load_assigned(self) -> None:
+        """After an assignment: the pages already fetched on the new partitions' hosts, and
+        the end offsets the queue must be read up to before it is served."""
+        if not self.assigned or self.consumer is None:
+            return
+        assigned, self.assigned = self.assigned, []
+        parts = sorted(tp.partition for tp in assigned)
+        fetched = self.fetcher._read_fetched(parts)
+        self.fetcher._post(functools.partial(self.fetcher._mark_fetched, fetched))
+        ends = self.consumer.end_offsets(assigned)
+        self.loading.update({tp: end for tp, end in ends.items() if end > 0})
+        log.info(
+            "frontier partitions %s assigned: %d pages already fetched there", parts, len(fetched)
+        )
+
+    def check_caught_up(self) -> None:
+        """Mark the fetcher caught up once every assigned partition is read to its end."""
+        if self.consumer is None or self.assigned:
+            return
+        for tp in list(self.loading):
+            if self.consumer.position(tp) >= self.loading[tp]:
+                del self.loading[tp]
+        if not self.loading and not self.fetcher.caught_up:
+            self.fetcher.caught_up = True
+            self.fetcher._post(lambda: None)  # wake the workers
 
 
 class Fetcher:
@@ -122,6 +159,10 @@ class Fetcher:
         self._last_busy = time.monotonic()
         self._stopping = False
         self._reader_error: BaseException | None = None
+        self._partition_counts: dict[str, int] = {}
+        self.caught_up = False
+        """Every assigned frontier partition read to its end as of its assignment (set by
+        the reader thread; workers take nothing before)."""
 
     # ----------------------------------------------------------------- entry point
 
@@ -134,6 +175,7 @@ class Fetcher:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
+        ensure_fetched_topic(self.kafka)
         self.producer = KafkaProducer(acks="all", linger_ms=5, **self.kafka.connection())
         reader_stop = threading.Event()
         reader = threading.Thread(
@@ -231,6 +273,8 @@ class Fetcher:
                 ]
                 if records:
                     self._post(functools.partial(self._frontier_records, records))
+                listener.load_assigned()
+                listener.check_caught_up()
                 threads = self._latest_threads(control.poll(timeout_ms=0))
                 if threads is not None:
                     self._post(functools.partial(self._set_workers, threads))
@@ -261,7 +305,7 @@ class Fetcher:
         for partition, offset, key, value in records:
             if value is None:
                 if key is not None:
-                    self.queues.remove(key.decode("utf-8", errors="replace"))
+                    self.queues.remove_key(split_frontier_key(key.decode("utf-8", "replace")))
                 continue
             try:
                 entry = FrontierEntry.from_avro(self._entry_codec.decode(value))
@@ -299,6 +343,39 @@ class Fetcher:
         self.stats.dead_letters += 1
         self.metrics.dead.labels(error_class).inc()
 
+    def _read_fetched(self, partitions: list[int]) -> list[tuple[str, int, str]]:
+        """(crawl id, cycle, URL) of every download recorded on the `fetched` topic's
+        `partitions` (the same numbers as the frontier's: both are partitioned by host)."""
+        topic = self.kafka.topics.fetched
+        consumer = KafkaConsumer(enable_auto_commit=False, **self.kafka.connection())
+        try:
+            known = consumer.partitions_for_topic(topic) or set()
+            tps = [TopicPartition(topic, p) for p in partitions if p in known]
+            if not tps:
+                return []
+            consumer.assign(tps)
+            consumer.seek_to_beginning(*tps)
+            ends = consumer.end_offsets(tps)
+            out: list[tuple[str, int, str]] = []
+            while any(consumer.position(tp) < ends[tp] for tp in tps):
+                for recs in consumer.poll(timeout_ms=POLL_MS).values():
+                    for r in recs:
+                        if r.value is None:
+                            continue
+                        try:
+                            e = FetchEvent.from_avro(self._event_codec.decode(r.value))
+                        except (CodecError, KeyError, TypeError, ValueError) as exc:
+                            log.warning("undecodable record on %s skipped: %s", topic, exc)
+                            continue
+                        out.append((e.crawl_id, e.cycle, e.url))
+            return out
+        finally:
+            consumer.close()
+
+    def _mark_fetched(self, fetched: list[tuple[str, int, str]]) -> None:
+        for crawl_id, cycle, url in fetched:
+            self.queues.mark_url_fetched(crawl_id, cycle, url)
+
     def _drop(self, partitions: set[int]) -> None:
         gone = self.queues.drop_partitions(partitions)
         log.info("frontier partitions %s revoked: %d entries handed over", sorted(partitions), gone)
@@ -333,6 +410,9 @@ class Fetcher:
 
     async def _worker(self, wid: int, session: aiohttp.ClientSession) -> None:
         while self._may_take(wid):
+            if not self.caught_up:
+                await self._wait_change(POLL_MS / 1000)
+                continue
             job, wake = self.queues.take(time.monotonic())
             if job is None:
                 timeout = POLL_MS / 1000 if wake is None else max(0.0, wake - time.monotonic())
@@ -340,6 +420,7 @@ class Fetcher:
                 continue
             if not job.download:
                 self._publish(self._answer(job.entry))
+                self._answered(job.entry)
                 continue
             self._reserved += 1
             try:
@@ -349,6 +430,8 @@ class Fetcher:
                 event = self._event(job.entry, -1, fetch_ms=0.0)
                 self.metrics.errors.labels(type(exc).__name__).inc()
             self._publish(event)
+            self._record_fetch(event)
+            self._answered(job.entry)
             self.queues.mark_fetched(job.entry)
             self.queues.release(job.entry, time.monotonic())
             self._notify()
@@ -454,6 +537,34 @@ class Fetcher:
             bytes=outcome.size,
             fetch_ms=outcome.fetch_ms,
         )
+
+    def _partitions(self, topic: str) -> int:
+        count = self._partition_counts.get(topic)
+        if count is None:
+            count = self._partition_counts[topic] = len(self.producer.partitions_for(topic) or {0})
+        return count
+
+    def _answered(self, entry: FrontierEntry) -> None:
+        """A reply request is answered: its own record on the frontier topic (keyed by URL
+        and parent) is removed, so a fetcher that rebuilds its queue does not answer it
+        again. Plain entries are removed by the job, when it has read the FetchEvent."""
+        if not is_reply_request(entry):
+            return
+        topic = self.kafka.topics.frontier
+        part = host_partition(entry.url, self._partitions(topic))
+        key = frontier_record_key(entry).encode()
+        self.producer.send(topic, key=key, value=None, partition=part)
+
+    def _record_fetch(self, event: FetchEvent) -> None:
+        """The download on the `fetched` topic (no outlinks, terms or echo), in the
+        partition of its host, for whichever fetcher owns the host next."""
+        if event.status == ALREADY_FETCHED:
+            return
+        slim = replace(event, outlinks=(), terms=None, text=None, echo={})
+        topic = self.kafka.topics.fetched
+        part = host_partition(event.url, self._partitions(topic))
+        value = self._event_codec.encode(slim.to_avro())
+        self.producer.send(topic, key=event.url.encode(), value=value, partition=part)
 
     def _publish(self, event: FetchEvent) -> None:
         self.stats.events += 1

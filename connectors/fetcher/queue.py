@@ -78,8 +78,12 @@ class HostQueues:
         return True
 
     def remove(self, url: str) -> None:
-        """A tombstone: the URL's entry goes, its reply requests stay."""
+        """A tombstone of a URL: its entry goes, its reply requests stay."""
         self._entries.pop(url, None)
+
+    def remove_key(self, key: Key) -> None:
+        """A tombstone of a record key: a URL's entry, or one answered reply request."""
+        self._entries.pop(key, None)
 
     def drop_partitions(self, partitions: set[int]) -> int:
         """Forget entries read from partitions this fetcher no longer owns; how many."""
@@ -95,6 +99,10 @@ class HostQueues:
 
     def mark_fetched(self, entry: FrontierEntry) -> None:
         self._fetched.add((entry.crawl_id, entry.cycle, entry.url))
+
+    def mark_url_fetched(self, crawl_id: str, cycle: int, url: str) -> None:
+        """A page downloaded earlier (by this or another fetcher) in that cycle."""
+        self._fetched.add((crawl_id, cycle, url))
 
     def take(self, now: float) -> tuple[Job | None, float | None]:
         """The best entry of any host that is free and past its delay, with its host marked

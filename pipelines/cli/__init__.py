@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from frontierflow.pipelines.cli import (
     bench,
+    crawl_report,
     fetch,
     replay,
     run,
@@ -31,7 +32,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="frontierflow", description=DESCRIPTION)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (replay, run, seed, fetch, simulate, simulate_speed, simulate_foragers, bench):
+    for group in (
+        replay,
+        run,
+        seed,
+        fetch,
+        simulate,
+        simulate_speed,
+        simulate_foragers,
+        bench,
+        crawl_report,
+    ):
         group.add_commands(sub)
     return parser
 
