@@ -267,6 +267,11 @@ class KafkaClient:
 
     @staticmethod
     def produce(settings: KafkaSettings, values: Iterable[bytes | None]) -> int:
+        return KafkaClient.produce_to(settings, settings.topics.fetch_events, values)
+
+    @staticmethod
+    def produce_to(settings: KafkaSettings, topic: str, values: Iterable[bytes | None]) -> int:
+        """Send `values` (no keys) to `topic`, creating the job's topics first."""
         ensure_topics(settings)
         producer = KafkaProducer(
             bootstrap_servers=settings.bootstrap_servers,
@@ -275,7 +280,7 @@ class KafkaClient:
         )
         count = 0
         for value in values:
-            producer.send(settings.topics.fetch_events, value=value)
+            producer.send(topic, value=value)
             count += 1
         producer.flush()
         producer.close()

@@ -11,7 +11,6 @@ controller's decisions reached the fetcher."""
 from __future__ import annotations
 
 import itertools
-import random
 import threading
 import time
 from collections import Counter, defaultdict
@@ -43,41 +42,6 @@ CRAWL_DELAY_S = 0.15  # c.test's robots.txt
 SLACK_S = 0.0015  # nginx logs times in whole milliseconds
 
 
-def write_site(root: Path, seed: int = 5) -> dict[str, Path]:
-    """Three hosts of PAGES pages each: links within the host, across hosts, to a missing
-    page and (from every page) into c.test's /private/, which its robots.txt disallows."""
-    rng = random.Random(seed)
-    sites = {}
-    for h, host in enumerate(HOSTS):
-        folder = root / host
-        (folder / "private").mkdir(parents=True)
-        (folder / "private" / "secret.html").write_text("<html><body>socket</body></html>")
-        for i in range(PAGES):
-            links = [f"p{rng.randrange(PAGES)}.html" for _ in range(4)]
-            other = HOSTS[(h + 1) % len(HOSTS)]
-            links.append(f"http://{other}:{{port}}/p{rng.randrange(PAGES)}.html")
-            if i % 10 == 3:
-                links.append("missing.html")
-            links.append("http://c.test:{port}/private/secret.html")  # on every page
-            words = ["socket"] * rng.randint(0, 4) + ["tcp"] * rng.randint(1, 4)
-            words += ["kernel", "buffer", "queue"] * rng.randint(1, 3)
-            rng.shuffle(words)
-            body = " ".join(f'<a href="{link}">link</a>' for link in links)
-            name = "index.html" if i == 0 else f"p{i}.html"
-            (folder / name).write_text(f"<html><body><p>{' '.join(words)}</p>{body}</body></html>")
-        sites[host] = folder
-    (sites["c.test"] / "robots.txt").write_text(
-        f"User-agent: *\nDisallow: /private/\nCrawl-delay: {CRAWL_DELAY_S}\n"
-    )
-    return sites
-
-
-def _fill_port(sites: dict[str, Path], port: int) -> None:
-    for folder in sites.values():
-        for page in folder.glob("*.html"):
-            page.write_text(page.read_text().replace("{port}", str(port)))
-
-
 def _wait_for(condition: Any, deadline_s: float, what: str) -> None:
     end = time.monotonic() + deadline_s
     while not condition():
@@ -87,11 +51,14 @@ def _wait_for(condition: Any, deadline_s: float, what: str) -> None:
 
 
 def test_real_crawl_on_loopback(
-    kafka_broker: Any, kafka_client: Any, nginx_sites: Any, tmp_path: Path
+    kafka_broker: Any, kafka_client: Any, nginx_sites: Any, linked_site: Any, tmp_path: Path
 ) -> None:
-    sites = write_site(tmp_path / "site")
+    sites = linked_site(tmp_path / "site", HOSTS, PAGES, robots_host="c.test")
+    (sites["c.test"] / "robots.txt").write_text(
+        f"User-agent: *\nDisallow: /private/\nCrawl-delay: {CRAWL_DELAY_S}\n"
+    )
     nginx = nginx_sites(sites)
-    _fill_port(sites, nginx.port)
+    linked_site.fill_port(sites, nginx.port)
     settings = kafka_client.settings(kafka_broker.bootstrap)
     ensure_topics(settings)
 
