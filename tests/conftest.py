@@ -259,6 +259,7 @@ class KafkaClient:
             fetcher_control=f"{prefix}-control",
             dead_letter=f"{prefix}-dead",
             seeds=f"{prefix}-seeds",
+            fetched=f"{prefix}-fetched",
         )
         fields = {f: topics.get(f, getattr(base, f)) for f in base.__slots__}
         return KafkaSettings(

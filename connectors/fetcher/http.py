@@ -35,6 +35,10 @@ ROBOTS_DISALLOWED = -7
 BAD_URL = -8
 """Not an absolute http(s) URL (also a redirect to one)."""
 
+HOST_PROBLEMS = frozenset({DNS_ERROR, BLOCKED_ADDRESS, BAD_URL})
+"""Outcomes about the host, not the page: a robots.txt request that meets one reports it
+for the page instead of pausing the host."""
+
 STATUS_REASONS = {
     TRANSPORT_ERROR: "transport-error",
     TIMEOUT: "timeout",

@@ -31,11 +31,13 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import KafkaError
 
 from frontierflow.connectors.fetcher.http import (
+    HOST_PROBLEMS,
     ROBOTS_DISALLOWED,
     STATUS_REASONS,
     PageOutcome,
     fetch_page,
     open_session,
+    url_problem,
 )
 from frontierflow.connectors.fetcher.metrics import FetcherMetrics, status_class
 from frontierflow.connectors.fetcher.pages import read_page
@@ -443,7 +445,12 @@ class Fetcher:
         async def rest() -> None:
             await asyncio.sleep(self._host_delay(host))
 
+        problem = url_problem(entry.url, self.settings.allow_private)
+        if problem is not None:  # refused before anything is sent, robots.txt included
+            return self._outcome_event(entry, PageOutcome(problem[0], entry.url, reason=problem[1]))
         rules = await self._rules(entry.url, host, session, rest) if self.settings.robots else None
+        if isinstance(rules, PageOutcome):
+            return self._outcome_event(entry, rules)
         if rules is not None and not rules.allows(entry.url, self.settings.user_agent):
             log.info("robots.txt disallows %s", entry.url)
             return self._outcome_event(
@@ -463,9 +470,11 @@ class Fetcher:
         host: str,
         session: aiohttp.ClientSession,
         rest: Callable[[], Any],
-    ) -> HostRules:
+    ) -> HostRules | PageOutcome:
         """The host's robots.txt rules, asked for once (the host is ours meanwhile: the
-        request counts for its politeness, so the page waits a delay after it)."""
+        request counts for its politeness, so the page waits a delay after it). When the
+        host itself cannot be asked (a refused address, an unresolvable name), that outcome
+        is the page's too, and nothing is remembered."""
         rules = self._robots.get(host)
         if rules is not None and not rules.expired(time.monotonic()):
             return rules
@@ -473,6 +482,8 @@ class Fetcher:
         robots_url = f"{parts.scheme}://{parts.netloc}/robots.txt"
         outcome = await fetch_page(session, robots_url, self.settings, rest, accept=None)
         self.metrics.robots.inc()
+        if outcome.status in HOST_PROBLEMS:
+            return replace(outcome, final_url=url, reason=f"{outcome.reason} (asking robots.txt)")
         rules = rules_from_answer(outcome.status, outcome.body)
         if rules.unreachable:
             log.warning(

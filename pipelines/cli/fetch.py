@@ -63,7 +63,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     fp.add_argument(
         "--metrics-port", type=int, default=None, help="serve Prometheus metrics on 127.0.0.1:PORT"
     )
-    for topic in ("fetch-events", "frontier", "fetcher-control", "dead-letter"):
+    for topic in ("fetch-events", "frontier", "fetcher-control", "dead-letter", "fetched"):
         fp.add_argument(f"--topic-{topic}", default=topic, help=f"default: {topic}")
     fp.add_argument(
         "--kafka",
@@ -118,6 +118,7 @@ def fetch(args: argparse.Namespace) -> int:
             frontier=args.topic_frontier,
             fetcher_control=args.topic_fetcher_control,
             dead_letter=args.topic_dead_letter,
+            fetched=args.topic_fetched,
         ),
         client=client_settings(args.kafka),
         group_id=args.group_id,
