@@ -158,7 +158,10 @@ def ensure_fetched_topic(settings: KafkaSettings) -> None:
         if not partitions:
             raise KafkaError(f"topic {t.frontier!r} is missing: start the job first")
         topic = NewTopic(
-            t.fetched, partitions, settings.replication_factor, {"cleanup.policy": "compact"}
+            t.fetched,
+            partitions,
+            settings.replication_factor,
+            topic_configs={"cleanup.policy": "compact"},
         )
         with contextlib.suppress(TopicAlreadyExistsError):
             admin.create_topics([topic])

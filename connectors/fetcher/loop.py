@@ -98,7 +98,10 @@ class _Rebalance(ConsumerRebalanceListener):
     def on_partitions_assigned(self, assigned: Any) -> None:
         """Runs on the client's IO thread, which must not block: seek, and leave the rest to
         `load_assigned`, which the reader calls after the poll."""
-        if not assigned or self.consumer is None:
+        if self.consumer is None:
+            return
+        if not assigned:  # more fetchers than partitions: nothing to load, nothing to serve
+            self.fetcher.caught_up = True
             return
         self.fetcher.caught_up = False
         self.consumer.seek_to_beginning(*assigned)
@@ -150,7 +153,6 @@ class Fetcher:
         self.queues = HostQueues(settings.delay_s)
         self.target_workers = settings.workers
         self._robots: dict[str, HostRules] = {}
-        self._robots_pending: dict[str, asyncio.Future[HostRules]] = {}
         self._entry_codec = AvroCodec.for_name("FrontierEntry")
         self._decision_codec = AvroCodec.for_name("ScalingDecision")
         self._event_codec = AvroCodec.for_name("FetchEvent")
@@ -220,8 +222,8 @@ class Fetcher:
             log.info("page budget of %d reached", budget)
             return True
         idle = self.settings.idle_exit_s
-        if len(self.queues) or self.queues.in_flight:
-            self._last_busy = time.monotonic()
+        if len(self.queues) or self.queues.in_flight or not self.caught_up:
+            self._last_busy = time.monotonic()  # loading partitions counts as busy
         elif idle is not None and time.monotonic() - self._last_busy >= idle:
             log.info("nothing to fetch for %.1f s: stopping", idle)
             return True
