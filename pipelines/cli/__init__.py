@@ -1,4 +1,4 @@
-"""The `frontierflow` command: replay a recorded crawl, run on Kafka, simulate, benchmark.
+"""The `frontierflow` command: replay a recorded crawl, run on Kafka, fetch, simulate, benchmark.
 
 One module per command group adds its sub-commands, with their arguments beside the
 function that runs them (`add_commands`); `main` parses, sets up logging and calls it.
@@ -25,7 +25,10 @@ from frontierflow.pipelines.cli import (
 
 log = logging.getLogger("frontierflow")
 
-DESCRIPTION = "The `frontierflow` command: replay a recorded crawl, simulate crawls, benchmark."
+DESCRIPTION = (
+    "The `frontierflow` command: replay a recorded crawl, run live on Kafka, fetch over HTTP, "
+    "simulate crawls, benchmark."
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,11 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
         run,
         seed,
         fetch,
+        crawl_report,
         simulate,
         simulate_speed,
         simulate_foragers,
         bench,
-        crawl_report,
     ):
         group.add_commands(sub)
     return parser
