@@ -40,7 +40,7 @@ from frontierflow.connectors.fetcher.http import (
     url_problem,
 )
 from frontierflow.connectors.fetcher.metrics import FetcherMetrics, status_class
-from frontierflow.connectors.fetcher.pages import read_page
+from frontierflow.connectors.fetcher.pages import link_targets, read_page
 from frontierflow.connectors.fetcher.queue import HostQueues, Job, is_reply_request
 from frontierflow.connectors.fetcher.robots import HostRules, rules_from_answer
 from frontierflow.connectors.fetcher.settings import FetcherSettings
@@ -535,7 +535,10 @@ class Fetcher:
             return self._event(
                 entry,
                 outcome.status,
-                outlinks=(outcome.redirect_to,),
+                # the target as a link of the page: normalised, and only within the scope
+                outlinks=link_targets(
+                    outcome.final_url, [outcome.redirect_to], self.settings.follow_hosts
+                ),
                 fetch_ms=outcome.fetch_ms,
             )
         if outcome.body is None:

@@ -10,6 +10,7 @@ query, no fragment, the path quoted once), each once, without the page itself.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
@@ -24,6 +25,32 @@ class PageContent:
     terms: dict[str, int]
 
 
+@functools.lru_cache(maxsize=65_536)
+def _resolve(base: str, href: str) -> tuple[str, str, str] | None:
+    """(normalised URL, netloc, host) of `href` on a page under `base`, or None when it is
+    not an http(s) link. Memoised: navigation bars repeat the same relative hrefs on every
+    page of a folder, and urljoin dominates the reading otherwise (as in `LinkResolver`)."""
+    try:
+        target = urljoin(base, href)
+        parts = urlsplit(target)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return normalise_url(target), parts.netloc.lower(), parts.hostname
+
+
+def _folder(page_url: str) -> str:
+    """The URL of the page's folder (relative hrefs resolve against it as against the
+    page), or the page URL itself when it has no path."""
+    parts = urlsplit(page_url)
+    cut = parts.path.rfind("/")
+    if cut < 0:
+        return page_url
+    return f"{parts.scheme}://{parts.netloc}{parts.path[: cut + 1]}"
+
+
 def link_targets(
     page_url: str, hrefs: Iterable[str], follow_hosts: frozenset[str] | None = None
 ) -> tuple[str, ...]:
@@ -31,25 +58,20 @@ def link_targets(
     order, without the page itself; with `follow_hosts`, only those on these hosts (a host
     or host:port as it appears in the URL)."""
     own = normalise_url(page_url)
+    folder = _folder(page_url)
     seen = {own}
     out: list[str] = []
     for href in hrefs:
         href = href.strip().split("#", 1)[0]
         if not href:
             continue  # the page itself
-        try:
-            target = urljoin(page_url, href)
-            parts = urlsplit(target)
-            parts.port  # noqa: B018 - raises ValueError for a bad port
-        except ValueError:
+        # a relative href resolves the same from every page of a folder, except "?query"
+        hit = _resolve(page_url if href.startswith("?") else folder, href)
+        if hit is None:
             continue
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        url, netloc, host = hit
+        if follow_hosts is not None and netloc not in follow_hosts and host not in follow_hosts:
             continue
-        if follow_hosts is not None and not (
-            parts.netloc.lower() in follow_hosts or parts.hostname in follow_hosts
-        ):
-            continue
-        url = normalise_url(target)
         if url not in seen:
             seen.add(url)
             out.append(url)

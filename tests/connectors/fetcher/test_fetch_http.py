@@ -173,3 +173,13 @@ def test_parse_resolve_like_curl() -> None:
         parse_resolve(["a.test:127.0.0.1"])
     with pytest.raises(ValueError, match="not an IP address"):
         parse_resolve(["a.test:80:localhost"])
+
+
+def test_links_resolve_against_the_page_whatever_its_shape() -> None:
+    assert link_targets("http://a.test", ["b.html", "?q=1"]) == ("http://a.test/b.html",)
+    assert link_targets("http://a.test/x/y.html?p=a/b", ["z.html", "../w.html"]) == (
+        "http://a.test/x/z.html",
+        "http://a.test/w.html",
+    )
+    # "?q" is the page itself once the query is dropped, as in the recorded webs
+    assert link_targets("http://a.test/x/y.html", ["?q=2", "y.html#top"]) == ()
