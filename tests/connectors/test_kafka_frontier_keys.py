@@ -4,10 +4,13 @@ request), and the fetched topic the fetchers create beside the frontier."""
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
+from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError
 
 from frontierflow.connectors.kafka import (
@@ -47,6 +50,22 @@ def test_reply_requests_have_keys_of_their_own() -> None:
     assert split_frontier_key("http://a.test/x") == "http://a.test/x"
 
 
+def _partitions_when_known(bootstrap: str, topic: str, deadline_s: float = 30.0) -> int:
+    """The topic's partition count once the broker's metadata shows it (creation is
+    asynchronous), polled with a deadline."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        end = time.monotonic() + deadline_s
+        while True:
+            described = admin.describe_topics([topic])
+            count = len(described[0]["partitions"]) if described else 0
+            if count or time.monotonic() > end:
+                return count
+            threading.Event().wait(0.1)  # a poll interval, not a wait for the result
+    finally:
+        admin.close()
+
+
 @pytest.mark.kafka
 def test_sink_writes_each_host_to_its_partition_and_fetched_topic_follows(
     kafka_broker: Any, kafka_client: Any
@@ -80,7 +99,7 @@ def test_sink_writes_each_host_to_its_partition_and_fetched_topic_follows(
             topics=dataclasses.replace(settings.topics, fetched="x-" + settings.topics.fetched),
         )
         ensure_fetched_topic(other)
-        assert consumer.partitions_for_topic(other.topics.fetched) == {0, 1, 2}
+        assert _partitions_when_known(kafka_broker.bootstrap, other.topics.fetched) == 3
     finally:
         consumer.close()
     missing = dataclasses.replace(
