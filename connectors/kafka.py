@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from frontierflow.connectors.base import DecisionSink, Failed, InputItem, Position
+from frontierflow.connectors.base import DecisionSink, Failed, Position
 from frontierflow.schemas.codecs import AvroCodec, CodecError, record_from_dict
 from frontierflow.schemas.jsonl import json_to_record
 from frontierflow.schemas.records import (
@@ -29,8 +30,11 @@ from frontierflow.schemas.records import (
     FrontierChange,
     Removal,
     ScalingDecision,
+    SeedRequest,
+    frontier_record_key,
 )
 from frontierflow.state.codec import StateCodecError, decode_positions, encode_positions
+from frontierflow.state.urls import http_host
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +80,12 @@ class KafkaTopics:
     frontier: str = "frontier"
     fetcher_control: str = "fetcher-control"
     dead_letter: str = "dead-letter"
+    seeds: str = "seeds"
+    """Starting pages (SeedRequest, key = URL), read by the job like fetch-events."""
+    fetched: str = "fetched"
+    """Compacted, written by the reference fetchers: per URL the last download (a FetchEvent
+    without body data), partitioned like the frontier, so a fetcher taking over a host
+    knows what was already fetched in the cycle."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +128,8 @@ def ensure_topics(settings: KafkaSettings) -> None:
             (t.frontier, {"cleanup.policy": "compact"}),
             (t.fetcher_control, {"cleanup.policy": "compact"}),
             (t.dead_letter, {}),
+            (t.seeds, {}),
+            (t.fetched, {"cleanup.policy": "compact"}),
         ]
         new = [
             NewTopic(name, settings.partitions, settings.replication_factor, topic_configs=conf)
@@ -132,7 +144,40 @@ def ensure_topics(settings: KafkaSettings) -> None:
         admin.close()
 
 
+def ensure_fetched_topic(settings: KafkaSettings) -> None:
+    """Create the compacted `fetched` topic, with as many partitions as `frontier`, if it is
+    missing (a fetcher may start against a job that predates it). The frontier topic must
+    exist: the job creates it."""
+    admin = KafkaAdminClient(**settings.connection())
+    try:
+        t = settings.topics
+        if t.fetched in set(admin.list_topics()):
+            return
+        described = admin.describe_topics([t.frontier])
+        partitions = len(described[0]["partitions"]) if described else 0
+        if not partitions:
+            raise KafkaError(f"topic {t.frontier!r} is missing: start the job first")
+        topic = NewTopic(
+            t.fetched,
+            partitions,
+            settings.replication_factor,
+            topic_configs={"cleanup.policy": "compact"},
+        )
+        with contextlib.suppress(TopicAlreadyExistsError):
+            admin.create_topics([topic])
+    finally:
+        admin.close()
+
+
 _MAX_PARTITION = 2**31 - 1
+
+
+def host_partition(url: str, partitions: int) -> int:
+    """The partition of a frontier (or fetched) record: by the URL's host, so one fetcher of
+    a consumer group owns all of a host's URLs and keeps its politeness alone. CRC-32 of the
+    lower-cased host name, stable across processes and languages."""
+    host = http_host(url) or url
+    return zlib.crc32(host.lower().encode()) % partitions
 
 
 def encode_offsets(offsets: Mapping[int, int]) -> bytes:
@@ -167,12 +212,28 @@ def decode_fetch_event(value: bytes | None) -> FetchEvent | Failed:
         return Failed("CodecError", str(exc), value)
 
 
-class KafkaFetchEventSource:
-    """Reads `fetch-events` from the engine's checkpoint on; see the module docstring."""
+def decode_seed(value: bytes | None) -> SeedRequest | Failed:
+    """A record's value as a SeedRequest: Avro single-object, or a JSON object."""
+    if value is None:
+        return Failed("CodecError", "empty value (a tombstone) on the seeds topic", b"")
+    try:
+        if value[:1] == b"{":
+            return record_from_dict(SeedRequest, json_to_record(value, "SeedRequest"))
+        return record_from_dict(SeedRequest, AvroCodec.for_name("SeedRequest").decode(value))
+    except CodecError as exc:
+        return Failed("CodecError", str(exc), value)
+
+
+T = TypeVar("T", FetchEvent, SeedRequest)
+
+
+class KafkaTopicSource(Generic[T]):
+    """Reads one topic, every partition, from the engine's checkpoint on (see the module
+    docstring); subclasses name the topic and decode its records."""
 
     def __init__(self, settings: KafkaSettings, checkpoint: bytes | None) -> None:
         self.settings = settings
-        self.topic = settings.topics.fetch_events
+        self.topic = self._topic(settings)
         self.consumer = KafkaConsumer(
             group_id=settings.group_id,
             enable_auto_commit=False,
@@ -192,18 +253,28 @@ class KafkaFetchEventSource:
             else:
                 self.consumer.seek_to_beginning(tp)
 
-    def poll(self, max_records: int, timeout_ms: int) -> tuple[list[InputItem], bytes]:
+    def poll(
+        self, max_records: int, timeout_ms: int
+    ) -> tuple[list[tuple[Position, T | Failed, bytes]], bytes]:
         """Up to `max_records` items and the checkpoint that follows them."""
         batches = self.consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
-        items: list[InputItem] = []
+        items: list[tuple[Position, T | Failed, bytes]] = []
         for tp in sorted(batches, key=lambda t: t.partition):
             for record in batches[tp]:
                 value = record.value
                 items.append(
-                    (Position(tp.partition, record.offset), decode_fetch_event(value), value or b"")
+                    (Position(tp.partition, record.offset), self._decode(value), value or b"")
                 )
                 self.next_offsets[tp.partition] = record.offset + 1
         return items, encode_offsets(self.next_offsets)
+
+    @staticmethod
+    def _topic(settings: KafkaSettings) -> str:
+        raise NotImplementedError
+
+    @staticmethod
+    def _decode(value: bytes | None) -> T | Failed:
+        raise NotImplementedError
 
     def lag(self) -> int:
         """Records in the topic not yet read (asks the broker for the end offsets)."""
@@ -219,6 +290,31 @@ class KafkaFetchEventSource:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+class KafkaFetchEventSource(KafkaTopicSource[FetchEvent]):
+    """Reads `fetch-events`: (position, FetchEvent or Failed, raw bytes) items."""
+
+    @staticmethod
+    def _topic(settings: KafkaSettings) -> str:
+        return settings.topics.fetch_events
+
+    @staticmethod
+    def _decode(value: bytes | None) -> FetchEvent | Failed:
+        return decode_fetch_event(value)
+
+
+class KafkaSeedSource(KafkaTopicSource[SeedRequest]):
+    """Reads the seeds topic from the engine's seeds checkpoint on: (position, SeedRequest
+    or Failed, raw bytes) items."""
+
+    @staticmethod
+    def _topic(settings: KafkaSettings) -> str:
+        return settings.topics.seeds
+
+    @staticmethod
+    def _decode(value: bytes | None) -> SeedRequest | Failed:
+        return decode_seed(value)
 
 
 class KafkaSink(DecisionSink):
@@ -237,20 +333,34 @@ class KafkaSink(DecisionSink):
         self._entry_codec = AvroCodec.for_name("FrontierEntry")
         self._dead_codec = AvroCodec.for_name("DeadLetter")
         self._decision_codec = AvroCodec.for_name("ScalingDecision")
+        self._partitions: int | None = None
 
     def write(self, changes: Sequence[FrontierChange], dead: Sequence[DeadLetter]) -> None:
+        """Frontier records keyed by `frontier_record_key` (the URL; URL and parent for a
+        reply request) in the partition of their host (`host_partition`)."""
         topics = self.settings.topics
         send, pending = self.producer.send, self._pending
         encode = self._entry_codec.encode
+        partitions = self._frontier_partitions()
         for change in changes:
-            key = change.url.encode()
+            key = frontier_record_key(change).encode()
+            part = host_partition(change.url, partitions)
             if isinstance(change, Removal):
-                pending.append(send(topics.frontier, key=key, value=None))
+                pending.append(send(topics.frontier, key=key, value=None, partition=part))
             else:
-                pending.append(send(topics.frontier, key=key, value=encode(change.to_avro())))
+                value = encode(change.to_avro())
+                pending.append(send(topics.frontier, key=key, value=value, partition=part))
         for letter in dead:
             value = self._dead_codec.encode(letter.to_avro())
             pending.append(send(topics.dead_letter, value=value))
+
+    def _frontier_partitions(self) -> int:
+        if self._partitions is None:
+            found = self.producer.partitions_for(self.settings.topics.frontier)
+            if not found:
+                raise SinkError(f"topic {self.settings.topics.frontier!r} has no partitions")
+            self._partitions = len(found)
+        return self._partitions
 
     def write_decisions(self, decisions: Sequence[ScalingDecision]) -> None:
         for d in decisions:

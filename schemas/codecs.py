@@ -25,22 +25,35 @@ from fastavro.schema import SchemaParseException, parse_schema, to_parsing_canon
 from fastavro.schema import fingerprint as _fastavro_fingerprint
 from fastavro.validation import ValidationError, validate
 
-from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry, ScalingDecision
+from frontierflow.schemas.records import (
+    DeadLetter,
+    FetchEvent,
+    FrontierEntry,
+    ScalingDecision,
+    SeedRequest,
+)
 
 Schema: TypeAlias = dict[str, Any]
 """A schema as `fastavro.parse_schema` returns it (record schemas unless said otherwise)."""
 Record: TypeAlias = dict[str, Any]
 """A record as fastavro reads and writes it; `records.py` converts it to a dataclass."""
-WireRecord: TypeAlias = FetchEvent | FrontierEntry | ScalingDecision | DeadLetter
+WireRecord: TypeAlias = FetchEvent | FrontierEntry | ScalingDecision | DeadLetter | SeedRequest
 RecordKind: TypeAlias = str | type[WireRecord]
 """A record kind: its schema name (``"FetchEvent"``) or its dataclass (`FetchEvent`)."""
 PathOrFile: TypeAlias = str | os.PathLike[str] | IO[bytes]
 
-R = TypeVar("R", FetchEvent, FrontierEntry, ScalingDecision, DeadLetter)
+R = TypeVar("R", FetchEvent, FrontierEntry, ScalingDecision, DeadLetter, SeedRequest)
 
-SCHEMA_NAMES: Final = ("FetchEvent", "FrontierEntry", "ScalingDecision", "DeadLetter")
+SCHEMA_NAMES: Final = (
+    "FetchEvent",
+    "FrontierEntry",
+    "ScalingDecision",
+    "DeadLetter",
+    "SeedRequest",
+)
 RECORD_TYPES: Final[dict[str, type[WireRecord]]] = {
-    cls.__name__: cls for cls in (FetchEvent, FrontierEntry, ScalingDecision, DeadLetter)
+    cls.__name__: cls
+    for cls in (FetchEvent, FrontierEntry, ScalingDecision, DeadLetter, SeedRequest)
 }
 SINGLE_OBJECT_MAGIC: Final = b"\xc3\x01"
 CONFLUENT_MAGIC: Final = b"\x00"

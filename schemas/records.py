@@ -189,6 +189,33 @@ def _millis_or_none(value: Any) -> int | None:
 
 
 @dataclass(frozen=True, slots=True)
+class SeedRequest:
+    """A starting page for a crawl cycle, on the seeds topic (schema `SeedRequest`)."""
+
+    url: str
+    requested_at: int
+    crawl_id: str = "default"
+    cycle: int = 0
+
+    def to_avro(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "crawl_id": self.crawl_id,
+            "cycle": self.cycle,
+            "requested_at": self.requested_at,
+        }
+
+    @classmethod
+    def from_avro(cls, d: dict[str, Any]) -> SeedRequest:
+        return cls(
+            url=d["url"],
+            requested_at=_millis(d["requested_at"]),
+            crawl_id=d["crawl_id"],
+            cycle=d["cycle"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Removal:
     """The URL leaves the frontier (a tombstone on the compacted topic)."""
 
@@ -205,3 +232,30 @@ frontier keeps such entries per (url, via) instead of letting the latest replace
 
 ALREADY_FETCHED = 208
 """FetchEvent status of an answer without a download (HTTP 208 Already Reported)."""
+
+
+REPLY_KEY_SEPARATOR = "\x00"
+"""Between the URL and the parent's URL in the Kafka key of a reply request."""
+
+
+def frontier_record_key(change: FrontierChange) -> str:
+    """The Kafka key of a frontier record: the URL, or for a reply request the URL and the
+    parent's URL joined by `REPLY_KEY_SEPARATOR`, so that compaction keeps every parent's
+    request (and a tombstone of the URL leaves them alone) — `change_key` on the wire."""
+    key = change_key(change)
+    return key if isinstance(key, str) else f"{key[0]}{REPLY_KEY_SEPARATOR}{key[1]}"
+
+
+def split_frontier_key(key: str) -> str | tuple[str, str]:
+    """`change_key` back from a Kafka key `frontier_record_key` made."""
+    url, sep, via = key.partition(REPLY_KEY_SEPARATOR)
+    return (url, via) if sep else url
+
+
+def change_key(change: FrontierChange) -> str | tuple[str, str]:
+    """Which earlier change a change replaces: the latest per URL, except a reply request
+    (see `REPLY_ECHO`), which is one parent's and is kept per (url, via). The step core and
+    every frontier reader (the simulator's, the reference fetcher's) use this one rule."""
+    if isinstance(change, FrontierEntry) and change.via is not None and REPLY_ECHO in change.echo:
+        return change.url, change.via
+    return change.url

@@ -34,6 +34,9 @@ CRAWLED_FAMILY: Final = "crawled"
 drop repeats."""
 INPUT_POSITION: Final = b"input.position"
 """Meta key: the source's resume token committed with the last step (a position token)."""
+SEEDS_POSITION: Final = b"input.seeds"
+"""Meta key: the seeds source's resume token committed with the last seeds step (a position
+token, like `INPUT_POSITION`)."""
 OUTPUT_POSITION: Final = b"output.position"
 """Meta key: the sink's position after the flush of the last committed step (a position
 token)."""

@@ -46,8 +46,9 @@ from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.rocksdb import RocksDBStore
 
 # Session fixtures: a real Kafka broker (infra/kafka), Beam's runners (infra/prism and
-# infra/flink), and a standalone Flink session cluster (infra/flink/cluster.sh).
-pytest_plugins = ["kafka_broker", "beam_runners", "flink_cluster"]
+# infra/flink), a standalone Flink session cluster (infra/flink/cluster.sh); and nginx
+# serving HTML trees on loopback (infra/debian-docs/serve.sh), per test.
+pytest_plugins = ["kafka_broker", "beam_runners", "flink_cluster", "nginx_server"]
 
 FIRST_FETCH_MS = 1_700_000_000_000
 KAFKA_DEADLINE_S = 120.0
@@ -292,6 +293,8 @@ class KafkaClient:
             frontier=f"{prefix}-frontier",
             fetcher_control=f"{prefix}-control",
             dead_letter=f"{prefix}-dead",
+            seeds=f"{prefix}-seeds",
+            fetched=f"{prefix}-fetched",
         )
         fields = {f: topics.get(f, getattr(base, f)) for f in base.__slots__}
         return KafkaSettings(
@@ -300,6 +303,11 @@ class KafkaClient:
 
     @staticmethod
     def produce(settings: KafkaSettings, values: Iterable[bytes | None]) -> int:
+        return KafkaClient.produce_to(settings, settings.topics.fetch_events, values)
+
+    @staticmethod
+    def produce_to(settings: KafkaSettings, topic: str, values: Iterable[bytes | None]) -> int:
+        """Send `values` (no keys) to `topic`, creating the job's topics first."""
         ensure_topics(settings)
         producer = KafkaProducer(
             bootstrap_servers=settings.bootstrap_servers,
@@ -308,7 +316,7 @@ class KafkaClient:
         )
         count = 0
         for value in values:
-            producer.send(settings.topics.fetch_events, value=value)
+            producer.send(topic, value=value)
             count += 1
         producer.flush()
         producer.close()

@@ -1,4 +1,4 @@
-"""The `frontierflow` command: replay a recorded crawl, run on Kafka, simulate, benchmark.
+"""The `frontierflow` command: replay a recorded crawl, run on Kafka, fetch, simulate, benchmark.
 
 One module per command group adds its sub-commands, with their arguments beside the
 function that runs them (`add_commands`); `main` parses, sets up logging and calls it.
@@ -13,8 +13,11 @@ from collections.abc import Sequence
 
 from frontierflow.pipelines.cli import (
     bench,
+    crawl_report,
+    fetch,
     replay,
     run,
+    seed,
     simulate,
     simulate_foragers,
     simulate_speed,
@@ -23,14 +26,28 @@ from frontierflow.pipelines.cli import (
 
 log = logging.getLogger("frontierflow")
 
-DESCRIPTION = "The `frontierflow` command: replay a recorded crawl, simulate crawls, benchmark."
+DESCRIPTION = (
+    "The `frontierflow` command: replay a recorded crawl, run live on Kafka, fetch over HTTP, "
+    "simulate crawls, benchmark."
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="frontierflow", description=DESCRIPTION)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (replay, run, simulate, simulate_speed, simulate_foragers, bench, urlfrontier):
+    for group in (
+        replay,
+        run,
+        seed,
+        fetch,
+        crawl_report,
+        simulate,
+        simulate_speed,
+        simulate_foragers,
+        bench,
+        urlfrontier,
+    ):
         group.add_commands(sub)
     return parser
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TOPICS = ("fetch-events", "frontier", "fetcher-control", "dead-letter")
+TOPICS = ("fetch-events", "frontier", "fetcher-control", "dead-letter", "seeds", "fetched")
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
@@ -98,6 +98,8 @@ def kafka_settings(args: argparse.Namespace) -> KafkaSettings:
             frontier=args.topic_frontier,
             fetcher_control=args.topic_fetcher_control,
             dead_letter=args.topic_dead_letter,
+            seeds=args.topic_seeds,
+            fetched=args.topic_fetched,
         ),
         client=client_settings(args.kafka),
         group_id=args.group_id,

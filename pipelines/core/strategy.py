@@ -16,11 +16,10 @@ from enum import Enum
 from typing import ClassVar, Generic, NamedTuple, TypeAlias, TypeVar
 
 from frontierflow.schemas.records import (
-    REPLY_ECHO,
     FetchEvent,
     FrontierChange,
-    FrontierEntry,
 )
+from frontierflow.schemas.records import change_key as change_key  # one rule, in schemas/
 
 S = TypeVar("S")
 
@@ -224,14 +223,6 @@ class GlobalStrategy(Strategy[S]):
     def recompute(
         self, states: Iterable[tuple[str, S]], clock: CrawlClock
     ) -> tuple[dict[str, S], list[FrontierChange]]: ...
-
-
-def change_key(change: FrontierChange) -> str | tuple[str, str]:
-    """Which earlier change a change replaces: the latest per URL, except a reply request
-    (see `REPLY_ECHO`), which is one parent's and is kept per (url, via)."""
-    if isinstance(change, FrontierEntry) and change.via is not None and REPLY_ECHO in change.echo:
-        return change.url, change.via
-    return change.url
 
 
 def as_changes(changes: Changes | None) -> tuple[FrontierChange, ...]:

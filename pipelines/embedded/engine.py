@@ -46,10 +46,17 @@ from frontierflow.schemas.records import (
     FetchEvent,
     Removal,
     ScalingDecision,
+    SeedRequest,
 )
 from frontierflow.state.cache import HotStates
 from frontierflow.state.codec import decode_i32, decode_u64, encode_i32, encode_u64
-from frontierflow.state.format import CRAWLED_FAMILY, INPUT_POSITION, OUTPUT_POSITION, crawled_key
+from frontierflow.state.format import (
+    CRAWLED_FAMILY,
+    INPUT_POSITION,
+    OUTPUT_POSITION,
+    SEEDS_POSITION,
+    crawled_key,
+)
 from frontierflow.state.speed import SpeedState, decode_speed_state, encode_speed_state
 from frontierflow.state.store import META_FAMILY, StateStore, Transaction, with_meta
 from frontierflow.state.urls import is_http_url
@@ -152,9 +159,37 @@ class Engine(Generic[S]):
         for url in urls:
             if not is_http_url(url, self.limits.max_url_chars):
                 raise ValueError(f"seed is not an absolute http(s) URL: {url[:200]!r}")
-            clock = CrawlClock(step.crawled(crawl_id), now_ms)
-            step.apply(url, self.strategy.seed(url, crawl_id, cycle), clock)
+            step.seed(url, crawl_id, cycle, now_ms)
         self._commit(step, checkpoint=None)
+
+    def seeds_checkpoint(self) -> bytes | None:
+        """The seeds source's resume token committed with the last seeds step."""
+        return self.store.get(META_FAMILY, SEEDS_POSITION)
+
+    def run_seeds(
+        self,
+        items: Sequence[tuple[Position, SeedRequest | Failed, bytes]],
+        checkpoint: bytes,
+        source_name: str = "seeds",
+    ) -> None:
+        """Seeds read from a source (the live job's seeds topic), applied as `seed` applies
+        them and committed as one step with the seeds source's `checkpoint`, so each is
+        applied exactly once. Undecodable seeds and bad URLs become dead letters."""
+        if not items:
+            return
+        step = _Step(self)
+        for position, item, raw in items:
+            if isinstance(item, Failed):
+                step.dead(position, item.error_class, item.message, raw, source_name)
+            elif not is_http_url(item.url, self.limits.max_url_chars):
+                message = f"seed is not an absolute http(s) URL: {item.url[:200]!r}"
+                step.dead(position, "InvalidUrl", message, raw, source_name)
+            elif item.cycle < 0 or item.requested_at < 0:
+                message = f"negative cycle or time in seed {item.url[:200]!r}"
+                step.dead(position, "InvalidSeed", message, raw, source_name)
+            else:
+                step.seed(item.url, item.crawl_id, item.cycle, item.requested_at)
+        self._commit(step, checkpoint=None, seeds_checkpoint=checkpoint)
 
     def close_windows(self) -> None:
         """End of a finished log: close every fetcher's open speed windows (their decisions
@@ -183,7 +218,9 @@ class Engine(Generic[S]):
                 step.event(event)
         self._commit(step, checkpoint)
 
-    def _commit(self, step: _Step[S], checkpoint: bytes | None) -> None:
+    def _commit(
+        self, step: _Step[S], checkpoint: bytes | None, seeds_checkpoint: bytes | None = None
+    ) -> None:
         """Commit one step, in this order:
 
         1. write the step's frontier changes and dead letters to the sink and flush it;
@@ -205,6 +242,8 @@ class Engine(Generic[S]):
         committed = step.write_states()
         if checkpoint is not None:
             txn.put(META_FAMILY, INPUT_POSITION, checkpoint)
+        if seeds_checkpoint is not None:
+            txn.put(META_FAMILY, SEEDS_POSITION, seeds_checkpoint)
         txn.put(META_FAMILY, OUTPUT_POSITION, out_position)
         txn.commit()
         self.hot.put_many(committed)
@@ -360,6 +399,11 @@ class _Step(Generic[S]):
         value = self.txn.get(CRAWLED_FAMILY, url.encode())
         self.last_crawled[url] = None if value is None else decode_i32(value)
 
+    def seed(self, url: str, crawl_id: str, cycle: int, now_ms: int) -> None:
+        """Apply the strategy's seed message for `url` at event time `now_ms`."""
+        clock = CrawlClock(self.crawled(crawl_id), now_ms)
+        self.apply(url, self.engine.strategy.seed(url, crawl_id, cycle), clock)
+
     def apply(self, key: str, message: Message, clock: CrawlClock) -> None:
         """Queue `message` for `key`; the step applies each key's queue in one batch."""
         self.pending.setdefault(key, []).append((clock, message))
@@ -396,9 +440,16 @@ class _Step(Generic[S]):
         keep_latest(self.changes, tuple(changes))
         self.engine.stats.recomputations += 1
 
-    def dead(self, position: Position, error_class: str, message: str, raw: bytes) -> None:
+    def dead(
+        self,
+        position: Position,
+        error_class: str,
+        message: str,
+        raw: bytes,
+        source: str | None = None,
+    ) -> None:
         letter = DeadLetter(
-            source=self.engine.source_name,
+            source=self.engine.source_name if source is None else source,
             partition=position.partition,
             offset=position.offset,
             error_class=error_class,

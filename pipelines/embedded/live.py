@@ -1,11 +1,13 @@
 """`frontierflow run`: the live embedded engine between Kafka topics.
 
-A loop polls a batch of FetchEvents, applies the strategy, writes frontier changes and dead
-letters to Kafka, waits for the broker's acknowledgements, then commits state and the
-input offsets in one RocksDB write batch (`Engine._commit`). If the broker goes away the
-step is not committed; the loop closes its clients, waits, reconnects and re-reads from
-the committed offsets, so nothing is lost and nothing is applied twice. Outputs of a step
-that was re-done are sent again: they are upserts by URL, so the frontier is unchanged.
+A loop polls the seeds topic (starting pages and new crawl cycles, applied and committed
+with their own offsets) and a batch of FetchEvents, applies the strategy, writes frontier
+changes and dead letters to Kafka, waits for the broker's acknowledgements, then commits
+state and the input offsets in one RocksDB write batch (`Engine._commit`). If the broker
+goes away the step is not committed; the loop closes its clients, waits, reconnects and
+re-reads from the committed offsets, so nothing is lost and nothing is applied twice.
+Outputs of a step that was re-done are sent again: they are upserts by URL, so the
+frontier is unchanged.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 from frontierflow.connectors.kafka import (
     KafkaFetchEventSource,
+    KafkaSeedSource,
     KafkaSettings,
     KafkaSink,
     SinkError,
@@ -181,9 +184,16 @@ def _run_connected(
     )
     engine.stats = previous
     source = KafkaFetchEventSource(settings, engine.input_checkpoint())
+    seeds = KafkaSeedSource(settings, engine.seeds_checkpoint())
     last_report = time.monotonic()
     try:
         while not stop.is_set():
+            seed_items, seed_checkpoint = seeds.poll(options.step_size, 0)
+            if seed_items:
+                engine.run_seeds(seed_items, seed_checkpoint, settings.topics.seeds)
+                metrics.observe(engine.stats)
+                hooks.on_step(engine.stats)
+                log.info("%d seeds applied", len(seed_items))
             items, checkpoint = source.poll(options.step_size, options.poll_timeout_ms)
             if items:
                 started = time.perf_counter()
@@ -195,7 +205,7 @@ def _run_connected(
             now = time.monotonic()
             report = now - last_report >= options.progress_every_s
             if report or (not items and options.exit_when_idle):
-                lag = source.lag()
+                lag = source.lag() + seeds.lag()
                 metrics.lag.set(lag)
                 metrics.state_keys.set(store.estimate_keys(strategy.family))
                 if report:
@@ -207,6 +217,7 @@ def _run_connected(
         return engine.stats
     finally:
         source.close()
+        seeds.close()
         sink.close()
 
 

@@ -35,7 +35,13 @@ from frontierflow.schemas.codecs import (
 )
 from frontierflow.schemas.container import iter_log_from, read_container, read_log, write_container
 from frontierflow.schemas.jsonl import json_to_record, record_to_json
-from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry, ScalingDecision
+from frontierflow.schemas.records import (
+    DeadLetter,
+    FetchEvent,
+    FrontierEntry,
+    ScalingDecision,
+    SeedRequest,
+)
 
 # --- sample records -------------------------------------------------------------------------
 
@@ -114,6 +120,7 @@ SAMPLES = [
     pytest.param(SCALING, id="scaling"),
     pytest.param(DEAD_KAFKA, id="dead-kafka"),
     pytest.param(DEAD_FILE, id="dead-file"),
+    pytest.param(SeedRequest("https://example.org/", T0, "c", 2), id="seed"),
 ]
 MINIMAL_JSON = '{"url":"u","fetched_at":1,"status":200,"fetcher_id":"f","host":"h"}'
 

@@ -1,0 +1,8 @@
+"""The reference fetcher: reads the compacted frontier topic, fetches pages over HTTP with
+per-host politeness and robots.txt, and publishes one FetchEvent per answered entry.
+
+`settings` (what it may do), `pages` (outlinks and terms, with the project's own HTML reader
+and tokeniser), `queue` (one queue per host, best priority first, reply requests kept per
+parent), `http` (the HTTP client and its address guard), `robots` (robots.txt rules and
+crawl delays), `loop` (the asyncio fetch loop between Kafka topics), `metrics`.
+"""

@@ -1,0 +1,140 @@
+"""`frontierflow fetch`: the reference fetcher between the frontier and fetch-events topics
+(`frontierflow.connectors.fetcher`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from frontierflow.pipelines.cli.run import client_settings
+
+log = logging.getLogger(__name__)
+
+
+def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
+    fp = sub.add_parser(
+        "fetch", help="the reference fetcher: frontier in, pages over HTTP, fetch-events out"
+    )
+    fp.add_argument("--bootstrap-servers", required=True, help="HOST:PORT[,HOST:PORT…]")
+    fp.add_argument("--fetcher-id", required=True, help="this fetcher's id (ScalingDecisions key)")
+    fp.add_argument(
+        "--group-id",
+        default="frontierflow-fetchers",
+        help="consumer group the fetchers share; the frontier's partitions are split among them",
+    )
+    fp.add_argument("--delay", type=float, default=1.0, help="seconds between requests to a host")
+    fp.add_argument("--workers", type=int, default=4, help="concurrent fetches at start")
+    fp.add_argument("--min-workers", type=int, default=1)
+    fp.add_argument("--max-workers", type=int, default=32)
+    fp.add_argument("--connect-timeout", type=float, default=10.0)
+    fp.add_argument("--timeout", type=float, default=30.0, help="seconds for a whole request")
+    fp.add_argument("--max-bytes", type=int, default=5 * 1024 * 1024, help="body size cap")
+    fp.add_argument("--max-redirects", type=int, default=5)
+    fp.add_argument(
+        "--max-pages", type=int, default=None, help="stop after this many downloads (the budget)"
+    )
+    fp.add_argument(
+        "--idle-exit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop when nothing was queued or in flight for this long",
+    )
+    fp.add_argument(
+        "--resolve",
+        action="append",
+        default=[],
+        metavar="HOST:PORT:ADDR",
+        help="connect to ADDR for HOST:PORT instead of resolving HOST (like curl); repeatable",
+    )
+    fp.add_argument(
+        "--allow-private",
+        action="store_true",
+        help="allow loopback and private addresses (refused by default)",
+    )
+    fp.add_argument(
+        "--follow-hosts",
+        default=None,
+        help="comma-separated hosts (or host:port) whose links are kept; default: all",
+    )
+    fp.add_argument("--no-robots", action="store_true", help="do not read robots.txt")
+    fp.add_argument("--user-agent", default=None)
+    fp.add_argument(
+        "--metrics-port", type=int, default=None, help="serve Prometheus metrics on 127.0.0.1:PORT"
+    )
+    for topic in ("fetch-events", "frontier", "fetcher-control", "dead-letter", "fetched"):
+        fp.add_argument(f"--topic-{topic}", default=topic, help=f"default: {topic}")
+    fp.add_argument(
+        "--kafka",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="kafka-python client setting (TLS, SASL); repeatable",
+    )
+    fp.set_defaults(handler=fetch)
+
+
+def fetch(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from frontierflow.connectors.fetcher.loop import Fetcher
+    from frontierflow.connectors.fetcher.metrics import FetcherMetrics
+    from frontierflow.connectors.fetcher.settings import (
+        DEFAULT_USER_AGENT,
+        FetcherSettings,
+        parse_resolve,
+    )
+    from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
+
+    follow = (
+        frozenset(h.strip().lower() for h in args.follow_hosts.split(",") if h.strip())
+        if args.follow_hosts
+        else None
+    )
+    settings = FetcherSettings(
+        fetcher_id=args.fetcher_id,
+        delay_s=args.delay,
+        connect_timeout_s=args.connect_timeout,
+        read_timeout_s=args.timeout,
+        max_bytes=args.max_bytes,
+        max_redirects=args.max_redirects,
+        allow_private=args.allow_private,
+        resolve=parse_resolve(args.resolve),
+        user_agent=args.user_agent or DEFAULT_USER_AGENT,
+        robots=not args.no_robots,
+        workers=args.workers,
+        min_workers=args.min_workers,
+        max_workers=args.max_workers,
+        max_pages=args.max_pages,
+        follow_hosts=follow,
+        idle_exit_s=args.idle_exit,
+    )
+    kafka = KafkaSettings(
+        bootstrap_servers=args.bootstrap_servers,
+        topics=KafkaTopics(
+            fetch_events=args.topic_fetch_events,
+            frontier=args.topic_frontier,
+            fetcher_control=args.topic_fetcher_control,
+            dead_letter=args.topic_dead_letter,
+            fetched=args.topic_fetched,
+        ),
+        client=client_settings(args.kafka),
+        group_id=args.group_id,
+    )
+    metrics = FetcherMetrics()
+    if args.metrics_port is not None:
+        port = metrics.serve(args.metrics_port)
+        log.info("metrics on http://127.0.0.1:%d/metrics", port)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stats = Fetcher(settings, kafka, metrics=metrics, stop=stop).run()
+    log.info(
+        "%d downloads, %d answered without download, %d errors",
+        stats.downloads,
+        stats.answered,
+        stats.errors,
+    )
+    return 0

@@ -1,0 +1,73 @@
+"""`frontierflow seed`: starting pages for a crawl, or a new crawl cycle, on the seeds topic
+the live job reads (`frontierflow run`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from typing import Any
+
+from frontierflow.pipelines.cli.run import client_settings
+
+log = logging.getLogger(__name__)
+
+
+def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
+    sp = sub.add_parser("seed", help="publish starting pages (or a new crawl cycle) to the job")
+    sp.add_argument("urls", nargs="+", metavar="URL", help="absolute http(s) URLs")
+    sp.add_argument("--bootstrap-servers", required=True, help="HOST:PORT[,HOST:PORT…]")
+    sp.add_argument("--crawl-id", default="default")
+    sp.add_argument(
+        "--cycle",
+        type=int,
+        default=0,
+        help="crawl cycle the seeds start (the last cycle + 1 starts a new one)",
+    )
+    sp.add_argument("--topic-seeds", default="seeds", help="default: seeds")
+    sp.add_argument(
+        "--kafka",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="kafka-python client setting (TLS, SASL); repeatable",
+    )
+    sp.set_defaults(handler=seed)
+
+
+def seed(args: argparse.Namespace) -> int:
+    from kafka import KafkaProducer
+
+    from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
+    from frontierflow.schemas.codecs import encode_record
+    from frontierflow.schemas.records import SeedRequest
+    from frontierflow.state.urls import is_http_url
+
+    bad = [u for u in args.urls if not is_http_url(u)]
+    if bad:
+        raise ValueError(f"not absolute http(s) URLs: {bad}")
+    if args.cycle < 0:
+        raise ValueError(f"--cycle must be >= 0, got {args.cycle}")
+    settings = KafkaSettings(
+        bootstrap_servers=args.bootstrap_servers,
+        topics=KafkaTopics(seeds=args.topic_seeds),
+        client=client_settings(args.kafka),
+    )
+    producer = KafkaProducer(acks="all", **settings.connection())
+    try:
+        now = int(time.time() * 1000)
+        futures = [
+            producer.send(
+                args.topic_seeds,
+                key=url.encode(),
+                value=encode_record(SeedRequest(url, now, args.crawl_id, args.cycle)),
+            )
+            for url in args.urls
+        ]
+        producer.flush(timeout=30)
+        for f in futures:
+            f.get(timeout=30)  # raises if the broker refused it
+    finally:
+        producer.close(timeout=10)
+    log.info("%d seeds for crawl %s cycle %d sent", len(args.urls), args.crawl_id, args.cycle)
+    return 0

@@ -1,0 +1,109 @@
+"""Frontier records on Kafka: partitioned by host, keyed by URL (URL and parent for a reply
+request), and the fetched topic the fetchers create beside the frontier."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+from kafka.admin import KafkaAdminClient
+from kafka.errors import KafkaError
+
+from frontierflow.connectors.kafka import (
+    KafkaSink,
+    ensure_fetched_topic,
+    ensure_topics,
+    host_partition,
+)
+from frontierflow.schemas.records import (
+    REPLY_ECHO,
+    FrontierEntry,
+    Removal,
+    frontier_record_key,
+    split_frontier_key,
+)
+
+
+def _entry(url: str, via: str | None = None, reply: bool = False) -> FrontierEntry:
+    echo = {REPLY_ECHO: "1"} if reply else {}
+    return FrontierEntry(url, url.split("/")[2], 1.0, "t", "c", 0, via, 0, echo)
+
+
+def test_host_partition_is_crc32_of_the_host() -> None:
+    # CRC-32's standard check value: crc32("123456789") = 0xCBF43926 = 3421780262 = 5 mod 7
+    assert host_partition("http://123456789/a.html", 7) == 5
+    assert host_partition("https://123456789:8443/b?q=1", 7) == 5  # port and path do not count
+    assert host_partition("http://A.Test/x", 4) == host_partition("http://a.test/y", 4)
+
+
+def test_reply_requests_have_keys_of_their_own() -> None:
+    plain = _entry("http://a.test/x")
+    reply = _entry("http://a.test/x", via="http://a.test/", reply=True)
+    assert frontier_record_key(plain) == "http://a.test/x"
+    assert frontier_record_key(Removal("http://a.test/x")) == "http://a.test/x"
+    assert frontier_record_key(reply) == "http://a.test/x\x00http://a.test/"
+    assert split_frontier_key(frontier_record_key(reply)) == ("http://a.test/x", "http://a.test/")
+    assert split_frontier_key("http://a.test/x") == "http://a.test/x"
+
+
+def _partitions_when_known(bootstrap: str, topic: str, deadline_s: float = 30.0) -> int:
+    """The topic's partition count once the broker's metadata shows it (creation is
+    asynchronous), polled with a deadline."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        end = time.monotonic() + deadline_s
+        while True:
+            described = admin.describe_topics([topic])
+            count = len(described[0]["partitions"]) if described else 0
+            if count or time.monotonic() > end:
+                return count
+            threading.Event().wait(0.1)  # a poll interval, not a wait for the result
+    finally:
+        admin.close()
+
+
+@pytest.mark.kafka
+def test_sink_writes_each_host_to_its_partition_and_fetched_topic_follows(
+    kafka_broker: Any, kafka_client: Any
+) -> None:
+    settings = dataclasses.replace(kafka_client.settings(kafka_broker.bootstrap), partitions=3)
+    ensure_topics(settings)
+    sink = KafkaSink(settings)
+    reply = _entry("http://b.test/x", via="http://a.test/", reply=True)
+    sink.write([_entry("http://a.test/1"), reply, Removal("http://b.test/x")], [])
+    sink.flush()
+    sink.close()
+    consumer = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, enable_auto_commit=False)
+    try:
+        found: dict[bytes, int] = {}
+        for p in range(3):
+            tp = TopicPartition(settings.topics.frontier, p)
+            consumer.assign([tp])
+            consumer.seek_to_beginning(tp)
+            end = consumer.end_offsets([tp])[tp]
+            while consumer.position(tp) < end:
+                for recs in consumer.poll(timeout_ms=500).values():
+                    found.update({r.key: r.partition for r in recs})
+        assert found == {
+            b"http://a.test/1": host_partition("http://a.test/1", 3),
+            b"http://b.test/x\x00http://a.test/": host_partition("http://b.test/x", 3),
+            b"http://b.test/x": host_partition("http://b.test/x", 3),
+        }
+        # a fetcher against a job without the fetched topic creates it like the frontier
+        other = dataclasses.replace(
+            settings,
+            topics=dataclasses.replace(settings.topics, fetched="x-" + settings.topics.fetched),
+        )
+        ensure_fetched_topic(other)
+        assert _partitions_when_known(kafka_broker.bootstrap, other.topics.fetched) == 3
+    finally:
+        consumer.close()
+    missing = dataclasses.replace(
+        settings, topics=dataclasses.replace(settings.topics, frontier="nope", fetched="nope2")
+    )
+    with pytest.raises(KafkaError, match="start the job first"):
+        ensure_fetched_topic(missing)
