@@ -30,7 +30,6 @@ from frontierflow.pipelines.cli import main
 from frontierflow.schemas.codecs import decode_record
 from frontierflow.schemas.records import FetchEvent, FrontierEntry
 
-pytest.importorskip("scrapy")
 pytestmark = pytest.mark.kafka
 
 REPO = Path(__file__).resolve().parents[3]
