@@ -18,11 +18,15 @@ import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka import KafkaAdminClient
+from kafka.errors import KafkaError
 
 from frontierflow.connectors.fetcher.outcomes import ROBOTS_DISALLOWED
 from frontierflow.connectors.kafka import KafkaSettings, ensure_topics
@@ -51,11 +55,11 @@ def _job(settings: KafkaSettings, state: Path, strategy: list[str]) -> subproces
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def _stop(job: subprocess.Popen[str]) -> str:
+def _stop(job: subprocess.Popen[str]) -> tuple[int, str]:
+    """SIGTERM (the job's graceful stop); its exit code and log."""
     job.send_signal(signal.SIGTERM)
     _, err = job.communicate(timeout=60)
-    assert job.returncode == 0, err[-3000:]
-    return err
+    return job.returncode, err[-3000:]
 
 
 def _scrapy(
@@ -87,6 +91,25 @@ def _finish(crawl: subprocess.Popen[str]) -> dict[str, int]:
     assert crawl.returncode == 0, err[-4000:]
     assert "'finish_reason': 'finished'" in err, err[-4000:]
     return {k: int(v) for k, v in re.findall(r"'frontierflow/([a-z_/-]+)': (\d+)", err)}
+
+
+def _wait_for_members(settings: KafkaSettings, group: str, members: int) -> None:
+    """Until `members` consumers share `group` with their partitions assigned (polled with a
+    deadline), so that the hosts are split before the crawl starts."""
+    admin = KafkaAdminClient(bootstrap_servers=settings.bootstrap_servers)
+    try:
+        end = time.monotonic() + 60
+        while True:
+            try:
+                found = admin.describe_groups([group]).get(group) or {}
+            except KafkaError as exc:  # no coordinator before the first member joins
+                found = {"error": str(exc)}
+            if found.get("group_state") == "Stable" and len(found.get("members") or ()) == members:
+                return
+            assert time.monotonic() < end, f"group {group} never had {members} members: {found}"
+            threading.Event().wait(0.1)  # a poll interval, not a wait for the result
+    finally:
+        admin.close()
 
 
 def _seed(settings: KafkaSettings, port: int, crawl_id: str) -> None:
@@ -154,7 +177,8 @@ def test_scrapy_crawls_what_the_frontier_asks_once_and_stops_at_its_budget(
         )  # fmt: skip
         stats = _finish(crawl)
     finally:
-        _stop(job)
+        stopped = _stop(job)
+    assert stopped[0] == 0, stopped[1]
 
     events = _events(kafka_client, settings)
     downloads = [e for e in events if e.status != 208]
@@ -202,19 +226,23 @@ def test_two_scrapy_processes_on_one_frontier_fetch_no_page_twice(
     linked_site.fill_port(sites, nginx.port)
     settings = _topics(kafka_client, kafka_broker.bootstrap, partitions=4)
     ensure_topics(settings)
-    job = _job(settings, tmp_path / "state", ["--strategy", "ieca", "--budget", "1000"])
+    # a fixed controller: every window's ScalingDecision says 2 threads for each fetcher
+    fixed = ["--speed-controller", "fixed-2", "--speed-window-ms", "500"]
+    job = _job(settings, tmp_path / "state", ["--strategy", "ieca", "--budget", "1000", *fixed])
     try:
-        _seed(settings, nginx.port, "two")
         crawls = [
             _scrapy(settings, nginx.port, fid, "-s", "FRONTIERFLOW_IDLE_EXIT=8")
             for fid in ("s1", "s2")
         ]
+        _wait_for_members(settings, f"{settings.group_id}-scrapy", 2)
+        _seed(settings, nginx.port, "two")
         stats = [_finish(c) for c in crawls]
     finally:
-        _stop(job)
+        stopped = _stop(job)
+    assert stopped[0] == 0, stopped[1]
 
     events = _events(kafka_client, settings)
-    assert len(events) == sum(s["events"] for s in stats)
+    assert len(events) == sum(s.get("events", 0) for s in stats), stats
     assert {e.fetcher_id for e in events} == {"s1", "s2"}  # both fetched
     pages = [r for r in nginx.requests() if r.path != "/robots.txt"]
     urls = Counter(f"http://{r.host}:{nginx.port}{r.path}" for r in pages)
@@ -222,5 +250,9 @@ def test_two_scrapy_processes_on_one_frontier_fetch_no_page_twice(
     downloads = Counter(e.url for e in events if e.status != 208)
     assert max(downloads.values()) == 1
     assert set(urls) == {e.url for e in events if e.status > 0 and e.status != 208}
+    # the decisions reached the running crawlers and set their concurrency (4 at start)
+    decided = [st for st in stats if st.get("decisions")]
+    assert decided, stats
+    assert all(st["concurrency"] == 2 and st["concurrency_changes"] == 1 for st in decided)
     # the whole site was crawled: 25 pages per host
     assert sum(1 for u in urls if not u.endswith("/missing.html")) == 25 * len(HOSTS)
