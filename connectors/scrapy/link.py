@@ -245,7 +245,9 @@ class FrontierLink:
 
     def answer(self, token: str, outcome: PageOutcome) -> FetchEvent | None:
         """Publish the one FetchEvent of the entry behind `token` and free its host; None
-        when the entry was answered already."""
+        when the entry was answered already (or the link is closed)."""
+        if not self.opened:  # an answer after the spider closed: its entry stays queued
+            return None
         entry = self.pending.pop(token, None)
         if entry is None:
             return None

@@ -35,6 +35,9 @@ DNS_RESOLVER = "frontierflow.connectors.scrapy.resolve.FixedAddressResolver"
 # at a time); ScalingDecisions change the total concurrency while the crawl runs
 ROBOTSTXT_OBEY = True
 DOWNLOAD_DELAY = 1.0
+# Scrapy draws each delay from 0.5-1.5 x DOWNLOAD_DELAY unless this is off; off, the delay
+# is a floor between two request starts on a host, like the reference fetcher's --delay
+RANDOMIZE_DOWNLOAD_DELAY = False
 AUTOTHROTTLE_ENABLED = False
 CONCURRENT_REQUESTS = 4
 DOWNLOAD_TIMEOUT = 30
