@@ -103,6 +103,8 @@ class FrontierLink:
         self.reader_error: BaseException | None = None
         self._last_busy = time.monotonic()
         self._reactor: Any = None
+        self._engine: Any = None
+        """Scrapy's engine, from `open` on (the crawler has none before the crawl starts)."""
         self.opened = False
 
     # ----------------------------------------------------------------- life
@@ -113,6 +115,7 @@ class FrontierLink:
         from twisted.internet import reactor  # Scrapy has installed its reactor by now
 
         self._reactor = reactor
+        self._engine = self.crawler.engine
         ensure_fetched_topic(self.settings.kafka)
         self._producer = KafkaProducer(acks="all", linger_ms=5, **self.settings.kafka.connection())
         self._publisher = EventPublisher(self._producer, self.settings.kafka.topics)
@@ -121,7 +124,7 @@ class FrontierLink:
         )
         self._reader_thread.start()
         self.opened = True
-        self._stat_set("concurrency", self.crawler.engine.downloader.total_concurrency)
+        self._stat_set("concurrency", self._engine.downloader.total_concurrency)
 
     def close(self) -> None:
         if not self.opened:
@@ -172,11 +175,10 @@ class FrontierLink:
 
     def _set_threads(self, threads: int) -> None:
         self._stat_inc("decisions")
-        engine = self.crawler.engine
-        if engine is None:
+        if self._engine is None:
             return
         concurrency = self.settings.clamp_concurrency(threads)
-        if apply_threads(engine.downloader, concurrency) is not None:
+        if apply_threads(self._engine.downloader, concurrency) is not None:
             self._stat_set("concurrency", concurrency)
             self._stat_inc("concurrency_changes")
             self._wake()
@@ -185,7 +187,7 @@ class FrontierLink:
         """Ask the engine for a scheduling round now rather than at its next heartbeat
         (every 5 s): Scrapy has no public call for "the scheduler has requests now", so
         this schedules the engine's own `nextcall`, as its `crawl()` does."""
-        slot = getattr(self.crawler.engine, "_slot", None)
+        slot = getattr(self._engine, "_slot", None)
         if slot is not None:
             slot.nextcall.schedule()
 

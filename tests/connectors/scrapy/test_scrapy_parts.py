@@ -192,3 +192,95 @@ def test_a_scaling_decision_changes_the_running_downloaders_concurrency() -> Non
     assert apply_threads(downloader, 2) == 6
     assert downloader.needs_backout()
     downloader.close()
+
+
+class _Recorder:
+    """Stands in for the Kafka publisher: what the link would send, in order."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Any]] = []
+
+    def publish(self, event: Any) -> None:
+        self.sent.append(("event", event))
+
+    def answered(self, entry: FrontierEntry) -> None:
+        self.sent.append(("answered", entry))
+
+    def record_fetch(self, event: Any) -> None:
+        self.sent.append(("fetched", event))
+
+    def dead(self, letter: Any) -> None:
+        self.sent.append(("dead", letter))
+
+
+def _entry(url: str, priority: float, **fields: Any) -> FrontierEntry:
+    host = url.split("/")[2].split(":")[0]
+    values: dict[str, Any] = {
+        "url": url,
+        "host": host,
+        "priority": priority,
+        "strategy": "ieca",
+        "crawl_id": "c",
+        "cycle": 1,
+        "via": None,
+        "emitted_at": 1,
+        "echo": {},
+    }
+    return FrontierEntry(**{**values, **fields})
+
+
+def test_the_best_entry_of_a_free_host_goes_first_and_the_budget_counts_handouts() -> None:
+    crawler = get_crawler(Spider, {**BASE, "FRONTIERFLOW_MAX_PAGES": 3})
+    link = link_for(crawler)
+    recorder = _Recorder()
+    link._publisher = recorder  # type: ignore[assignment]
+    link.opened = True
+    link.reader.caught_up = True
+    for e in (
+        _entry("http://a.test/1", 1.0),
+        _entry("http://a.test/2", 5.0),
+        _entry("http://b.test/1", 3.0),
+        _entry("http://b.test/2", 0.5),
+    ):
+        link.queues.offer(e)
+
+    first = link.next_request()
+    second = link.next_request()
+    assert first is not None and second is not None
+    assert (first.url, second.url) == ("http://a.test/2", "http://b.test/1")
+    assert link.next_request() is None  # both hosts have a request in Scrapy's hands
+    assert not link.finished()
+
+    response = HtmlResponse(
+        "http://a.test/2", body=b"<a href='/9'>x</a>", headers={"Content-Type": "text/html"}
+    )
+    event = link.answer(first.meta[META_KEY], response_outcome(response, 0.01))
+    assert event is not None and event.outlinks == ("http://a.test/9",)
+    assert [kind for kind, _ in recorder.sent] == ["event", "answered", "fetched"]
+    assert link.answer(first.meta[META_KEY], response_outcome(response, 0.01)) is None  # once
+
+    third = link.next_request()  # a.test is free again: its remaining entry
+    assert third is not None and third.url == "http://a.test/1"
+    assert link.next_request() is None  # budget of 3 handed out; b.test/2 stays queued
+    assert link.reserved == 3 and not link.finished()  # two answers outstanding
+    for request in (second, third):
+        link.answer(request.meta[META_KEY], exception_outcome(request.url, TimeoutError(), 1.0))
+    assert link.finished() and len(link.queues) == 1
+
+
+def test_a_reply_request_for_a_page_fetched_is_answered_208_without_scrapy() -> None:
+    crawler = get_crawler(Spider, BASE)
+    link = link_for(crawler)
+    recorder = _Recorder()
+    link._publisher = recorder  # type: ignore[assignment]
+    link.opened = True
+    link.reader.caught_up = True
+    link.queues.mark_url_fetched("c", 1, "http://a.test/p")
+    reply = _entry("http://a.test/p", 2.0, via="http://a.test/", echo={"reply": "1", "push": "9"})
+    link.queues.offer(reply)
+    link.queues.offer(_entry("http://a.test/p", 9.0))  # a plain entry for it: dropped
+
+    assert link.next_request() is None and link.reserved == 0
+    (kind, event), (kind2, answered) = recorder.sent
+    assert (kind, kind2) == ("event", "answered") and answered is reply
+    assert (event.status, event.via, event.echo) == (208, "http://a.test/", reply.echo)
