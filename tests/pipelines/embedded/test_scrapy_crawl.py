@@ -136,10 +136,8 @@ def _entries(kafka_client: Any, settings: KafkaSettings) -> list[FrontierEntry]:
 
 
 def _topics(kafka_client: Any, bootstrap: str, partitions: int = 1) -> KafkaSettings:
-    settings = kafka_client.settings(bootstrap)
-    prefix = settings.topics.frontier.removesuffix("-frontier")
-    topics = dataclasses.replace(settings.topics, fetched=f"{prefix}-fetched")
-    return dataclasses.replace(settings, topics=topics, partitions=partitions)
+    settings = kafka_client.settings(bootstrap)  # topics of its own, `fetched` too
+    return dataclasses.replace(settings, partitions=partitions)
 
 
 @pytest.mark.parametrize(
