@@ -83,9 +83,10 @@ class KafkaTopics:
     seeds: str = "seeds"
     """Starting pages (SeedRequest, key = URL), read by the job like fetch-events."""
     fetched: str = "fetched"
-    """Compacted, written by the reference fetchers: per URL the last download (a FetchEvent
-    without body data), partitioned like the frontier, so a fetcher taking over a host
-    knows what was already fetched in the cycle."""
+    """Compacted, written by the fetchers we ship (the reference fetcher, the Scrapy
+    adapter): per URL the last download (a FetchEvent without body data), partitioned like
+    the frontier, so a fetcher taking over a host knows what was already fetched in the
+    cycle."""
 
 
 @dataclass(frozen=True, slots=True)

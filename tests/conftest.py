@@ -294,6 +294,8 @@ class KafkaClient:
             fetcher_control=f"{prefix}-control",
             dead_letter=f"{prefix}-dead",
             seeds=f"{prefix}-seeds",
+            # the fetchers' `fetched` topic takes the frontier's partition count when it is
+            # created: one shared by tests with different counts loses downloads
             fetched=f"{prefix}-fetched",
         )
         fields = {f: topics.get(f, getattr(base, f)) for f in base.__slots__}

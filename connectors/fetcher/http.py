@@ -14,41 +14,43 @@ import ipaddress
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from frontierflow.connectors.fetcher.outcomes import (
+    BAD_URL,
+    BLOCKED_ADDRESS,
+    DNS_ERROR,
+    HOST_PROBLEMS,
+    ROBOTS_DISALLOWED,
+    STATUS_REASONS,
+    TIMEOUT,
+    TOO_LARGE,
+    TOO_MANY_REDIRECTS,
+    TRANSPORT_ERROR,
+    PageOutcome,
+)
 from frontierflow.connectors.fetcher.settings import HTML_TYPES, FetcherSettings
 
-TRANSPORT_ERROR = -1
-"""Connection refused or reset, a broken response."""
-TIMEOUT = -2
-DNS_ERROR = -3
-BLOCKED_ADDRESS = -4
-"""The host resolves only to loopback, private or other non-global addresses."""
-TOO_MANY_REDIRECTS = -5
-TOO_LARGE = -6
-ROBOTS_DISALLOWED = -7
-BAD_URL = -8
-"""Not an absolute http(s) URL (also a redirect to one)."""
-
-HOST_PROBLEMS = frozenset({DNS_ERROR, BLOCKED_ADDRESS, BAD_URL})
-"""Outcomes about the host, not the page: a robots.txt request that meets one reports it
-for the page instead of pausing the host."""
-
-STATUS_REASONS = {
-    TRANSPORT_ERROR: "transport-error",
-    TIMEOUT: "timeout",
-    DNS_ERROR: "dns-error",
-    BLOCKED_ADDRESS: "blocked-address",
-    TOO_MANY_REDIRECTS: "too-many-redirects",
-    TOO_LARGE: "too-large",
-    ROBOTS_DISALLOWED: "robots-disallowed",
-    BAD_URL: "bad-url",
-}
+__all__ = [
+    "BAD_URL",
+    "BLOCKED_ADDRESS",
+    "DNS_ERROR",
+    "HOST_PROBLEMS",
+    "ROBOTS_DISALLOWED",
+    "STATUS_REASONS",
+    "TIMEOUT",
+    "TOO_LARGE",
+    "TOO_MANY_REDIRECTS",
+    "TRANSPORT_ERROR",
+    "PageOutcome",
+    "fetch_page",
+    "open_session",
+    "url_problem",
+]
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _CHUNK = 64 * 1024
@@ -102,23 +104,6 @@ class GuardedResolver(AbstractResolver):
 
     async def close(self) -> None:
         await self._system.close()
-
-
-@dataclass(frozen=True, slots=True)
-class PageOutcome:
-    """What one request (with its same-host redirects) came to."""
-
-    status: int
-    final_url: str
-    body: bytes | None = None
-    """The HTML body; None for errors, non-HTML types and redirects."""
-    size: int = 0
-    """Bytes of body read."""
-    fetch_ms: float = 0.0
-    reason: str = ""
-    """For a negative status or a skipped body: why, for the log."""
-    redirect_to: str | None = None
-    """A redirect to another host: where it pointed."""
 
 
 def open_session(settings: FetcherSettings) -> aiohttp.ClientSession:

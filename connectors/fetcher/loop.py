@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hashlib
 import logging
 import threading
 import time
@@ -26,10 +25,22 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
+from frontierflow.connectors.fetcher.events import (
+    EventPublisher,
+    already_fetched_event,
+    fetch_event,
+    outcome_event,
+)
+from frontierflow.connectors.fetcher.frontier import (
+    POLL_MS,
+    FetchedPage,
+    FrontierReader,
+    FrontierRecord,
+    queue_records,
+)
 from frontierflow.connectors.fetcher.http import (
     HOST_PROBLEMS,
     ROBOTS_DISALLOWED,
@@ -40,26 +51,14 @@ from frontierflow.connectors.fetcher.http import (
     url_problem,
 )
 from frontierflow.connectors.fetcher.metrics import FetcherMetrics, status_class
-from frontierflow.connectors.fetcher.pages import link_targets, read_page
-from frontierflow.connectors.fetcher.queue import HostQueues, Job, is_reply_request
+from frontierflow.connectors.fetcher.queue import HostQueues, Job
 from frontierflow.connectors.fetcher.robots import HostRules, rules_from_answer
 from frontierflow.connectors.fetcher.settings import FetcherSettings
-from frontierflow.connectors.kafka import KafkaSettings, ensure_fetched_topic, host_partition
-from frontierflow.schemas.codecs import AvroCodec, CodecError
-from frontierflow.schemas.records import (
-    ALREADY_FETCHED,
-    DeadLetter,
-    FetchEvent,
-    FrontierEntry,
-    ScalingDecision,
-    frontier_record_key,
-    split_frontier_key,
-)
-from frontierflow.state.urls import is_http_url
+from frontierflow.connectors.kafka import KafkaSettings, ensure_fetched_topic
+from frontierflow.schemas.codecs import AvroCodec
+from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry
 
 log = logging.getLogger(__name__)
-
-POLL_MS = 200
 
 
 @dataclass(slots=True)
@@ -77,61 +76,26 @@ class FetcherStats:
     """(wall time, workers) at start and at every change."""
 
 
-class _Rebalance(ConsumerRebalanceListener):
-    """Re-read every newly assigned partition from its beginning (the queue is rebuilt from
-    the compacted topic), after the pages already fetched on those partitions' hosts (the
-    `fetched` topic); nothing is taken from the queue until the partitions are read to the
-    end they had when assigned, so an entry is never served before its later tombstone is
-    read. Forget the entries of revoked partitions."""
+class _ToLoop:
+    """The reader thread's findings, handed to the fetcher's event loop."""
 
     def __init__(self, fetcher: Fetcher) -> None:
         self.fetcher = fetcher
-        self.consumer: KafkaConsumer | None = None
-        self.loading: dict[TopicPartition, int] = {}
-        self.assigned: list[TopicPartition] = []
 
-    def on_partitions_revoked(self, revoked: Any) -> None:
-        parts = {tp.partition for tp in revoked}
-        if parts:
-            self.fetcher._post(functools.partial(self.fetcher._drop, parts))
+    def frontier_records(self, records: list[FrontierRecord]) -> None:
+        self.fetcher._post(functools.partial(self.fetcher._frontier_records, records))
 
-    def on_partitions_assigned(self, assigned: Any) -> None:
-        """Runs on the client's IO thread, which must not block: seek, and leave the rest to
-        `load_assigned`, which the reader calls after the poll."""
-        if self.consumer is None:
-            return
-        if not assigned:  # more fetchers than partitions: nothing to load, nothing to serve
-            self.fetcher.caught_up = True
-            return
-        self.fetcher.caught_up = False
-        self.consumer.seek_to_beginning(*assigned)
-        self.assigned = list(assigned)
+    def partitions_revoked(self, partitions: set[int]) -> None:
+        self.fetcher._post(functools.partial(self.fetcher._drop, partitions))
 
-    def load_assigned(self) -> None:
-        """After an assignment: the pages already fetched on the new partitions' hosts, and
-        the end offsets the queue must be read up to before it is served."""
-        if not self.assigned or self.consumer is None:
-            return
-        assigned, self.assigned = self.assigned, []
-        parts = sorted(tp.partition for tp in assigned)
-        fetched = self.fetcher._read_fetched(parts)
+    def pages_fetched(self, fetched: list[FetchedPage]) -> None:
         self.fetcher._post(functools.partial(self.fetcher._mark_fetched, fetched))
-        ends = self.consumer.end_offsets(assigned)
-        self.loading.update({tp: end for tp, end in ends.items() if end > 0})
-        log.info(
-            "frontier partitions %s assigned: %d pages already fetched there", parts, len(fetched)
-        )
 
-    def check_caught_up(self) -> None:
-        """Mark the fetcher caught up once every assigned partition is read to its end."""
-        if self.consumer is None or self.assigned:
-            return
-        for tp in list(self.loading):
-            if self.consumer.position(tp) >= self.loading[tp]:
-                del self.loading[tp]
-        if not self.loading and not self.fetcher.caught_up:
-            self.fetcher.caught_up = True
-            self.fetcher._post(lambda: None)  # wake the workers
+    def caught_up(self) -> None:
+        self.fetcher._post(lambda: None)  # wake the workers
+
+    def threads(self, threads: int) -> None:
+        self.fetcher._post(functools.partial(self.fetcher._set_workers, threads))
 
 
 class Fetcher:
@@ -154,19 +118,19 @@ class Fetcher:
         self.target_workers = settings.workers
         self._robots: dict[str, HostRules] = {}
         self._entry_codec = AvroCodec.for_name("FrontierEntry")
-        self._decision_codec = AvroCodec.for_name("ScalingDecision")
-        self._event_codec = AvroCodec.for_name("FetchEvent")
-        self._dead_codec = AvroCodec.for_name("DeadLetter")
+        self.reader = FrontierReader(kafka, settings.fetcher_id, _ToLoop(self))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changed: asyncio.Event | None = None
         self._reserved = 0
         self._last_busy = time.monotonic()
         self._stopping = False
         self._reader_error: BaseException | None = None
-        self._partition_counts: dict[str, int] = {}
-        self.caught_up = False
+
+    @property
+    def caught_up(self) -> bool:
         """Every assigned frontier partition read to its end as of its assignment (set by
         the reader thread; workers take nothing before)."""
+        return self.reader.caught_up
 
     # ----------------------------------------------------------------- entry point
 
@@ -181,6 +145,7 @@ class Fetcher:
         self._changed = asyncio.Event()
         ensure_fetched_topic(self.kafka)
         self.producer = KafkaProducer(acks="all", linger_ms=5, **self.kafka.connection())
+        self.publisher = EventPublisher(self.producer, self.kafka.topics)
         reader_stop = threading.Event()
         reader = threading.Thread(
             target=self._read, args=(reader_stop,), name="frontier-reader", daemon=True
@@ -244,139 +209,25 @@ class Fetcher:
 
     def _read(self, stop: threading.Event) -> None:
         try:
-            self._read_topics(stop)
+            self.reader.run(stop)
         except BaseException as exc:  # handed to run(), which raises it
             log.error("frontier reader failed: %s", exc)
             self._reader_error = exc
 
-    def _read_topics(self, stop: threading.Event) -> None:
-        topics = self.kafka.topics
-        conn = self.kafka.connection()
-        listener = _Rebalance(self)
-        frontier = KafkaConsumer(
-            group_id=self.kafka.group_id,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            **conn,
-        )
-        listener.consumer = frontier
-        frontier.subscribe([topics.frontier], listener=listener)
-        control = KafkaConsumer(enable_auto_commit=False, **conn)
-        parts = control.partitions_for_topic(topics.fetcher_control) or set()
-        control_tps = [TopicPartition(topics.fetcher_control, p) for p in sorted(parts)]
-        control.assign(control_tps)
-        if control_tps:
-            control.seek_to_beginning(*control_tps)
-        try:
-            while not stop.is_set():
-                batches = frontier.poll(timeout_ms=POLL_MS, max_records=5000)
-                records = [
-                    (tp.partition, r.offset, r.key, r.value)
-                    for tp, recs in batches.items()
-                    for r in recs
-                ]
-                if records:
-                    self._post(functools.partial(self._frontier_records, records))
-                listener.load_assigned()
-                listener.check_caught_up()
-                threads = self._latest_threads(control.poll(timeout_ms=0))
-                if threads is not None:
-                    self._post(functools.partial(self._set_workers, threads))
-        finally:
-            frontier.close()
-            control.close()
-
-    def _latest_threads(self, batches: dict[Any, list[Any]]) -> int | None:
-        """The thread count of the latest ScalingDecision for this fetcher, if any."""
-        threads = None
-        me = self.settings.fetcher_id.encode()
-        for recs in batches.values():
-            for r in recs:
-                if r.key != me or r.value is None:
-                    continue
-                try:
-                    d = ScalingDecision.from_avro(self._decision_codec.decode(r.value))
-                except (CodecError, KeyError, TypeError) as exc:
-                    log.warning("undecodable ScalingDecision skipped: %s", exc)
-                    continue
-                if d.fetcher_id == self.settings.fetcher_id:
-                    threads = d.threads_after
-        return threads
-
     # ----------------------------------------------------------------- on the event loop
 
-    def _frontier_records(self, records: list[tuple[int, int, bytes | None, bytes | None]]) -> None:
-        for partition, offset, key, value in records:
-            if value is None:
-                if key is not None:
-                    self.queues.remove_key(split_frontier_key(key.decode("utf-8", "replace")))
-                continue
-            try:
-                entry = FrontierEntry.from_avro(self._entry_codec.decode(value))
-            except (CodecError, KeyError, TypeError, ValueError) as exc:
-                self._dead(partition, offset, "CodecError", str(exc), value)
-                continue
-            if not is_http_url(entry.url):
-                self._dead(
-                    partition,
-                    offset,
-                    "InvalidUrl",
-                    f"not an http(s) URL: {entry.url[:200]!r}",
-                    value,
-                )
-                continue
-            self.queues.offer(entry, partition)
+    def _frontier_records(self, records: list[FrontierRecord]) -> None:
+        queue_records(
+            self.queues, records, self._entry_codec, self.kafka.topics.frontier, self._dead
+        )
         self.stats.queued_max = max(self.stats.queued_max, len(self.queues))
 
-    def _dead(
-        self, partition: int, offset: int, error_class: str, message: str, raw: bytes
-    ) -> None:
-        letter = DeadLetter(
-            source=self.kafka.topics.frontier,
-            partition=partition,
-            offset=offset,
-            error_class=error_class,
-            message=message,
-            raw=raw,
-            at=int(time.time() * 1000),
-        )
-        log.warning("frontier record %d/%d to dead-letter: %s", partition, offset, message)
-        self.producer.send(
-            self.kafka.topics.dead_letter, value=self._dead_codec.encode(letter.to_avro())
-        )
+    def _dead(self, letter: DeadLetter) -> None:
+        self.publisher.dead(letter)
         self.stats.dead_letters += 1
-        self.metrics.dead.labels(error_class).inc()
+        self.metrics.dead.labels(letter.error_class).inc()
 
-    def _read_fetched(self, partitions: list[int]) -> list[tuple[str, int, str]]:
-        """(crawl id, cycle, URL) of every download recorded on the `fetched` topic's
-        `partitions` (the same numbers as the frontier's: both are partitioned by host)."""
-        topic = self.kafka.topics.fetched
-        consumer = KafkaConsumer(enable_auto_commit=False, **self.kafka.connection())
-        try:
-            known = consumer.partitions_for_topic(topic) or set()
-            tps = [TopicPartition(topic, p) for p in partitions if p in known]
-            if not tps:
-                return []
-            consumer.assign(tps)
-            consumer.seek_to_beginning(*tps)
-            ends = consumer.end_offsets(tps)
-            out: list[tuple[str, int, str]] = []
-            while any(consumer.position(tp) < ends[tp] for tp in tps):
-                for recs in consumer.poll(timeout_ms=POLL_MS).values():
-                    for r in recs:
-                        if r.value is None:
-                            continue
-                        try:
-                            e = FetchEvent.from_avro(self._event_codec.decode(r.value))
-                        except (CodecError, KeyError, TypeError, ValueError) as exc:
-                            log.warning("undecodable record on %s skipped: %s", topic, exc)
-                            continue
-                        out.append((e.crawl_id, e.cycle, e.url))
-            return out
-        finally:
-            consumer.close()
-
-    def _mark_fetched(self, fetched: list[tuple[str, int, str]]) -> None:
+    def _mark_fetched(self, fetched: list[FetchedPage]) -> None:
         for crawl_id, cycle, url in fetched:
             self.queues.mark_url_fetched(crawl_id, cycle, url)
 
@@ -503,23 +354,12 @@ class Fetcher:
     # ----------------------------------------------------------------- events
 
     def _event(self, entry: FrontierEntry, status: int, **fields: Any) -> FetchEvent:
-        return FetchEvent(
-            url=entry.url,
-            fetched_at=int(time.time() * 1000),
-            status=status,
-            fetcher_id=self.settings.fetcher_id,
-            host=entry.host,
-            via=entry.via,
-            crawl_id=entry.crawl_id,
-            cycle=entry.cycle,
-            echo=dict(entry.echo),
-            **fields,
-        )
+        return fetch_event(entry, status, self.settings.fetcher_id, **fields)
 
     def _answer(self, entry: FrontierEntry) -> FetchEvent:
         """A reply request for a page already fetched in its cycle (schemas/README.md)."""
         self.stats.answered += 1
-        return self._event(entry, ALREADY_FETCHED)
+        return already_fetched_event(entry, self.settings.fetcher_id)
 
     def _outcome_event(self, entry: FrontierEntry, outcome: PageOutcome) -> FetchEvent:
         self.stats.downloads += 1
@@ -530,64 +370,19 @@ class Fetcher:
             reason = STATUS_REASONS.get(outcome.status, "error")
             self.metrics.errors.labels(reason).inc()
             log.warning("%s: %s (status %d): %s", entry.url, reason, outcome.status, outcome.reason)
-            return self._event(entry, outcome.status, fetch_ms=outcome.fetch_ms, bytes=outcome.size)
-        if outcome.redirect_to is not None:
-            return self._event(
-                entry,
-                outcome.status,
-                # the target as a link of the page: normalised, and only within the scope
-                outlinks=link_targets(
-                    outcome.final_url, [outcome.redirect_to], self.settings.follow_hosts
-                ),
-                fetch_ms=outcome.fetch_ms,
-            )
-        if outcome.body is None:
-            return self._event(entry, outcome.status, fetch_ms=outcome.fetch_ms, bytes=outcome.size)
-        page = read_page(outcome.final_url, outcome.body, self.settings.follow_hosts)
-        return self._event(
-            entry,
-            outcome.status,
-            outlinks=page.outlinks,
-            terms=page.terms,
-            content_hash=hashlib.sha256(outcome.body).hexdigest(),
-            bytes=outcome.size,
-            fetch_ms=outcome.fetch_ms,
-        )
-
-    def _partitions(self, topic: str) -> int:
-        count = self._partition_counts.get(topic)
-        if count is None:
-            count = self._partition_counts[topic] = len(self.producer.partitions_for(topic) or {0})
-        return count
+        return outcome_event(entry, outcome, self.settings.fetcher_id, self.settings.follow_hosts)
 
     def _answered(self, entry: FrontierEntry) -> None:
-        """A reply request is answered: its own record on the frontier topic (keyed by URL
-        and parent) is removed, so a fetcher that rebuilds its queue does not answer it
-        again. Plain entries are removed by the job, when it has read the FetchEvent."""
-        if not is_reply_request(entry):
-            return
-        topic = self.kafka.topics.frontier
-        part = host_partition(entry.url, self._partitions(topic))
-        key = frontier_record_key(entry).encode()
-        self.producer.send(topic, key=key, value=None, partition=part)
+        self.publisher.answered(entry)
 
     def _record_fetch(self, event: FetchEvent) -> None:
-        """The download on the `fetched` topic (no outlinks, terms or echo), in the
-        partition of its host, for whichever fetcher owns the host next."""
-        if event.status == ALREADY_FETCHED:
-            return
-        slim = replace(event, outlinks=(), terms=None, text=None, echo={})
-        topic = self.kafka.topics.fetched
-        part = host_partition(event.url, self._partitions(topic))
-        value = self._event_codec.encode(slim.to_avro())
-        self.producer.send(topic, key=event.url.encode(), value=value, partition=part)
+        self.publisher.record_fetch(event)
 
     def _publish(self, event: FetchEvent) -> None:
         self.stats.events += 1
         self.metrics.pages.labels(status_class(event.status)).inc()
-        value = self._event_codec.encode(event.to_avro())
         try:
-            self.producer.send(self.kafka.topics.fetch_events, key=event.host.encode(), value=value)
+            self.publisher.publish(event)
         except KafkaError as exc:
             log.error("FetchEvent for %s not sent: %s", event.url, exc)
             raise

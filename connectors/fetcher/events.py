@@ -1,0 +1,138 @@
+"""The FetchEvents a fetcher publishes, and where: one rule for every fetcher we ship.
+
+`fetch_event` and `outcome_event` turn a frontier entry and what its download came to into
+the FetchEvent (the entry's echo, via, crawl and cycle; outlinks and terms read from the
+body by `pages.read_page`). `EventPublisher` sends it to `fetch-events` and keeps the two
+records a fetcher writes beside it: the download on the compacted `fetched` topic (for the
+fetcher that owns the host next) and, for an answered reply request, the tombstone of that
+request's own frontier record. The reference fetcher and the Scrapy adapter both use them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import replace
+from typing import Any
+
+from kafka import KafkaProducer
+
+from frontierflow.connectors.fetcher.outcomes import PageOutcome
+from frontierflow.connectors.fetcher.pages import link_targets, read_page
+from frontierflow.connectors.fetcher.queue import is_reply_request
+from frontierflow.connectors.kafka import KafkaTopics, host_partition
+from frontierflow.schemas.codecs import AvroCodec
+from frontierflow.schemas.records import (
+    ALREADY_FETCHED,
+    DeadLetter,
+    FetchEvent,
+    FrontierEntry,
+    frontier_record_key,
+)
+
+
+def fetch_event(entry: FrontierEntry, status: int, fetcher_id: str, **fields: Any) -> FetchEvent:
+    """The answer to `entry`, fetched now (the echo copied unchanged)."""
+    return FetchEvent(
+        url=entry.url,
+        fetched_at=int(time.time() * 1000),
+        status=status,
+        fetcher_id=fetcher_id,
+        host=entry.host,
+        via=entry.via,
+        crawl_id=entry.crawl_id,
+        cycle=entry.cycle,
+        echo=dict(entry.echo),
+        **fields,
+    )
+
+
+def already_fetched_event(entry: FrontierEntry, fetcher_id: str) -> FetchEvent:
+    """A reply request for a page already fetched in its cycle (schemas/README.md)."""
+    return fetch_event(entry, ALREADY_FETCHED, fetcher_id)
+
+
+def outcome_event(
+    entry: FrontierEntry,
+    outcome: PageOutcome,
+    fetcher_id: str,
+    follow_hosts: frozenset[str] | None = None,
+) -> FetchEvent:
+    """The FetchEvent of a download: a negative status with no content for a transport
+    problem, the target as the only outlink for a redirect that was not followed, and for
+    a body the outlinks and terms read from it, resolved against the final URL."""
+    if outcome.status < 0:
+        return fetch_event(
+            entry, outcome.status, fetcher_id, fetch_ms=outcome.fetch_ms, bytes=outcome.size
+        )
+    if outcome.redirect_to is not None:
+        return fetch_event(
+            entry,
+            outcome.status,
+            fetcher_id,
+            # the target as a link of the page: normalised, and only within the scope
+            outlinks=link_targets(outcome.final_url, [outcome.redirect_to], follow_hosts),
+            fetch_ms=outcome.fetch_ms,
+        )
+    if outcome.body is None:
+        return fetch_event(
+            entry, outcome.status, fetcher_id, fetch_ms=outcome.fetch_ms, bytes=outcome.size
+        )
+    page = read_page(outcome.final_url, outcome.body, follow_hosts)
+    return fetch_event(
+        entry,
+        outcome.status,
+        fetcher_id,
+        outlinks=page.outlinks,
+        terms=page.terms,
+        content_hash=hashlib.sha256(outcome.body).hexdigest(),
+        bytes=outcome.size,
+        fetch_ms=outcome.fetch_ms,
+    )
+
+
+class EventPublisher:
+    """Sends a fetcher's records through one producer (see the module docstring)."""
+
+    def __init__(self, producer: KafkaProducer, topics: KafkaTopics) -> None:
+        self.producer = producer
+        self.topics = topics
+        self._event_codec = AvroCodec.for_name("FetchEvent")
+        self._dead_codec = AvroCodec.for_name("DeadLetter")
+        self._partition_counts: dict[str, int] = {}
+
+    def partitions(self, topic: str) -> int:
+        count = self._partition_counts.get(topic)
+        if count is None:
+            count = self._partition_counts[topic] = len(self.producer.partitions_for(topic) or {0})
+        return count
+
+    def publish(self, event: FetchEvent) -> None:
+        """One FetchEvent on `fetch-events`, keyed by host. KafkaError is raised."""
+        value = self._event_codec.encode(event.to_avro())
+        self.producer.send(self.topics.fetch_events, key=event.host.encode(), value=value)
+
+    def answered(self, entry: FrontierEntry) -> None:
+        """A reply request is answered: its own record on the frontier topic (keyed by URL
+        and parent) is removed, so a fetcher that rebuilds its queue does not answer it
+        again. Plain entries are removed by the job, when it has read the FetchEvent."""
+        if not is_reply_request(entry):
+            return
+        topic = self.topics.frontier
+        part = host_partition(entry.url, self.partitions(topic))
+        key = frontier_record_key(entry).encode()
+        self.producer.send(topic, key=key, value=None, partition=part)
+
+    def record_fetch(self, event: FetchEvent) -> None:
+        """The download on the `fetched` topic (no outlinks, terms or echo), in the
+        partition of its host, for whichever fetcher owns the host next."""
+        if event.status == ALREADY_FETCHED:
+            return
+        slim = replace(event, outlinks=(), terms=None, text=None, echo={})
+        topic = self.topics.fetched
+        part = host_partition(event.url, self.partitions(topic))
+        value = self._event_codec.encode(slim.to_avro())
+        self.producer.send(topic, key=event.url.encode(), value=value, partition=part)
+
+    def dead(self, letter: DeadLetter) -> None:
+        self.producer.send(self.topics.dead_letter, value=self._dead_codec.encode(letter.to_avro()))

@@ -1,0 +1,300 @@
+"""What Scrapy's scheduler and the FetchEvent middleware share for one crawler: the
+frontier queue (the reference fetcher's `HostQueues`, read by its `FrontierReader` in a
+thread of its own), the requests handed to Scrapy and not yet answered, and the producer
+that publishes the answers (the fetcher's `EventPublisher`).
+
+Rules, the reference fetcher's (`connectors/fetcher/loop.py`):
+- nothing is served before the assigned frontier partitions are read to their end;
+- the best entry of a host with no request in Scrapy's hands goes first (so one request per
+  host at a time; the delay between two is Scrapy's `DOWNLOAD_DELAY` / AutoThrottle, per
+  downloader slot);
+- a reply request for a page already fetched in its cycle is answered at once with status
+  208 and no download; a page fetched is remembered, later plain entries for it dropped;
+- each entry handed to Scrapy gets exactly one FetchEvent, its download goes on the
+  `fetched` topic, an answered reply request's frontier record is removed;
+- the budget counts entries handed to Scrapy; retries of one entry are the same entry.
+Everything here runs on Twisted's reactor thread; the reader thread only hands over.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from kafka import KafkaProducer
+from scrapy import Request
+
+from frontierflow.connectors.fetcher.events import (
+    EventPublisher,
+    already_fetched_event,
+    outcome_event,
+)
+from frontierflow.connectors.fetcher.frontier import (
+    FetchedPage,
+    FrontierReader,
+    FrontierRecord,
+    queue_records,
+)
+from frontierflow.connectors.fetcher.outcomes import BAD_URL, STATUS_REASONS, PageOutcome
+from frontierflow.connectors.fetcher.queue import HostQueues
+from frontierflow.connectors.kafka import ensure_fetched_topic
+from frontierflow.connectors.scrapy.control import apply_threads
+from frontierflow.connectors.scrapy.settings import ScrapyFrontierSettings
+from frontierflow.schemas.codecs import AvroCodec
+from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry
+
+log = logging.getLogger(__name__)
+
+META_KEY = "frontierflow_entry"
+"""Request.meta key of the token of the frontier entry a request answers (kept by Scrapy's
+retries, which copy the meta)."""
+
+STATS_PREFIX = "frontierflow/"
+
+
+class _ToReactor:
+    """The reader thread's findings, handed to the reactor thread."""
+
+    def __init__(self, link: FrontierLink) -> None:
+        self.link = link
+
+    def _call(self, fn: Callable[[], None]) -> None:
+        self.link.call_from_thread(fn)
+
+    def frontier_records(self, records: list[FrontierRecord]) -> None:
+        self._call(functools.partial(self.link._frontier_records, records))
+
+    def partitions_revoked(self, partitions: set[int]) -> None:
+        self._call(functools.partial(self.link._drop, partitions))
+
+    def pages_fetched(self, fetched: list[FetchedPage]) -> None:
+        self._call(functools.partial(self.link._mark_fetched, fetched))
+
+    def caught_up(self) -> None:
+        self._call(self.link._wake)
+
+    def threads(self, threads: int) -> None:
+        self._call(functools.partial(self.link._set_threads, threads))
+
+
+class FrontierLink:
+    """See the module docstring. `link_for(crawler)` gives the crawler's one instance."""
+
+    def __init__(self, settings: ScrapyFrontierSettings, crawler: Any) -> None:
+        self.settings = settings
+        self.crawler = crawler
+        self.queues = HostQueues(0.0)  # politeness is Scrapy's, per downloader slot
+        self.reader = FrontierReader(settings.kafka, settings.fetcher_id, _ToReactor(self))
+        self.pending: dict[str, FrontierEntry] = {}
+        """Token → entry handed to Scrapy and not answered yet."""
+        self.reserved = 0
+        self._tokens = itertools.count()
+        self._entry_codec = AvroCodec.for_name("FrontierEntry")
+        self._publisher: EventPublisher | None = None
+        self._producer: KafkaProducer | None = None
+        self._reader_stop = threading.Event()
+        self._reader_thread: threading.Thread | None = None
+        self.reader_error: BaseException | None = None
+        self._last_busy = time.monotonic()
+        self._reactor: Any = None
+        self._engine: Any = None
+        """Scrapy's engine, from `open` on (the crawler has none before the crawl starts)."""
+        self.opened = False
+
+    # ----------------------------------------------------------------- life
+
+    def open(self) -> None:
+        if self.opened:
+            return
+        from twisted.internet import reactor  # Scrapy has installed its reactor by now
+
+        self._reactor = reactor
+        self._engine = self.crawler.engine
+        ensure_fetched_topic(self.settings.kafka)
+        self._producer = KafkaProducer(acks="all", linger_ms=5, **self.settings.kafka.connection())
+        self._publisher = EventPublisher(self._producer, self.settings.kafka.topics)
+        self._reader_thread = threading.Thread(
+            target=self._read, name="frontier-reader", daemon=True
+        )
+        self._reader_thread.start()
+        self.opened = True
+        self._stat_set("concurrency", self._engine.downloader.total_concurrency)
+
+    def close(self) -> None:
+        if not self.opened:
+            return
+        self.opened = False
+        self._reader_stop.set()
+        if self._reader_thread is not None:
+            self._reader_thread.join(timeout=30)
+        if self._producer is not None:
+            self._producer.flush(timeout=30)
+            self._producer.close(timeout=10)
+        if self.pending:
+            log.warning(
+                "%d requests closed unanswered (their entries stay queued)", len(self.pending)
+            )
+
+    def _read(self) -> None:
+        try:
+            self.reader.run(self._reader_stop)
+        except BaseException as exc:  # reported by `finished`, which closes the spider
+            log.error("frontier reader failed: %s", exc)
+            self.reader_error = exc
+            self.call_from_thread(self._wake)
+
+    def call_from_thread(self, fn: Callable[[], None]) -> None:
+        if self._reactor is not None and self.opened:
+            self._reactor.callFromThread(fn)
+
+    # ----------------------------------------------------------------- the reactor side
+
+    def _frontier_records(self, records: list[FrontierRecord]) -> None:
+        topic = self.settings.kafka.topics.frontier
+        queue_records(self.queues, records, self._entry_codec, topic, self._dead)
+        self._wake()
+
+    def _dead(self, letter: DeadLetter) -> None:
+        assert self._publisher is not None
+        self._publisher.dead(letter)
+        self._stat_inc("dead_letters")
+
+    def _drop(self, partitions: set[int]) -> None:
+        gone = self.queues.drop_partitions(partitions)
+        log.info("frontier partitions %s revoked: %d entries handed over", sorted(partitions), gone)
+
+    def _mark_fetched(self, fetched: list[FetchedPage]) -> None:
+        for crawl_id, cycle, url in fetched:
+            self.queues.mark_url_fetched(crawl_id, cycle, url)
+
+    def _set_threads(self, threads: int) -> None:
+        self._stat_inc("decisions")
+        if self._engine is None:
+            return
+        concurrency = self.settings.clamp_concurrency(threads)
+        if apply_threads(self._engine.downloader, concurrency) is not None:
+            self._stat_set("concurrency", concurrency)
+            self._stat_inc("concurrency_changes")
+            self._wake()
+
+    def _wake(self) -> None:
+        """Ask the engine for a scheduling round now rather than at its next heartbeat
+        (every 5 s): Scrapy has no public call for "the scheduler has requests now", so
+        this schedules the engine's own `nextcall`, as its `crawl()` does."""
+        slot = getattr(self._engine, "_slot", None)
+        if slot is not None:
+            slot.nextcall.schedule()
+
+    # ----------------------------------------------------------------- scheduling
+
+    def budget_spent(self) -> bool:
+        budget = self.settings.max_pages
+        return budget is not None and self.reserved >= budget
+
+    def finished(self) -> bool:
+        """Nothing more will be handed to Scrapy: the reader failed, the budget is spent and
+        answered, or nothing was queued or in flight for `idle_exit_s`."""
+        if self.reader_error is not None:
+            return True
+        if self.pending:
+            self._last_busy = time.monotonic()
+            return False
+        if self.budget_spent():
+            return True
+        idle = self.settings.idle_exit_s
+        if len(self.queues) or not self.reader.caught_up:
+            self._last_busy = time.monotonic()
+        elif idle is not None and time.monotonic() - self._last_busy >= idle:
+            log.info("nothing to fetch for %.1f s: letting the spider close", idle)
+            return True
+        return False
+
+    def next_request(self) -> Request | None:
+        """The request for the best entry Scrapy may have now, or None."""
+        if not self.opened or not self.reader.caught_up or self.reader_error is not None:
+            return None
+        while not self.budget_spent():
+            job, _ = self.queues.take(time.monotonic())
+            if job is None:
+                return None
+            entry = job.entry
+            if not job.download:
+                self._send(already_fetched_event(entry, self.settings.fetcher_id), entry)
+                self._stat_inc("answered_without_download")
+                continue
+            token = str(next(self._tokens))
+            self.pending[token] = entry
+            self.reserved += 1
+            try:
+                return Request(
+                    entry.url,
+                    dont_filter=True,
+                    meta={META_KEY: token, "dont_redirect": True},
+                )
+            except ValueError as exc:  # a URL Scrapy will not request
+                self.answer(token, PageOutcome(BAD_URL, entry.url, reason=str(exc)))
+        return None
+
+    def owns(self, request: Request) -> bool:
+        """The request answers an entry still waiting for its answer (a retry)."""
+        return request.meta.get(META_KEY) in self.pending
+
+    def answer(self, token: str, outcome: PageOutcome) -> FetchEvent | None:
+        """Publish the one FetchEvent of the entry behind `token` and free its host; None
+        when the entry was answered already (or the link is closed)."""
+        if not self.opened:  # an answer after the spider closed: its entry stays queued
+            return None
+        entry = self.pending.pop(token, None)
+        if entry is None:
+            return None
+        event = outcome_event(entry, outcome, self.settings.fetcher_id, self.settings.follow_hosts)
+        self._send(event, entry)
+        assert self._publisher is not None
+        self._publisher.record_fetch(event)
+        self._stat_inc("downloads")
+        if outcome.status < 0:
+            reason = STATUS_REASONS.get(outcome.status, "error")
+            self._stat_inc(f"errors/{reason}")
+            log.warning("%s: %s (status %d): %s", entry.url, reason, outcome.status, outcome.reason)
+        self.queues.mark_fetched(entry)
+        self.queues.release(entry, time.monotonic())
+        self._wake()
+        return event
+
+    def _send(self, event: FetchEvent, entry: FrontierEntry) -> None:
+        assert self._publisher is not None
+        self._publisher.publish(event)
+        self._publisher.answered(entry)
+        self._stat_inc("events")
+
+    # ----------------------------------------------------------------- stats
+
+    def _stat_inc(self, name: str) -> None:
+        stats = getattr(self.crawler, "stats", None)
+        if stats is not None:
+            stats.inc_value(STATS_PREFIX + name)
+
+    def _stat_set(self, name: str, value: int) -> None:
+        stats = getattr(self.crawler, "stats", None)
+        if stats is not None:
+            stats.set_value(STATS_PREFIX + name, value)
+
+
+_LINKS: weakref.WeakKeyDictionary[Any, FrontierLink] = weakref.WeakKeyDictionary()
+
+
+def link_for(crawler: Any) -> FrontierLink:
+    """The crawler's link, made from its settings on first use (ValueError for a bad
+    `FRONTIERFLOW_*` setting)."""
+    link = _LINKS.get(crawler)
+    if link is None:
+        link = _LINKS[crawler] = FrontierLink(
+            ScrapyFrontierSettings.from_scrapy(crawler.settings), crawler
+        )
+    return link

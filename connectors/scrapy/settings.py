@@ -1,0 +1,93 @@
+"""The `FRONTIERFLOW_*` settings of a Scrapy project, read and validated once."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from frontierflow.connectors.fetcher.settings import parse_resolve
+from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
+
+DEFAULT_GROUP_ID = "frontierflow-fetchers"
+"""The consumer group `frontierflow fetch` uses too: Scrapy processes and reference
+fetchers on one frontier split its partitions between them."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapyFrontierSettings:
+    """What the scheduler and the middleware need; `from_scrapy` reads them."""
+
+    kafka: KafkaSettings
+    fetcher_id: str
+    max_pages: int | None = None
+    """The scheduler's budget: requests handed to Scrapy (retries of one entry count once);
+    then it waits for the answers and lets the spider close."""
+    idle_exit_s: float | None = None
+    """Let the spider close when nothing was queued or in flight for this long (None: wait
+    for the frontier until the spider is stopped)."""
+    min_concurrency: int = 1
+    max_concurrency: int = 64
+    """A ScalingDecision's thread count is kept within these before it becomes Scrapy's
+    total concurrency."""
+    follow_hosts: frozenset[str] | None = None
+    resolve: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.fetcher_id:
+            raise ValueError("FRONTIERFLOW_FETCHER_ID is required")
+        if self.max_pages is not None and self.max_pages < 1:
+            raise ValueError(f"FRONTIERFLOW_MAX_PAGES must be >= 1, got {self.max_pages}")
+        if self.idle_exit_s is not None and not (
+            math.isfinite(self.idle_exit_s) and self.idle_exit_s > 0
+        ):
+            raise ValueError(f"FRONTIERFLOW_IDLE_EXIT must be > 0, got {self.idle_exit_s}")
+        if not 1 <= self.min_concurrency <= self.max_concurrency:
+            raise ValueError(
+                "need 1 <= FRONTIERFLOW_MIN_CONCURRENCY <= FRONTIERFLOW_MAX_CONCURRENCY, got "
+                f"{self.min_concurrency}, {self.max_concurrency}"
+            )
+
+    def clamp_concurrency(self, threads: int) -> int:
+        return max(self.min_concurrency, min(self.max_concurrency, threads))
+
+    @classmethod
+    def from_scrapy(cls, settings: Any) -> ScrapyFrontierSettings:
+        """From a Scrapy `Settings` (anything with `get`, `getint`, `getfloat`, `getdict`,
+        `getlist`). ValueError names the setting that is wrong."""
+        bootstrap = settings.get("FRONTIERFLOW_BOOTSTRAP_SERVERS")
+        if not bootstrap:
+            raise ValueError("FRONTIERFLOW_BOOTSTRAP_SERVERS is required (HOST:PORT[,…])")
+        topics = dict(settings.getdict("FRONTIERFLOW_TOPICS"))
+        known = set(KafkaTopics.__dataclass_fields__)
+        if set(topics) - known:
+            raise ValueError(
+                f"FRONTIERFLOW_TOPICS: unknown topics {sorted(set(topics) - known)}; "
+                f"known: {sorted(known)}"
+            )
+        kafka = KafkaSettings(
+            bootstrap_servers=str(bootstrap),
+            topics=KafkaTopics(**topics),
+            client=dict(settings.getdict("FRONTIERFLOW_KAFKA")),
+            group_id=settings.get("FRONTIERFLOW_GROUP_ID") or DEFAULT_GROUP_ID,
+        )
+        max_pages = settings.getint("FRONTIERFLOW_MAX_PAGES", 0) or None
+        idle = settings.getfloat("FRONTIERFLOW_IDLE_EXIT", 0.0) or None
+        follow = [h.strip().lower() for h in settings.getlist("FRONTIERFLOW_FOLLOW_HOSTS")]
+        return cls(
+            kafka=kafka,
+            fetcher_id=str(settings.get("FRONTIERFLOW_FETCHER_ID") or ""),
+            max_pages=max_pages,
+            idle_exit_s=idle,
+            min_concurrency=settings.getint("FRONTIERFLOW_MIN_CONCURRENCY", 1),
+            max_concurrency=settings.getint("FRONTIERFLOW_MAX_CONCURRENCY", 64),
+            follow_hosts=frozenset(h for h in follow if h) or None,
+            resolve=parse_host_addresses(settings.getlist("FRONTIERFLOW_RESOLVE")),
+        )
+
+
+def parse_host_addresses(values: list[str]) -> dict[str, str]:
+    """`HOST:PORT:ADDR` (the reference fetcher's `--resolve`, curl's form) as host → address
+    for Scrapy's resolver, which resolves names without their port."""
+    return {host: addr for (host, _port), addr in parse_resolve(values).items()}
