@@ -81,7 +81,7 @@ def test_two_fetchers_and_a_restart_mid_crawl_lose_no_reply_and_fetch_nothing_tw
         return Fetcher(
             FetcherSettings(
                 fetcher_id=fetcher_id,
-                delay_s=0.02,
+                delay_s=0.2,  # slow enough that the restarted fetcher rejoins before the crawl ends
                 allow_private=True,
                 resolve={(h, nginx.port): "127.0.0.1" for h in HOSTS},
                 workers=3,
