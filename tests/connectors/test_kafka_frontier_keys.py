@@ -4,14 +4,13 @@ request), and the fetched topic the fetchers create beside the frontier."""
 from __future__ import annotations
 
 import dataclasses
-import threading
-import time
 from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError
+from polling import wait_for
 
 from frontierflow.connectors.kafka import (
     KafkaSink,
@@ -54,14 +53,13 @@ def _partitions_when_known(bootstrap: str, topic: str, deadline_s: float = 30.0)
     """The topic's partition count once the broker's metadata shows it (creation is
     asynchronous), polled with a deadline."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+
+    def count() -> int:
+        described = admin.describe_topics([topic])
+        return len(described[0]["partitions"]) if described else 0
+
     try:
-        end = time.monotonic() + deadline_s
-        while True:
-            described = admin.describe_topics([topic])
-            count = len(described[0]["partitions"]) if described else 0
-            if count or time.monotonic() > end:
-                return count
-            threading.Event().wait(0.1)  # a poll interval, not a wait for the result
+        return wait_for(count, f"{topic}'s partitions", deadline_s, interval_s=0.1)
     finally:
         admin.close()
 

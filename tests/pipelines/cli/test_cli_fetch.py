@@ -8,13 +8,12 @@ import re
 import signal
 import subprocess
 import sys
-import threading
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+from polling import wait_for
 
 from frontierflow.connectors.fetcher.http import BLOCKED_ADDRESS
 from frontierflow.connectors.kafka import ensure_topics
@@ -22,17 +21,6 @@ from frontierflow.schemas.codecs import decode_record, encode_record
 from frontierflow.schemas.records import FetchEvent, FrontierEntry
 
 pytestmark = pytest.mark.kafka
-
-
-def _wait_for(condition: Any, deadline_s: float, what: str) -> Any:
-    end = time.monotonic() + deadline_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        threading.Event().wait(0.1)  # a poll interval, not a wait for the result
 
 
 def test_fetch_cli_reports_a_refused_address_serves_metrics_and_stops_on_sigterm(
@@ -61,8 +49,8 @@ def test_fetch_cli_reports_a_refused_address_serves_metrics_and_stops_on_sigterm
     with stderr.open("w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
     try:
-        events = _wait_for(
-            lambda: kafka_client.read_topic(settings, t.fetch_events), 90, "the FetchEvent"
+        events = wait_for(
+            lambda: kafka_client.read_topic(settings, t.fetch_events), "the FetchEvent", 90
         )
         event = decode_record(FetchEvent, events[0][1])
         assert (event.url, event.status, event.fetcher_id) == (url, BLOCKED_ADDRESS, "cli-1")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from polling import wait_for
 
 from frontierflow.connectors.fetcher.http import ROBOTS_DISALLOWED
 from frontierflow.connectors.fetcher.loop import Fetcher
@@ -40,14 +41,6 @@ BUDGET = 120
 DELAY_S = 0.05
 CRAWL_DELAY_S = 0.15  # c.test's robots.txt
 SLACK_S = 0.0015  # nginx logs times in whole milliseconds
-
-
-def _wait_for(condition: Any, deadline_s: float, what: str) -> None:
-    end = time.monotonic() + deadline_s
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        threading.Event().wait(0.05)  # a poll interval, not a wait for the result
 
 
 def test_real_crawl_on_loopback(
@@ -102,9 +95,8 @@ def test_real_crawl_on_loopback(
     stats = fetcher.run()
     crawl_s = time.monotonic() - started
     try:
-        _wait_for(
+        wait_for(
             lambda: applied and applied[-1].events + applied[-1].duplicates >= stats.events,
-            60,
             "the job to apply every FetchEvent",
         )
     finally:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from polling import wait_for
 
 from frontierflow.connectors.fetcher.loop import Fetcher, FetcherStats
 from frontierflow.connectors.fetcher.settings import FetcherSettings
@@ -28,14 +28,6 @@ pytestmark = pytest.mark.kafka
 
 HOSTS = ("a.test", "b.test", "c.test")
 PAGES = 25
-
-
-def _wait_for(condition: Any, deadline_s: float, what: str) -> None:
-    end = time.monotonic() + deadline_s
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        threading.Event().wait(0.05)  # a poll interval, not a wait for the result
 
 
 class _Running:
@@ -94,7 +86,7 @@ def test_two_fetchers_and_a_restart_mid_crawl_lose_no_reply_and_fetch_nothing_tw
     stop_a = threading.Event()
     first_a = _Running(fetcher("fa", stop_a))
     b = _Running(fetcher("fb"))
-    _wait_for(lambda: first_a.fetcher.stats.events >= 40, 90, "fa to answer 40 entries")
+    wait_for(lambda: first_a.fetcher.stats.events >= 40, "fa to answer 40 entries", 90)
     stop_a.set()  # a graceful stop mid-crawl (SIGTERM in the CLI)
     first_a.thread.join(timeout=60)
     assert not first_a.thread.is_alive()
@@ -106,9 +98,8 @@ def test_two_fetchers_and_a_restart_mid_crawl_lose_no_reply_and_fetch_nothing_tw
     assert all(s is not None for s in stats)
     published = sum(s.events for s in stats if s is not None)
     try:
-        _wait_for(
+        wait_for(
             lambda: applied and applied[-1].events + applied[-1].duplicates >= published,
-            60,
             "the job to apply every FetchEvent",
         )
     finally:

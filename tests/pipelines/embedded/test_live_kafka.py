@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 import uuid
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from polling import wait_for
 
 from frontierflow.connectors.kafka import KafkaSettings
 from frontierflow.pipelines.embedded.engine import EngineStats
@@ -154,7 +154,7 @@ def test_broker_restart_mid_run(kafka_broker: Any, kafka_client: Any, tmp_path: 
     kafka_broker.start()
     kafka_client.produce(settings, kafka_client.avro(second))
     total = len({r["url"] for r in records})
-    _wait_for(lambda: seen[0] >= total, "the job did not resume after the broker restart")
+    wait_for(lambda: seen[0] >= total, "the job to resume after the broker restart", DEADLINE_S)
     stop.set()
     job.join(DEADLINE_S)
     assert not job.is_alive()
@@ -162,14 +162,6 @@ def test_broker_restart_mid_run(kafka_broker: Any, kafka_client: Any, tmp_path: 
     live = kafka_client.latest_frontier(settings)
     assert kafka_client.comparable(live) == kafka_client.comparable(expected)
     assert kafka_client.state(tmp_path / "state", budget=BUDGET) == expected_state
-
-
-def _wait_for(condition: Callable[[], bool], message: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    event = threading.Event()
-    while not condition():
-        assert time.monotonic() < deadline, message
-        event.wait(0.05)
 
 
 def _malformed(

@@ -18,8 +18,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,7 @@ from typing import Any
 import pytest
 from kafka import KafkaAdminClient
 from kafka.errors import KafkaError
+from polling import wait_for
 
 from frontierflow.connectors.fetcher.outcomes import ROBOTS_DISALLOWED
 from frontierflow.connectors.kafka import KafkaSettings, ensure_topics
@@ -97,17 +96,16 @@ def _wait_for_members(settings: KafkaSettings, group: str, members: int) -> None
     """Until `members` consumers share `group` with their partitions assigned (polled with a
     deadline), so that the hosts are split before the crawl starts."""
     admin = KafkaAdminClient(bootstrap_servers=settings.bootstrap_servers)
+
+    def stable() -> bool:
+        try:
+            found = admin.describe_groups([group]).get(group) or {}
+        except KafkaError:  # no coordinator before the first member joins
+            return False
+        return found.get("group_state") == "Stable" and len(found.get("members") or ()) == members
+
     try:
-        end = time.monotonic() + 60
-        while True:
-            try:
-                found = admin.describe_groups([group]).get(group) or {}
-            except KafkaError as exc:  # no coordinator before the first member joins
-                found = {"error": str(exc)}
-            if found.get("group_state") == "Stable" and len(found.get("members") or ()) == members:
-                return
-            assert time.monotonic() < end, f"group {group} never had {members} members: {found}"
-            threading.Event().wait(0.1)  # a poll interval, not a wait for the result
+        wait_for(stable, f"group {group} to have {members} members", 60, interval_s=0.1)
     finally:
         admin.close()
 

@@ -7,12 +7,11 @@ even when it is sent twice."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from polling import wait_for
 
 from frontierflow.connectors.urlfrontier import urlfrontier_pb2 as pb
 from frontierflow.connectors.urlfrontier.convert import ItemLimits, checked_info
@@ -27,13 +26,6 @@ pytestmark = pytest.mark.kafka
 
 DEADLINE_S = 60
 A = "https://a.example/"
-
-
-def _wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)  # polling a condition another thread changes, with a deadline
 
 
 def _item(url: str, parent: str | None = None) -> Any:
@@ -70,13 +62,14 @@ def test_priorities_come_back_from_the_live_job(
                 assert frontier.put_discovered(_item(A + child, parent=A)).ok
             assert frontier.put_known(_item(A), 0).ok
             assert frontier.put_known(_item(A), 0).ok  # a repeated report publishes nothing
-            _wait_for(
+            wait_for(
                 lambda: all(frontier.url_record("DEFAULT", A + c).priority == 0.5 for c in "xy"),
-                "the job's entries for the outlinks did not come back",
+                "the job's entries for the outlinks to come back",
+                DEADLINE_S,
             )
             served = sorted(s.url for s in frontier.get_urls(None, "", 0, 0, 0))
             assert served == [A + "x", A + "y"]
-            _wait_for(lambda: seen.events == 1, "the job did not count the page")
+            wait_for(lambda: seen.events == 1, "the job to count the page", DEADLINE_S)
             assert seen.duplicates == 0
         finally:
             stop.set()

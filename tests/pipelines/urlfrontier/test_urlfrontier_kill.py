@@ -21,6 +21,7 @@ from typing import Any
 
 import grpc
 import pytest
+from polling import wait_for
 
 from frontierflow.connectors.urlfrontier import urlfrontier_pb2 as pb
 from frontierflow.connectors.urlfrontier import urlfrontier_pb2_grpc as pb_grpc
@@ -90,15 +91,15 @@ class Server:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        deadline = time.monotonic() + 60
-        while not (port_file.exists() and port_file.read_text().endswith("\n")):
-            assert self.proc.poll() is None, self.proc.stderr.read() if self.proc.stderr else ""
-            assert time.monotonic() < deadline, "the server did not start in 60 s"
-            time.sleep(0.05)  # polling for a file the child writes, with a deadline
+        wait_for(lambda: self._port_written(port_file), "the server to write its port")
         self.port = int(port_file.read_text())
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
         grpc.channel_ready_future(self.channel).result(timeout=30)
         self.stub = pb_grpc.URLFrontierStub(self.channel)
+
+    def _port_written(self, port_file: Path) -> bool:
+        assert self.proc.poll() is None, self.proc.stderr.read() if self.proc.stderr else ""
+        return port_file.exists() and port_file.read_text().endswith("\n")
 
     def put_from(self, items: list[pb.URLItem], start: int, kill_after: int | None) -> int:
         """Send items[start:]; SIGKILL the server after `kill_after` acks. Returns the index
