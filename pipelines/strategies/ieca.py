@@ -72,14 +72,8 @@ class IecaStrategy(Strategy[IecaDistance]):
     def apply(
         self, key: str, state: IecaDistance | None, message: Message, clock: CrawlClock
     ) -> tuple[IecaDistance | None, FrontierChange | None]:
-        current = state if state is not None else _UNSEEN
-        if isinstance(message, Link):
-            delta, a = self.coefficients(clock.crawled)
-            new = current.after_link(message.value, message.weight, message.cycle, delta, a)
-            if new is current:
-                return current, None
-            return new, self._link_entry(key, new, message, clock.now_ms)
-        return self._apply_other(key, current, state, message, clock)
+        """One message: the batch fold of one (the rules are written once, in `_fold`)."""
+        return self._fold(key, state, ((clock, message),))
 
     def apply_batch(
         self,
@@ -91,6 +85,16 @@ class IecaStrategy(Strategy[IecaDistance]):
         change of an IECA key replaces the one before it (`change_key` is the URL), and
         after a Link's change the state moves again only with a change of its own, so the
         last Link's entry is the one its state has at the end."""
+        new, last = self._fold(key, state, messages)
+        return new, [] if last is None else [last]
+
+    def _fold(
+        self,
+        key: str,
+        state: IecaDistance | None,
+        messages: Iterable[tuple[CrawlClock, Message]],
+    ) -> tuple[IecaDistance | None, FrontierChange | None]:
+        """The state after `messages` and the last change they make (see `apply_batch`)."""
         current = state if state is not None else _UNSEEN
         held = state is not None  # False while the fold's state is still None
         last: FrontierChange | None = None
@@ -115,7 +119,7 @@ class IecaStrategy(Strategy[IecaDistance]):
         if link is not None:
             message, clock = link
             last = self._link_entry(key, current, message, clock.now_ms)
-        return (current if held else None), [] if last is None else [last]
+        return (current if held else None), last
 
     def _link_entry(self, key: str, state: IecaDistance, link: Link, now_ms: int) -> FrontierEntry:
         echo = {ECHO_DISTANCE: repr(state.distance)}
