@@ -1,13 +1,16 @@
-"""Options shared by the engine commands (`replay`, `run`) and by `simulate`: the strategy
-and its settings, the crawl-speed controller, comma-separated lists."""
+"""Options shared by the commands: the strategy and its settings, the crawl-speed
+controller, comma-separated lists, and the Kafka topics and client settings of every
+command that talks to a broker (`run`, `fetch`, `seed`, `urlfrontier`, `crawl-report`)."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from frontierflow.connectors.kafka import KafkaSettings
     from frontierflow.pipelines.core.strategy import Strategy
     from frontierflow.pipelines.speed.settings import ControllerSettings
     from frontierflow.pipelines.strategies.lafc import LafcSettings
@@ -133,3 +136,42 @@ def strategy_from_args(args: argparse.Namespace) -> Strategy[Any]:
         lafc=lafc_settings(args, args.seed),
         lafc_plus=lafc_plus_settings(args),
     )
+
+
+def add_kafka_args(parser: argparse.ArgumentParser, topics: Sequence[str]) -> None:
+    """`--topic-NAME` for each of `topics` (named as in `KafkaTopics`, with dashes) and the
+    repeatable `--kafka KEY=VALUE` client setting."""
+    for name in topics:
+        parser.add_argument(f"--topic-{name}", default=name, help=f"default: {name}")
+    parser.add_argument(
+        "--kafka",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="kafka-python client setting (TLS, SASL), e.g. security_protocol=SASL_SSL; repeatable",
+    )
+
+
+def kafka_settings(args: argparse.Namespace, topics: Sequence[str], **extra: Any) -> KafkaSettings:
+    """The broker settings of a command: `--bootstrap-servers`, the `--topic-NAME` of each of
+    `topics` (the others keep their defaults), `--kafka` and `extra` KafkaSettings fields."""
+    from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
+
+    names = {t.replace("-", "_"): getattr(args, "topic_" + t.replace("-", "_")) for t in topics}
+    return KafkaSettings(
+        bootstrap_servers=args.bootstrap_servers,
+        topics=KafkaTopics(**names),
+        client=client_settings(args.kafka),
+        **extra,
+    )
+
+
+def client_settings(pairs: Sequence[str]) -> dict[str, object]:
+    """`--kafka KEY=VALUE`s as kafka-python client settings (digits become ints)."""
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ValueError(f"--kafka takes KEY=VALUE, got {pair!r}")
+        out[key.strip()] = int(value) if value.strip().isdigit() else value
+    return out

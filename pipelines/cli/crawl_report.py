@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from frontierflow.pipelines.cli.run import client_settings
+from frontierflow.pipelines.cli.common import client_settings
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,9 @@ import argparse
 import logging
 from typing import Any
 
-from frontierflow.pipelines.cli.run import client_settings
+from frontierflow.pipelines.cli.common import add_kafka_args, kafka_settings
+
+FETCH_TOPICS = ("fetch-events", "frontier", "fetcher-control", "dead-letter", "fetched")
 
 log = logging.getLogger(__name__)
 
@@ -63,15 +65,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     fp.add_argument(
         "--metrics-port", type=int, default=None, help="serve Prometheus metrics on 127.0.0.1:PORT"
     )
-    for topic in ("fetch-events", "frontier", "fetcher-control", "dead-letter", "fetched"):
-        fp.add_argument(f"--topic-{topic}", default=topic, help=f"default: {topic}")
-    fp.add_argument(
-        "--kafka",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="kafka-python client setting (TLS, SASL); repeatable",
-    )
+    add_kafka_args(fp, FETCH_TOPICS)
     fp.set_defaults(handler=fetch)
 
 
@@ -86,7 +80,6 @@ def fetch(args: argparse.Namespace) -> int:
         FetcherSettings,
         parse_resolve,
     )
-    from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
 
     follow = (
         frozenset(h.strip().lower() for h in args.follow_hosts.split(",") if h.strip())
@@ -111,18 +104,7 @@ def fetch(args: argparse.Namespace) -> int:
         follow_hosts=follow,
         idle_exit_s=args.idle_exit,
     )
-    kafka = KafkaSettings(
-        bootstrap_servers=args.bootstrap_servers,
-        topics=KafkaTopics(
-            fetch_events=args.topic_fetch_events,
-            frontier=args.topic_frontier,
-            fetcher_control=args.topic_fetcher_control,
-            dead_letter=args.topic_dead_letter,
-            fetched=args.topic_fetched,
-        ),
-        client=client_settings(args.kafka),
-        group_id=args.group_id,
-    )
+    kafka = kafka_settings(args, FETCH_TOPICS, group_id=args.group_id)
     metrics = FetcherMetrics()
     if args.metrics_port is not None:
         port = metrics.serve(args.metrics_port)

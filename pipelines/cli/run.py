@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from frontierflow.pipelines.cli.common import (
     NO_SPEED_CONTROLLER,
     add_engine_args,
+    add_kafka_args,
+    kafka_settings,
     speed_settings,
     strategy_from_args,
 )
@@ -42,15 +43,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         default=1,
         help="partitions of the topics the job creates when missing",
     )
-    for topic in TOPICS:
-        lp.add_argument(f"--topic-{topic}", default=topic, help=f"default: {topic}")
-    lp.add_argument(
-        "--kafka",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="kafka-python client setting (TLS, SASL), e.g. security_protocol=SASL_SSL; repeatable",
-    )
+    add_kafka_args(lp, TOPICS)
     lp.add_argument(
         "--runner",
         choices=("embedded", "beam"),
@@ -88,33 +81,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     lp.set_defaults(handler=run)
 
 
-def kafka_settings(args: argparse.Namespace) -> KafkaSettings:
-    from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
-
-    return KafkaSettings(
-        bootstrap_servers=args.bootstrap_servers,
-        topics=KafkaTopics(
-            fetch_events=args.topic_fetch_events,
-            frontier=args.topic_frontier,
-            fetcher_control=args.topic_fetcher_control,
-            dead_letter=args.topic_dead_letter,
-            seeds=args.topic_seeds,
-            fetched=args.topic_fetched,
-        ),
-        client=client_settings(args.kafka),
-        group_id=args.group_id,
-        partitions=args.partitions,
-    )
-
-
-def client_settings(pairs: Sequence[str]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise ValueError(f"--kafka takes KEY=VALUE, got {pair!r}")
-        out[key.strip()] = int(value) if value.strip().isdigit() else value
-    return out
+def job_kafka_settings(args: argparse.Namespace) -> KafkaSettings:
+    return kafka_settings(args, TOPICS, group_id=args.group_id, partitions=args.partitions)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -143,7 +111,7 @@ def _run_embedded(args: argparse.Namespace) -> int:
 
     from frontierflow.pipelines.embedded.live import LiveOptions, run_live
 
-    settings = kafka_settings(args)
+    settings = job_kafka_settings(args)
     options = LiveOptions(
         step_size=args.step_size,
         metrics_port=args.metrics_port,
@@ -178,7 +146,7 @@ def _run_beam(args: argparse.Namespace) -> int:
         raise ValueError("--allowed-lateness-ms and --topic-state need --clock windowed:W")
     if args.allowed_lateness_ms < 0:
         raise ValueError(f"--allowed-lateness-ms must be >= 0, got {args.allowed_lateness_ms}")
-    settings = kafka_settings(args)
+    settings = job_kafka_settings(args)
     beam_strategy(args.strategy, budget=args.budget)  # refuses what Beam cannot run, by name
     strategy = strategy_from_args(args)
     beam_args = list(args.beam_option)

@@ -8,7 +8,7 @@ import logging
 import time
 from typing import Any
 
-from frontierflow.pipelines.cli.run import client_settings
+from frontierflow.pipelines.cli.common import add_kafka_args, kafka_settings
 
 log = logging.getLogger(__name__)
 
@@ -24,21 +24,13 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         default=0,
         help="crawl cycle the seeds start (the last cycle + 1 starts a new one)",
     )
-    sp.add_argument("--topic-seeds", default="seeds", help="default: seeds")
-    sp.add_argument(
-        "--kafka",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="kafka-python client setting (TLS, SASL); repeatable",
-    )
+    add_kafka_args(sp, ("seeds",))
     sp.set_defaults(handler=seed)
 
 
 def seed(args: argparse.Namespace) -> int:
     from kafka import KafkaProducer
 
-    from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
     from frontierflow.schemas.codecs import encode_record
     from frontierflow.schemas.records import SeedRequest
     from frontierflow.state.urls import is_http_url
@@ -48,11 +40,7 @@ def seed(args: argparse.Namespace) -> int:
         raise ValueError(f"not absolute http(s) URLs: {bad}")
     if args.cycle < 0:
         raise ValueError(f"--cycle must be >= 0, got {args.cycle}")
-    settings = KafkaSettings(
-        bootstrap_servers=args.bootstrap_servers,
-        topics=KafkaTopics(seeds=args.topic_seeds),
-        client=client_settings(args.kafka),
-    )
+    settings = kafka_settings(args, ("seeds",))
     producer = KafkaProducer(acks="all", **settings.connection())
     try:
         now = int(time.time() * 1000)

@@ -153,8 +153,7 @@ def _frontier(
 
     if args.bootstrap_servers is None:
         return Frontier(strategy, store, settings)
-    from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
-    from frontierflow.pipelines.cli.run import client_settings
+    from frontierflow.pipelines.cli.common import kafka_settings
     from frontierflow.pipelines.urlfrontier.kafka import KAFKA_STRATEGIES, KafkaFrontier
 
     if args.strategy not in KAFKA_STRATEGIES:
@@ -162,9 +161,5 @@ def _frontier(
             f"--strategy {args.strategy}: with Kafka only {', '.join(KAFKA_STRATEGIES)} "
             "(their seeds need no state)"
         )
-    kafka = KafkaSettings(
-        bootstrap_servers=args.bootstrap_servers,
-        topics=KafkaTopics(fetch_events=args.topic_fetch_events, frontier=args.topic_frontier),
-        client=client_settings(args.kafka),
-    )
+    kafka = kafka_settings(args, ("fetch-events", "frontier"))
     return KafkaFrontier(strategy, store, kafka, settings)
