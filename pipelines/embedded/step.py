@@ -1,0 +1,294 @@
+"""One step of the embedded engine: the working set between two commits.
+
+A step reads every state its input items will touch in batched reads (the engine's cache of
+committed values first), runs each valid FetchEvent through the step core (count, repeat,
+route), queues the keyed messages per key and applies each key's queue as one batch at the
+end (`apply_pending`), exactly as the Beam forms fold a key's messages. `write_states` puts
+what changed into the step's transaction; `Engine._commit` (engine.py) commits it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from frontierflow.connectors.base import InputItem, Position
+from frontierflow.pipelines.core.step import (
+    LatestChanges,
+    apply_messages,
+    crawl_clock,
+    echo_fill_key,
+    is_repeat_fetch,
+    keep_latest,
+    keyed_messages,
+    with_echo_from_state,
+)
+from frontierflow.pipelines.core.strategy import (
+    CrawlClock,
+    GlobalStrategy,
+    Link,
+    Message,
+)
+from frontierflow.pipelines.speed.per_fetcher import (
+    counts_for_speed,
+    flush,
+    observe,
+    speed_event_problem,
+)
+from frontierflow.pipelines.speed.settings import ControllerSettings
+from frontierflow.schemas.records import (
+    DeadLetter,
+    FetchEvent,
+    ScalingDecision,
+)
+from frontierflow.state.codec import decode_i32, encode_i32, encode_u64
+from frontierflow.state.format import (
+    CRAWLED_FAMILY,
+    crawled_key,
+)
+from frontierflow.state.speed import SpeedState, decode_speed_state, encode_speed_state
+from frontierflow.state.store import META_FAMILY, Transaction
+
+if TYPE_CHECKING:
+    from frontierflow.pipelines.embedded.engine import Engine
+
+S = TypeVar("S")
+
+SPEED_FAMILY = "speed"
+"""Engine-owned when the speed controller runs: fetcher id → its windows and controller."""
+
+
+class Step(Generic[S]):
+    """The working set of one step: decoded states, counters, outputs, one transaction."""
+
+    def __init__(self, engine: Engine[S]) -> None:
+        self.engine = engine
+        self.strategy = engine.strategy
+        self.txn: Transaction = engine.store.transaction()
+        self.states: dict[str, S | None] = {}
+        self.dirty: set[str] = set()
+        self.last_crawled: dict[str, int | None] = {}
+        self.crawl_counts: dict[str, int] = {}
+        self.pending: dict[str, list[tuple[CrawlClock, Message]]] = {}
+        """Messages routed in this step and not applied yet, per key, in input order."""
+        self.changes: LatestChanges = {}
+        self.dead_letters: list[DeadLetter] = []
+        self.speed_states: dict[str, SpeedState | None] = {}
+        self.decisions: list[ScalingDecision] = []
+
+    def prefetch(self, items: Sequence[InputItem]) -> None:
+        """Read every state the step will touch in two batched reads."""
+        keys: dict[str, None] = {}
+        pages: dict[str, None] = {}
+        links = self.strategy.routes_links
+        parents = self.strategy.learns_from_repeats
+        for _, item, _ in items:
+            if isinstance(item, FetchEvent):
+                pages[item.url] = None
+                keys[item.url] = None
+                if links:
+                    keys.update(dict.fromkeys(item.outlinks))
+                if parents and item.via is not None:
+                    keys[item.via] = None
+        self._load_states(list(keys))
+        raw = self.txn.get_many(CRAWLED_FAMILY, [u.encode() for u in pages])
+        for url, value in zip(pages, raw, strict=True):
+            self.last_crawled[url] = None if value is None else decode_i32(value)
+
+    def _load_states(self, keys: list[str]) -> None:
+        """Decode the states of `keys` not loaded yet: from the engine's cache of committed
+        values where it has them, the rest in one batched read."""
+        states, hot, decode = self.states, self.engine.hot, self.strategy.decode_state
+        wanted: list[str] = []
+        for key in keys:
+            if key in states:
+                continue
+            value = hot.get(key)
+            if value is None:
+                wanted.append(key)
+            else:
+                states[key] = decode(value)
+        if not wanted:
+            return
+        raw = self.txn.get_many(self.strategy.family, [k.encode() for k in wanted])
+        for key, value in zip(wanted, raw, strict=True):
+            states[key] = None if value is None else decode(value)
+
+    def crawled(self, crawl_id: str) -> int:
+        count = self.crawl_counts.get(crawl_id)
+        if count is None:
+            count = self.engine.crawled(crawl_id)
+            self.crawl_counts[crawl_id] = count
+        return count
+
+    def event(self, event: FetchEvent) -> None:
+        """Apply one valid FetchEvent through the step core: count it (or find it a
+        repeat), then apply the keyed messages it routes to, in order."""
+        stats = self.engine.stats
+        if self.engine.fill_echo:
+            fill_key = echo_fill_key(self.strategy, event)
+            if fill_key is not None:  # no echo: derived from the state at fetch time
+                event = self.with_echo(fill_key, event)
+        if self.engine.speed is not None and counts_for_speed(event):
+            self.observe_speed(event, self.engine.speed)
+        url = event.url
+        if url not in self.last_crawled:
+            self._load_crawled(url)
+        repeat = is_repeat_fetch(self.last_crawled[url], event.cycle)
+        pages_before = self.crawled(event.crawl_id)
+        clock = crawl_clock(pages_before, repeat, event.fetched_at)
+        messages = keyed_messages(self.strategy, event, repeat)
+        if repeat:
+            stats.duplicates += 1
+        else:
+            self.last_crawled[url] = event.cycle
+            self.crawl_counts[event.crawl_id] = clock.crawled
+            stats.events += 1
+        pending = self.pending
+        for key, message in messages:
+            batch = pending.get(key)
+            if batch is None:
+                pending[key] = [(clock, message)]
+            else:
+                batch.append((clock, message))
+            if type(message) is Link:
+                stats.links += 1
+        glob = self.engine._global
+        if not repeat and glob is not None and clock.crawled % glob.interval == 0:
+            self.recompute(glob, clock)
+
+    def with_echo(self, key: str, event: FetchEvent) -> FetchEvent:
+        """`event` with its echo derived from `key`'s state as it stands in this step: the
+        messages queued for `key` by earlier events are applied first."""
+        if key not in self.states:
+            self._load_states([key])
+        queued = self.pending.pop(key, None)
+        if queued is not None:
+            self.states[key] = apply_messages(
+                self.strategy, key, self.states[key], queued, self.changes
+            )
+            self.dirty.add(key)
+        return with_echo_from_state(self.strategy, event, self.states[key])
+
+    def observe_speed(self, event: FetchEvent, settings: ControllerSettings) -> None:
+        """Every fetch, repeats included, counts in its fetcher's speed windows (seed 003);
+        an answer without a download (status 208) does not."""
+        if speed_event_problem(event) is not None:
+            self.engine.stats.speed_skipped += 1
+            return
+        state, decisions = observe(self.speed_state(event.fetcher_id), event, settings)
+        self.speed_states[event.fetcher_id] = state
+        self.decisions += decisions
+
+    def speed_state(self, fetcher_id: str) -> SpeedState | None:
+        if fetcher_id not in self.speed_states:
+            raw = self.txn.get(SPEED_FAMILY, fetcher_id.encode())
+            self.speed_states[fetcher_id] = None if raw is None else decode_speed_state(raw)
+        return self.speed_states[fetcher_id]
+
+    def close_windows(self, settings: ControllerSettings) -> None:
+        """End of input: every fetcher's open windows close and decide."""
+        for key, _ in self.engine.store.items(SPEED_FAMILY):
+            fetcher_id = key.decode()
+            state = self.speed_state(fetcher_id)
+            assert state is not None
+            state, decisions = flush(state, settings)
+            self.speed_states[fetcher_id] = state
+            self.decisions += decisions
+
+    def _load_crawled(self, url: str) -> None:
+        value = self.txn.get(CRAWLED_FAMILY, url.encode())
+        self.last_crawled[url] = None if value is None else decode_i32(value)
+
+    def seed(self, url: str, crawl_id: str, cycle: int, now_ms: int) -> None:
+        """Apply the strategy's seed message for `url` at event time `now_ms`."""
+        clock = CrawlClock(self.crawled(crawl_id), now_ms)
+        self.apply(url, self.engine.strategy.seed(url, crawl_id, cycle), clock)
+
+    def apply(self, key: str, message: Message, clock: CrawlClock) -> None:
+        """Queue `message` for `key`; the step applies each key's queue in one batch."""
+        self.pending.setdefault(key, []).append((clock, message))
+
+    def apply_pending(self) -> None:
+        """Apply every key's queued messages, in order, as one batch per key (the step
+        core's `apply_messages`): each key's state is independent of the others', so
+        grouping by key keeps every result and makes one state update per key and step."""
+        pending, states = self.pending, self.states
+        missing = [key for key in pending if key not in states]
+        if missing:
+            self._load_states(missing)
+        strategy, changes, dirty = self.strategy, self.changes, self.dirty
+        for key, batch in pending.items():
+            states[key] = apply_messages(strategy, key, states[key], batch, changes)
+            dirty.add(key)
+        pending.clear()
+
+    def recompute(self, glob: GlobalStrategy[S], clock: CrawlClock) -> None:
+        """A global recomputation over every state, this step's uncommitted ones included."""
+        self.apply_pending()
+        decode = self.strategy.decode_state
+        snapshot: dict[str, S] = {
+            k.decode(): decode(v) for k, v in self.engine.store.items(self.strategy.family)
+        }
+        for key in self.dirty:
+            state = self.states[key]
+            if state is not None:
+                snapshot[key] = state
+        new_states, changes = glob.recompute(snapshot.items(), clock)
+        for key, state in new_states.items():
+            self.states[key] = state
+            self.dirty.add(key)
+        keep_latest(self.changes, tuple(changes))
+        self.engine.stats.recomputations += 1
+
+    def dead(
+        self,
+        position: Position,
+        error_class: str,
+        message: str,
+        raw: bytes,
+        source: str | None = None,
+    ) -> None:
+        letter = DeadLetter(
+            source=self.engine.source_name if source is None else source,
+            partition=position.partition,
+            offset=position.offset,
+            error_class=error_class,
+            message=message,
+            raw=raw,
+            at=0,
+        )
+        self.dead_letters.append(letter)
+        stats = self.engine.stats
+        stats.dead_letters += 1
+        stats.dead_reasons[error_class] = stats.dead_reasons.get(error_class, 0) + 1
+
+    def write_states(self) -> list[tuple[str, bytes | None]]:
+        """Put every state, crawl counter and speed state the step changed into its
+        transaction; returns the strategy states written, for the engine's cache."""
+        encode = self.strategy.encode_state
+        states = self.states
+        written = [
+            (key, None if (state := states[key]) is None else encode(state)) for key in self.dirty
+        ]
+        self.txn.put_many(self.strategy.family, ((k.encode(), v) for k, v in written))
+        self.txn.put_many(
+            CRAWLED_FAMILY,
+            (
+                (url.encode(), encode_i32(cycle))
+                for url, cycle in self.last_crawled.items()
+                if cycle is not None
+            ),
+        )
+        for crawl_id, count in self.crawl_counts.items():
+            self.txn.put(META_FAMILY, crawled_key(crawl_id), encode_u64(count))
+        if self.speed_states:
+            self.txn.put_many(
+                SPEED_FAMILY,
+                (
+                    (fetcher_id.encode(), encode_speed_state(state))
+                    for fetcher_id, state in self.speed_states.items()
+                    if state is not None
+                ),
+            )
+        return written
