@@ -201,31 +201,29 @@ def decode_offsets(data: bytes | None) -> dict[int, int]:
     return dict(zip(partitions, offsets, strict=True))
 
 
+T = TypeVar("T", FetchEvent, SeedRequest)
+
+
 def decode_fetch_event(value: bytes | None) -> FetchEvent | Failed:
     """A record's value as a FetchEvent: Avro single-object, or a JSON object."""
-    if value is None:
-        return Failed("CodecError", "empty value (a tombstone) on the fetch-events topic", b"")
-    try:
-        if value[:1] == b"{":
-            return record_from_dict(FetchEvent, json_to_record(value, "FetchEvent"))
-        return record_from_dict(FetchEvent, AvroCodec.for_name("FetchEvent").decode(value))
-    except CodecError as exc:
-        return Failed("CodecError", str(exc), value)
+    return _decode_value(FetchEvent, value, "fetch-events")
 
 
 def decode_seed(value: bytes | None) -> SeedRequest | Failed:
     """A record's value as a SeedRequest: Avro single-object, or a JSON object."""
+    return _decode_value(SeedRequest, value, "seeds")
+
+
+def _decode_value(kind: type[T], value: bytes | None, topic: str) -> T | Failed:
     if value is None:
-        return Failed("CodecError", "empty value (a tombstone) on the seeds topic", b"")
+        return Failed("CodecError", f"empty value (a tombstone) on the {topic} topic", b"")
+    name = kind.__name__
     try:
         if value[:1] == b"{":
-            return record_from_dict(SeedRequest, json_to_record(value, "SeedRequest"))
-        return record_from_dict(SeedRequest, AvroCodec.for_name("SeedRequest").decode(value))
+            return record_from_dict(kind, json_to_record(value, name))
+        return record_from_dict(kind, AvroCodec.for_name(name).decode(value))
     except CodecError as exc:
         return Failed("CodecError", str(exc), value)
-
-
-T = TypeVar("T", FetchEvent, SeedRequest)
 
 
 class KafkaTopicSource(Generic[T]):
