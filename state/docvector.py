@@ -69,9 +69,14 @@ class DocumentVectors:
             x[slot[0]] += slot[1] * (count / top) * self.idf(term)
         return np.tanh(self.scale * x / max(1.0, math.sqrt(len(counts))))
 
-    def vector(self, texts: Iterable[str]) -> Vector:
-        """x of a page whose text is `texts` (title, section, anchor texts of its links)."""
+    def counts(self, texts: Iterable[str]) -> dict[str, int]:
+        """Term counts of a page whose text is `texts`, in first-occurrence order (what a
+        FetchEvent's `terms` carries; `vector_of_counts` of them is `vector(texts)`)."""
         counts: Counter[str] = Counter()
         for text in texts:
             counts.update(self.terms(text))
-        return self.vector_of_counts(counts)
+        return dict(counts)
+
+    def vector(self, texts: Iterable[str]) -> Vector:
+        """x of a page whose text is `texts` (title, section, anchor texts of its links)."""
+        return self.vector_of_counts(self.counts(texts))

@@ -42,7 +42,7 @@ import json
 import logging
 import typing
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -352,13 +352,38 @@ def apply_to_state_cell(
     return encoded, latest
 
 
-def update_frontier(events: Any, strategy: Strategy[Any]) -> Any:
+def update_frontier(events: Any, strategy: Strategy[Any], seeds: Seeds | None = None) -> Any:
     """The steps every bounded source shares: checked `(position, FetchEvent)`s in, one
-    `UrlUpdate` per URL out."""
+    `UrlUpdate` per URL out; `seeds` are applied before the log, as the embedded engine's
+    replay applies them."""
     fetches = events | "Repeats" >> DecideRepeatFetches(strategy.learns_from_repeats)
     pages_before = fetches | "Clock" >> CountCrawledPages()
     keyed = (fetches, pages_before) | "Route" >> RouteFetchEvents(strategy)
+    if seeds is not None and seeds.urls:
+        seeded = events.pipeline | "Seeds" >> beam.Create(seed_messages(strategy, seeds))
+        keyed = (keyed, seeded) | "WithSeeds" >> beam.Flatten()
     return keyed | "Update" >> UpdateFrontier(strategy)
+
+
+@dataclass(frozen=True, slots=True)
+class Seeds:
+    """Starting pages of a replay's crawl, applied before its first event at `at_ms`."""
+
+    urls: tuple[str, ...]
+    crawl_id: str = "default"
+    at_ms: int = 0
+
+
+def seed_messages(strategy: Strategy[Any], seeds: Seeds) -> list[tuple[str, list[Any]]]:
+    """Each seed's message for its `seed_key`, at position −1 (before every event) and a
+    crawl clock of 0 pages: what `Engine.seed` applies to a fresh state."""
+    return [
+        (
+            strategy.seed_key(url, seeds.crawl_id),
+            [(-1, i, (0, seeds.at_ms), message_tuple(strategy.seed(url, seeds.crawl_id, 0)))],
+        )
+        for i, url in enumerate(seeds.urls)
+    ]
 
 
 def update_frontier_filling(events: Any, strategy: Strategy[Any], fills: Any) -> tuple[Any, Any]:
@@ -378,14 +403,17 @@ def build_replay(
     strategy: Strategy[Any],
     out_prefix: str,
     fills: dict[tuple[str, int], dict[str, str]] | None = None,
+    seeds: Seeds | None = None,
 ) -> None:
     """Read `log`, update the frontier, write `<out>-frontier*.jsonl`, `<out>-state*.jsonl`
     and `<out>-dead-letters*.jsonl`; with `fills` ((crawl id, position) → echo: one round
     of the echo fill), also `<out>-echo-fills*.jsonl`, the echoes this round found."""
     events, dead = pipeline | "Read" >> ReadFetchEventLog(log)
     if fills is None:
-        write_results(update_frontier(events, strategy), dead, out_prefix)
+        write_results(update_frontier(events, strategy, seeds), dead, out_prefix)
         return
+    if seeds is not None and seeds.urls:
+        raise ValueError("seeds and the echo fill together are not supported")
     given = pipeline | "GivenEchoes" >> beam.Create(
         [
             ((crawl, position // CLOCK_BUCKET), (position, echo))
@@ -433,6 +461,7 @@ def run_beam_replay(
     strategy: Strategy[Any] | None = None,
     fill_echo: bool = False,
     max_fill_rounds: int = MAX_FILL_ROUNDS,
+    seeds: Seeds | None = None,
 ) -> int:
     """Run the replay pipeline with the given Beam pipeline options and wait for it; returns
     how many times it ran (more than once only to fill echoes).
@@ -446,7 +475,7 @@ def run_beam_replay(
     options = PipelineOptions(beam_args or [])
     if not fill_echo or strategy.echo_fill is EchoFill.NONE:
         with beam.Pipeline(options=options) as pipeline:
-            build_replay(pipeline, log, strategy, out_prefix)
+            build_replay(pipeline, log, strategy, out_prefix, seeds=seeds)
         return 1
     fills: dict[tuple[str, int], dict[str, str]] = {}
     for round_ in range(1, max_fill_rounds + 1):

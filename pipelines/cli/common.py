@@ -48,6 +48,12 @@ def add_engine_args(parser: argparse.ArgumentParser, state_required: bool = True
         help="for lafc and best-first: a named topic (sockets, memory, ...), keywords, "
         "or 'kw:weight,...'",
     )
+    parser.add_argument(
+        "--sections",
+        default=None,
+        help="for forager-wl, forager-rl, forager-wlrl: comma-separated sections whose pages "
+        "are relevant (pages carry their section as the term meta:article:section=NAME)",
+    )
     add_lafc_args(parser)
     parser.add_argument(
         "--speed-controller",
@@ -135,6 +141,7 @@ def strategy_from_args(args: argparse.Namespace) -> Strategy[Any]:
         topic=topic(args.topic) if args.topic is not None else None,
         lafc=lafc_settings(args, args.seed),
         lafc_plus=lafc_plus_settings(args),
+        sections=tuple(s.strip() for s in (args.sections or "").split(",") if s.strip()),
     )
 
 

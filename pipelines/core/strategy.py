@@ -95,7 +95,26 @@ class Reinforce(NamedTuple):
     credit: bool = False
 
 
-Message: TypeAlias = Seed | Fetched | Link | Reinforce
+class PageSeen(NamedTuple):
+    """A fetched page as a strategy that keys its state by something other than the page
+    sees it (the forager fleet, keyed by crawl: `Routed.key`). `owner` and `request` say
+    which request of which requester the fetch answers (a forager's id and its step, read
+    from the echo); `vector` is the page's document state vector; `published_ms` is −1 when
+    the page states no publication time."""
+
+    url: str
+    crawl_id: str
+    cycle: int
+    status: int
+    outlinks: tuple[str, ...]
+    vector: tuple[float, ...]
+    published_ms: int
+    on_topic: bool
+    owner: int
+    request: int
+
+
+Message: TypeAlias = Seed | Fetched | Link | Reinforce | PageSeen
 
 Changes: TypeAlias = FrontierChange | tuple[FrontierChange, ...]
 """What one `apply` emits: none, one change, or (rarely) several, in order."""
@@ -108,14 +127,17 @@ class Routed:
     choices), then `credits` to pages further up the path that led here (each keyed by its
     `parent`; a strategy with eligibility traces), then one `links` message per outlink."""
 
-    fetched: Fetched
+    fetched: Fetched | PageSeen
     links: tuple[Link, ...]
     reinforce: Reinforce | None = None
     credits: tuple[Reinforce, ...] = ()
+    key: str | None = None
+    """The key of `fetched` when it is not the page itself (a fleet keyed by crawl)."""
 
     def messages(self) -> tuple[tuple[str, Message], ...]:
         """(key, message) pairs in application order: the one place that lists them."""
-        head: list[tuple[str, Message]] = [(self.fetched.url, self.fetched)]
+        own = self.fetched.url if self.key is None else self.key
+        head: list[tuple[str, Message]] = [(own, self.fetched)]
         if self.reinforce is not None:
             head.append((self.reinforce.parent, self.reinforce))
         head.extend((credit.parent, credit) for credit in self.credits)
@@ -163,6 +185,11 @@ class Strategy(ABC, Generic[S]):
 
     def seed(self, url: str, crawl_id: str, cycle: int) -> Seed:
         return Seed(url=url, crawl_id=crawl_id, cycle=cycle)
+
+    def seed_key(self, url: str, crawl_id: str) -> str:
+        """The key a seed's message goes to: the page itself, unless the strategy keeps
+        its state elsewhere (the forager fleet: one key per crawl)."""
+        return url
 
     def route(self, event: FetchEvent) -> Routed:
         """The keyed messages of a first fetch of `event.url` (see `Routed`)."""

@@ -9,7 +9,7 @@ output and state of an uninterrupted one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,9 @@ def replay_log(
     speed: ControllerSettings | None = None,
     decisions: Path | None = None,
     fill_echo: bool = False,
+    seeds: Sequence[str] = (),
+    crawl_id: str = "default",
+    seed_ms: int = 0,
 ) -> EngineStats:
     """Replay `log_path` (from where the state directory left off) and return the counters.
 
@@ -46,7 +49,9 @@ def replay_log(
     With `speed`, the crawl-speed controller runs too and its ScalingDecisions go to
     `decisions` (JSON lines; default OUT.decisions.jsonl); at the end of the log every open
     window closes. With `fill_echo`, an event without echo gets the one the strategy derives
-    from its state at fetch time (a WARC's or another crawler's log)."""
+    from its state at fetch time (a WARC's or another crawler's log). `seeds` are injected
+    into `crawl_id` at event time `seed_ms` before the first record (again after a crash
+    before the first record's step: the same seeds at the same time)."""
     if step_size < 1:
         raise ValueError(f"--step-size must be >= 1, got {step_size}")
     if strategy is None:
@@ -70,6 +75,8 @@ def replay_log(
         start = engine.input_position()
         if start:
             log.info("resuming %s at record %d", log_path, start)
+        elif seeds:
+            engine.seed(seeds, crawl_id=crawl_id, now_ms=seed_ms)
         apply_all(engine, read_fetch_events(log_path, start), step_size)
         engine.close_windows()
         sink.close()

@@ -203,7 +203,8 @@ class Step(Generic[S]):
     def seed(self, url: str, crawl_id: str, cycle: int, now_ms: int) -> None:
         """Apply the strategy's seed message for `url` at event time `now_ms`."""
         clock = CrawlClock(self.crawled(crawl_id), now_ms)
-        self.apply(url, self.engine.strategy.seed(url, crawl_id, cycle), clock)
+        strategy = self.engine.strategy
+        self.apply(strategy.seed_key(url, crawl_id), strategy.seed(url, crawl_id, cycle), clock)
 
     def apply(self, key: str, message: Message, clock: CrawlClock) -> None:
         """Queue `message` for `key`; the step applies each key's queue in one batch."""

@@ -73,6 +73,8 @@ class Page:
     x: Vector
     published_ms: int | None
     section: str | None
+    terms: dict[str, int] = field(default_factory=dict)
+    """The counts x is made of (what a fetcher would send as the page's terms)."""
 
 
 def section_url(section: str) -> str:
@@ -190,14 +192,14 @@ class NewsSite:
             links = (HOME, section_url(story.section), *self.story_links.get(story.url, ()))
             texts = [story.title, story.section, "home", story.section]
             texts += [self.stories[u].title for u in links[2:]]
-            page = Page(links, self.vectors.vector(texts), story.published_ms, story.section)
+            page = self._page(links, texts, story.published_ms, story.section)
             self._story_cache[story.url] = page
         if all(self.stories[u].published_ms <= t for u in page.links[2:]):
             return page
         visible = page.links[:2] + tuple(
             u for u in page.links[2:] if self.stories[u].published_ms <= t
         )
-        return Page(visible, page.x, page.published_ms, page.section)
+        return Page(visible, page.x, page.published_ms, page.section, page.terms)
 
     def _hub_page(self, url: str, snapshot: int) -> Page:
         t = self.snapshot_ms[snapshot] if self.snapshot_ms else self.start_ms
@@ -206,19 +208,25 @@ class NewsSite:
             nav = tuple(section_url(sec) for sec in self.sections)
             links = tuple(dict.fromkeys((*nav, *on_home)))
             texts = ["home", *self.sections, *(self.stories[u].title for u in on_home)]
-            return Page(links, self.vectors.vector(texts), None, None)
+            return self._page(links, texts, None, None)
         for section in self.sections:
             if section_url(section) == url:
                 break
         else:
-            return Page((HOME,), self.vectors.vector(["not found"]), None, None)
+            return self._page((HOME,), ["not found"], None, None)
         times, urls = self._section_pub[section]
         n = bisect.bisect_right(times, t)
         latest = urls[max(0, n - self.section_latest) : n][::-1]
         mine = [u for u in on_home if self.stories[u].section == section]
         stories = tuple(dict.fromkeys((*mine, *latest)))
         texts = [section, "home", *(self.stories[u].title for u in stories)]
-        return Page((HOME, *stories), self.vectors.vector(texts), None, None)
+        return self._page((HOME, *stories), texts, None, None)
+
+    def _page(
+        self, links: tuple[str, ...], texts: list[str], published: int | None, section: str | None
+    ) -> Page:
+        counts = self.vectors.counts(texts)
+        return Page(links, self.vectors.vector_of_counts(counts), published, section, counts)
 
 
 def _story_links(ordered: Sequence[Story], s: SiteSettings) -> dict[str, tuple[str, ...]]:

@@ -12,11 +12,17 @@ from frontierflow.pipelines.strategies.baselines import (
     Opic,
     RandomOrder,
 )
+from frontierflow.pipelines.strategies.foragers import (
+    FORAGER_VARIANTS,
+    ForagerFleet,
+    ForagerTopic,
+)
 from frontierflow.pipelines.strategies.ieca import IecaStrategy
 from frontierflow.pipelines.strategies.ieca_plus import IecaPlusStrategy
 from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
 from frontierflow.pipelines.strategies.lafc_plus import LafcPlus, LafcPlusSettings
 from frontierflow.pipelines.strategies.pagerank import PageRankOrder
+from frontierflow.state.fleet import FleetParams
 from frontierflow.state.ieca import IecaParams
 from frontierflow.state.ieca_plus import IecaPlusParams
 from frontierflow.state.relevance import Topic
@@ -33,6 +39,7 @@ STRATEGY_NAMES = (
     "lafc",
     "best-first",
     "lafc-plus",
+    *FORAGER_VARIANTS,
 )
 FOCUSED = ("lafc", "best-first", "lafc-plus")
 """Strategies that need a topic."""
@@ -49,6 +56,7 @@ def build_strategy(
     topic: Topic | None = None,
     lafc: LafcSettings | None = None,
     lafc_plus: LafcPlusSettings | None = None,
+    sections: tuple[str, ...] = (),
 ) -> Strategy[Any]:
     """A strategy by its CLI name, its constants scaled to a crawl of `budget` pages.
 
@@ -72,6 +80,11 @@ def build_strategy(
         return Opic()
     if name == "random":
         return RandomOrder(seed)
+    if name in FORAGER_VARIANTS:
+        if topic is None and not sections:
+            raise ValueError(f"strategy {name!r} needs a topic (--topic or --sections)")
+        rule = ForagerTopic(frozenset(sections), topic)
+        return ForagerFleet(FleetParams(FORAGER_VARIANTS[name], seed=seed), rule)
     if name in FOCUSED:
         if topic is None:
             raise ValueError(f"strategy {name!r} needs a topic (--topic)")
