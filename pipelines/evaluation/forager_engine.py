@@ -58,9 +58,12 @@ def run_fleet_on_engine(
     *,
     crawl_id: str = "news",
     on_event: Callable[[FetchEvent], None] | None = None,
+    strategy: ForagerFleet | None = None,
 ) -> EngineRun:
-    """One closed-loop run of the fleet operator in the engine (module docstring)."""
-    strategy = fleet_strategy(site, setup, variant, seed)
+    """One closed-loop run of the fleet operator in the engine (module docstring);
+    `strategy` replaces `fleet_strategy`'s (a job's, built from its command line)."""
+    if strategy is None:
+        strategy = fleet_strategy(site, setup, variant, seed)
     frontier = MemoryFrontier()
     store = InMemoryStore(Engine.families_for(strategy))
     engine = Engine(strategy, store, frontier, source_name="news-site")
