@@ -65,6 +65,21 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         help="an event without echo (a log from another crawler) gets the one its strategy "
         "derives from the state at fetch time; always on for a WARC",
     )
+    rp.add_argument(
+        "--seed-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a starting page injected before the log (repeatable; the forager fleet and LAFC "
+        "start from seeds), applied once, also when the replay resumes",
+    )
+    rp.add_argument("--seed-crawl-id", default="default", help="the crawl of the --seed-url pages")
+    rp.add_argument(
+        "--seed-time-ms",
+        type=int,
+        default=0,
+        help="event time of the --seed-url pages (UTC ms; a fleet's first time slice starts there)",
+    )
     rp.set_defaults(handler=replay)
 
     wp = sub.add_parser(
@@ -110,6 +125,9 @@ def replay(args: argparse.Namespace) -> int:
         strategy=strategy_from_args(args),
         speed=speed_settings(args),
         fill_echo=args.echo_from_state,
+        seeds=args.seed_url,
+        crawl_id=args.seed_crawl_id,
+        seed_ms=args.seed_time_ms,
     )
     log.info(
         "replayed %d events (%d duplicates, %d dead letters): %d entries, %d removals",
@@ -151,6 +169,9 @@ def _replay_beam(args: argparse.Namespace) -> int:
             "echoes from state (--echo-from-state, or a WARC) need the bounded Beam replay "
             "(--clock exact) or the embedded engine"
         )
+    if windows is not None and args.seed_url:
+        raise ValueError("--seed-url needs the bounded Beam replay (--clock exact)")
+    strategy = strategy_from_args(args)
     if windows is not None:
         from frontierflow.pipelines.beam.stream import run_beam_stream_replay
 
@@ -162,9 +183,10 @@ def _replay_beam(args: argparse.Namespace) -> int:
             windows=windows,
             seed=args.seed,
             beam_args=beam_args,
+            strategy=strategy,
         )
     else:
-        from frontierflow.pipelines.beam.replay import run_beam_replay
+        from frontierflow.pipelines.beam.replay import Seeds, run_beam_replay
 
         run_beam_replay(
             args.log,
@@ -174,6 +196,8 @@ def _replay_beam(args: argparse.Namespace) -> int:
             seed=args.seed,
             beam_args=beam_args,
             fill_echo=args.echo_from_state,
+            strategy=strategy,
+            seeds=Seeds(tuple(args.seed_url), args.seed_crawl_id, args.seed_time_ms),
         )
         log.info("wrote %s-frontier*.jsonl, -state*.jsonl, -dead-letters*.jsonl", args.out)
     if speed is not None:

@@ -195,3 +195,44 @@ def test_killed_again_and_again_the_fleet_ends_as_in_one_run(
     _engine_replay(recorded, state, out)
     assert _fleet_state(state) == recorded["run"].state
     assert out.read_bytes() == reference.read_bytes()
+
+
+def test_the_replay_command_takes_seeds_on_both_engines(
+    recorded: dict[str, Any], tmp_path: Path
+) -> None:
+    """`frontierflow replay --strategy forager-wlrl --sections … --seed-url …`, embedded and
+    `--runner beam`: the same fleet. (The command's x has no corpus idf, so its fleet may
+    choose differently from the recorded run, whose answers it then counts as stale: the
+    point here is that both engines agree.)"""
+    from frontierflow.pipelines.cli import main
+
+    seeds: Seeds = recorded["seeds"]
+    common = [
+        str(recorded["dir"] / "events.avro"),
+        "--strategy", "forager-wlrl", "--sections", "Europe", "--seed", str(SEED),
+        "--seed-crawl-id", "news", "--seed-time-ms", str(seeds.at_ms),
+        *(f"--seed-url={u}" for u in seeds.urls),
+    ]  # fmt: skip
+    assert (
+        main(
+            [
+                "replay",
+                *common,
+                "--state-dir",
+                str(tmp_path / "s"),
+                "--out",
+                str(tmp_path / "e.jsonl"),
+            ]
+        )
+        == 0
+    )
+    prefix = tmp_path / "beam" / "out"
+    prefix.parent.mkdir()
+    beam = ["--runner", "beam", "--beam-option=--runner=FnApiRunner", "--speed-controller", "none"]
+    assert main(["replay", *common, *beam, "--out", str(prefix)]) == 0
+    [state_file] = list(prefix.parent.glob("out-state*"))
+    [row] = [json.loads(line) for line in state_file.read_text().splitlines()]
+    engine_state = _fleet_state(tmp_path / "s")
+    assert row["url"] == KEY and base64.b64decode(row["state"]) == engine_state
+    fleet = decode_fleet_state(engine_state)
+    assert fleet.counters.downloads > 0 and fleet.foragers
