@@ -214,7 +214,8 @@ def observe(
         visited = set(state.foragers[current.forager_id].path.visited)
         visited.add(download.url)
         probes = tuple(u for u in dict.fromkeys(download.links) if u not in visited)
-        state.step = replace(current, chosen_page=download, probes=probes, arrived={})
+        kept = replace(download, links=())  # its links live on as `probes`
+        state.step = replace(current, chosen_page=kept, probes=probes, arrived={})
         if not probes:
             return _close_step(state, now_ms, p)
         return state, [
@@ -226,7 +227,8 @@ def observe(
             state.counters.stale += 1
             return state, []
         state.counters.downloads += 1
-        state.step = replace(current, arrived={**current.arrived, download.url: download})
+        kept = replace(download, links=())  # a probe's own links are not followed
+        state.step = replace(current, arrived={**current.arrived, download.url: kept})
         if len(state.step.arrived) == len(current.probes):
             return _close_step(state, now_ms, p)
         return state, []

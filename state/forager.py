@@ -84,39 +84,18 @@ def forager_key(forager_id: int) -> str:
 
 # --- codec -------------------------------------------------------------------------------
 #
-# Version 1, little-endian: u8 version, u8 variant (0 wl, 1 rl, 2 wlrl), u32 forager id,
-# u32 draws, u16 dimensions d, d×f64 weights; u32 weblog length n, then per entry a u16
-# url length, the UTF-8 url and an f64 value; the path: u16 visited count v, per step the
-# url and an f64 reward; u8 has-current-x, d×f64 if set; u16 frontier size f, per entry
-# the url and d×f64.
+# Version 2, little-endian, in blocks so that a fleet of foragers with long frontiers
+# decodes in a few array copies: u8 version, u8 variant (0 wl, 1 rl, 2 wlrl), u32 forager
+# id, u32 draws, u16 dimensions d; u32 weblog length n, u16 visited count v, u16 frontier
+# size f, u8 has-current-x; u32 byte length of the n + v + f URLs in that order, UTF-8,
+# joined by newlines (a URL never holds one: input validation refuses it); then f64
+# blocks: d weights, n weblog values, v rewards, d current x if set, f×d frontier x.
+# (Version 1, a URL at a time, was only ever held in memory by the simulator.)
 
-_VERSION = 1
+_VERSION = 2
 _VARIANTS = (Variant.WL, Variant.RL, Variant.WLRL)
-_HEAD = struct.Struct("<BBIIH")
-
-
-class _Writer:
-    def __init__(self) -> None:
-        self.out = bytearray()
-
-    def pack(self, fmt: str, *values: float | int) -> None:
-        try:
-            self.out += struct.pack(fmt, *values)
-        except struct.error as exc:
-            raise StateCodecError(f"forager state field out of range: {exc}") from exc
-
-    def text(self, value: str) -> None:
-        try:
-            raw = value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise StateCodecError(f"forager URL is not valid Unicode: {exc}") from exc
-        self.pack("<H", len(raw))
-        self.out += raw
-
-    def vector(self, values: Vector, dims: int) -> None:
-        if values.shape != (dims,):
-            raise StateCodecError(f"forager vector has shape {values.shape}, not ({dims},)")
-        self.out += values.astype("<f8").tobytes()
+_HEAD = struct.Struct("<BBIIHIHHB")
+_SEP = "\n"
 
 
 class Reader:
@@ -157,59 +136,72 @@ class Reader:
 
 
 def encode_forager(state: ForagerState) -> bytes:
-    """The version-1 bytes of `state` (layout above)."""
-    dims = state.weights.shape[0] if state.weights.ndim == 1 else -1
-    w = _Writer()
-    w.pack("<BB", _VERSION, _VARIANTS.index(state.variant))
-    w.pack("<IIH", state.forager_id, state.draws, dims)
-    w.vector(state.weights, dims)
-    w.pack("<I", len(state.weblog))
-    for url, value in state.weblog:
-        w.text(url)
-        w.pack("<d", value)
+    """The version-2 bytes of `state` (layout above)."""
+    weights = state.weights
+    if weights.ndim != 1 or not 1 <= weights.shape[0] <= 0xFFFF:
+        raise StateCodecError(f"forager weights have shape {weights.shape}")
+    dims = weights.shape[0]
     path = state.path
     if len(path.visited) != len(path.rewards):
         raise StateCodecError("forager path has a reward per visited step")
-    w.pack("<H", len(path.visited))
-    for url, reward in zip(path.visited, path.rewards, strict=True):
-        w.text(url)
-        w.pack("<d", reward)
-    w.pack("<B", path.current_x is not None)
-    if path.current_x is not None:
-        w.vector(path.current_x, dims)
     if path.frontier_x.shape != (len(path.frontier), dims):
         raise StateCodecError("forager frontier needs one x row per URL")
-    w.pack("<H", len(path.frontier))
-    for url, row in zip(path.frontier, path.frontier_x, strict=True):
-        w.text(url)
-        w.vector(row, dims)
-    return bytes(w.out)
+    if path.current_x is not None and path.current_x.shape != (dims,):
+        raise StateCodecError(f"forager x has shape {path.current_x.shape}, not ({dims},)")
+    urls = [u for u, _ in state.weblog] + list(path.visited) + list(path.frontier)
+    if any(_SEP in u for u in urls):
+        raise StateCodecError("a forager URL holds a newline")
+    try:
+        text = _SEP.join(urls).encode("utf-8")
+        head = _HEAD.pack(
+            _VERSION,
+            _VARIANTS.index(state.variant),
+            state.forager_id,
+            state.draws,
+            dims,
+            len(state.weblog),
+            len(path.visited),
+            len(path.frontier),
+            path.current_x is not None,
+        )
+    except (struct.error, UnicodeEncodeError) as exc:
+        raise StateCodecError(f"forager state cannot be encoded: {exc}") from exc
+    blocks = [weights, np.array([v for _, v in state.weblog]), np.array(path.rewards)]
+    if path.current_x is not None:
+        blocks.append(path.current_x)
+    blocks.append(path.frontier_x.reshape(-1))
+    numbers = np.concatenate([np.asarray(b, dtype="<f8").reshape(-1) for b in blocks])
+    return b"".join((head, struct.pack("<I", len(text)), text, numbers.tobytes()))
 
 
 def decode_forager(data: bytes) -> ForagerState:
     """The state in `data`; StateCodecError (a ValueError) for anything malformed."""
     r = Reader(bytes(data), "forager state")
-    version, variant, forager_id, draws, dims = _HEAD.unpack(r.take(_HEAD.size))
+    version, variant, forager_id, draws, dims, n, v, f, has_x = _HEAD.unpack(r.take(_HEAD.size))
     if version != _VERSION:
-        raise StateCodecError(f"forager state version {version} is not supported (want 1)")
+        raise StateCodecError(f"forager state version {version} is not supported (want 2)")
     if variant >= len(_VARIANTS) or dims < 1:
         raise StateCodecError(f"forager state has variant {variant}, dimensions {dims}")
-    weights = r.vector(dims)
-    (n,) = r.unpack("<I")
-    weblog = tuple((r.text(), r.f64()) for _ in range(int(n)))
-    (v,) = r.unpack("<H")
-    steps = [(r.text(), r.f64()) for _ in range(int(v))]
-    (has_x,) = r.unpack("<B")
-    current_x = r.vector(dims) if has_x else None
-    (f,) = r.unpack("<H")
-    frontier = [(r.text(), r.vector(dims)) for _ in range(int(f))]
+    (size,) = r.unpack("<I")
+    try:
+        text = r.take(int(size)).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StateCodecError(f"forager state holds invalid UTF-8: {exc}") from exc
+    urls = text.split(_SEP) if n + v + f else []
+    if len(urls) != n + v + f:
+        raise StateCodecError(f"forager state names {len(urls)} URLs, not {n + v + f}")
+    count = dims + n + v + (dims if has_x else 0) + f * dims
+    numbers = np.frombuffer(r.take(8 * count), dtype="<f8").astype(np.float64)
     r.done()
-    matrix = np.array([x for _, x in frontier], dtype=np.float64).reshape(len(frontier), dims)
+    weights, at = numbers[:dims], dims
+    values, at = numbers[at : at + n].tolist(), at + n
+    rewards, at = numbers[at : at + v].tolist(), at + v
+    current_x = None
+    if has_x:
+        current_x, at = numbers[at : at + dims], at + dims
+    matrix = numbers[at:].reshape(f, dims)
     path = ForagerPath(
-        tuple(u for u, _ in steps),
-        tuple(x for _, x in steps),
-        tuple(u for u, _ in frontier),
-        matrix,
-        current_x,
+        tuple(urls[n : n + v]), tuple(rewards), tuple(urls[n + v :]), matrix, current_x
     )
+    weblog = tuple(zip(urls[:n], values, strict=True))
     return ForagerState(forager_id, _VARIANTS[variant], weights, weblog, path, draws)

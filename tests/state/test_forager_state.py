@@ -183,7 +183,7 @@ def test_forager_state_round_trips_and_rejects_bad_bytes() -> None:
     with pytest.raises(StateCodecError):
         decode_forager(encode_forager(f)[:-1])
     with pytest.raises(StateCodecError):
-        decode_forager(b"\x02" + encode_forager(f)[1:])
+        decode_forager(b"\x01" + encode_forager(f)[1:])
     bad = ForagerState(0, Variant.WL, v(1, 2), (), ForagerPath(frontier=("x",)))
     with pytest.raises(StateCodecError):
         encode_forager(bad)
