@@ -1,6 +1,6 @@
-"""`frontierflow bench`, `bench-kafka`, `bench-beam`, `bench-warc`: throughput of the embedded
-engine with RocksDB state, of Kafka → frontierflow → Kafka, of one log on the Beam runners,
-and of reading a WARC."""
+"""`frontierflow bench`, `bench-kafka`, `bench-beam`, `bench-warc`, `bench-foragers`: throughput
+of the embedded engine with RocksDB state, of Kafka → frontierflow → Kafka, of one log on the
+Beam runners, of reading a WARC, and of the forager fleet operator."""
 
 from __future__ import annotations
 
@@ -74,6 +74,13 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     wb.add_argument("warc", type=Path, help=".warc, .warc.gz or .arc.gz")
     wb.add_argument("--repeats", type=int, default=3, help="runs of each, medians reported")
     wb.set_defaults(handler=bench_warc)
+    fb = sub.add_parser(
+        "bench-foragers", help="the forager fleet in the engine vs the direct simulation"
+    )
+    fb.add_argument("--news", type=Path, default=Path("../shared/data/news"))
+    fb.add_argument("--days", type=float, default=1.0)
+    fb.add_argument("--variants", type=csv_list, default=("wl", "rl", "wlrl"))
+    fb.set_defaults(handler=bench_foragers)
 
 
 def bench(args: argparse.Namespace) -> int:
@@ -153,3 +160,11 @@ def bench_warc(args: argparse.Namespace) -> int:
         raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
     print(format_rows(run(args.warc, args.repeats)))
     return 0
+
+
+def bench_foragers(args: argparse.Namespace) -> int:
+    from frontierflow.pipelines.bench.foragers import format_rows, run_forager_bench
+
+    rows = run_forager_bench(args.news, args.days, tuple(args.variants))
+    print(format_rows(rows, args.days))
+    return 0 if all(r.same_walk for r in rows) else 1
