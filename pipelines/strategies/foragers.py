@@ -12,7 +12,8 @@ it is on topic. Requests go out as frontier entries:
   a hub page is never a repeat for the step core or a fetcher);
 - the echo holds `forager.id`, `forager.step`, `forager.role` (visit or probe) and
   `reply` = 1: the fleet waits for every answer (schemas/README.md, "Reply requests"), so
-  a probe is kept per (url, via) — two requests for one URL never replace each other;
+  a probe is kept per (url, via) — two requests for one URL never replace each other
+  (a path's first page has no via: a plain entry, which the fleet removes once answered);
 - priority 0, −1, −2, … in the order asked: the fleet has one step under way at a time,
   and its probes are served in page order (the direct simulation downloads them so).
 
@@ -151,8 +152,18 @@ class ForagerFleet(Strategy[FleetState]):
                 message.on_topic,
                 message.outlinks,
             )
+            step = state.step
+            answers_plain_entry = (
+                step.number == message.request
+                and step.via is None
+                and step.chosen == message.url
+                and step.chosen_page is None
+            )
             state, requests = observe(state, message.request, download, clock.now_ms, self.params)
-            return state, self._entries_for(requests, message.crawl_id, clock) or None
+            entries = self._entries_for(requests, message.crawl_id, clock)
+            if answers_plain_entry:  # a path's first page: not a reply request, so ours to remove
+                return state, (Removal(message.url), *entries)
+            return state, entries or None
         return state, None
 
     def _entries_for(

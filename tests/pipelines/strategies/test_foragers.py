@@ -91,18 +91,19 @@ def test_requests_are_reply_entries_of_the_steps_cycle_kept_per_url_and_via() ->
         outlinks=("https://news.example/a", "https://news.example/b"),
     )
     [(k, seen)] = strategy.route(page).messages()
-    state, probes = strategy.apply(k, state, seen, CrawlClock(1, 10))
-    assert isinstance(probes, tuple)
-    assert [
-        (p.url, p.priority, p.cycle, p.via) for p in probes if isinstance(p, FrontierEntry)
-    ] == [
+    state, changes = strategy.apply(k, state, seen, CrawlClock(1, 10))
+    assert isinstance(changes, tuple)
+    # a path's first page was a plain entry (no via): the fleet removes it once answered
+    assert changes[0] == Removal("https://news.example/")
+    probes = [c for c in changes[1:] if isinstance(c, FrontierEntry)]
+    assert [(p.url, p.priority, p.cycle, p.via) for p in probes] == [
         ("https://news.example/a", -0.0, 1, "https://news.example/"),
         ("https://news.example/b", -1.0, 1, "https://news.example/"),
     ]
-    assert all(isinstance(p, FrontierEntry) and p.echo[REPLY_ECHO] == "1" for p in probes)
+    assert len(probes) == len(changes) - 1
+    assert all(p.echo[REPLY_ECHO] == "1" and p.echo[ECHO_ROLE] == "probe" for p in probes)
     # the same URL asked for from two pages is two change keys
     a = probes[0]
-    assert isinstance(a, FrontierEntry)
     assert change_key(a) == ("https://news.example/a", "https://news.example/")
     assert change_key(replace(a, via="https://news.example/b")) != change_key(a)
 
