@@ -109,3 +109,10 @@ def test_half_a_day_on_the_real_news_site(tmp_path: Path) -> None:
         downloaded, sent, relevant = (int(row[k]) for k in ("downloaded", "sent", "relevant"))
         assert 4_300 <= downloaded <= 4_340  # 12 h at one page every 10 s = 4,320
         assert 0 < relevant <= sent <= downloaded
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not NEWS.is_dir(), reason="the shared news recording is absent")
+def test_the_fleet_operator_walks_the_real_site_as_the_direct_simulation() -> None:
+    """`bench-foragers` exits 1 when a variant's walk in the engine differs from `run_fleet`'s."""
+    assert main(["bench-foragers", "--news", str(NEWS), "--days", "0.25"]) == 0
