@@ -163,7 +163,7 @@ def bench_warc(args: argparse.Namespace) -> int:
 
 
 def bench_foragers(args: argparse.Namespace) -> int:
-    from frontierflow.pipelines.bench.foragers import format_rows, run_forager_bench
+    from frontierflow.pipelines.evaluation.forager_bench import format_rows, run_forager_bench
 
     rows = run_forager_bench(args.news, args.days, tuple(args.variants))
     print(format_rows(rows, args.days))

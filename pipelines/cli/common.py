@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from frontierflow.pipelines.speed.settings import ControllerSettings
     from frontierflow.pipelines.strategies.lafc import LafcSettings
     from frontierflow.pipelines.strategies.lafc_plus import LafcPlusSettings
+    from frontierflow.state.forager_agent import AgentParams
+    from frontierflow.state.foraging import ForagerParams
     from frontierflow.state.relevance import Topic
 
 DEFAULT_SPEED_CONTROLLER = "seed003"
@@ -53,6 +55,13 @@ def add_engine_args(parser: argparse.ArgumentParser, state_required: bool = True
         default=None,
         help="for forager-wl, forager-rl, forager-wlrl: comma-separated sections whose pages "
         "are relevant (pages carry their section as the term meta:article:section=NAME)",
+    )
+    parser.add_argument(
+        "--forager",
+        default="",
+        metavar="NAME=VALUE,...",
+        help="forager fleet constants (path_length, time_slice_ms, multiply_at, …; "
+        "docs/FORAGERS.md lists each with its default and origin)",
     )
     add_lafc_args(parser)
     parser.add_argument(
@@ -111,23 +120,54 @@ def lafc_settings(args: argparse.Namespace, seed: int) -> LafcSettings:
     )
 
 
+def overrides(defaults: Any, text: str, option: str) -> Any:
+    """`defaults` (a dataclass) with the `NAME=VALUE,…` of `text`; ValueError for unknown
+    names and bad values, naming `option`."""
+    import dataclasses
+
+    values: dict[str, Any] = {}
+    for item in csv_list(text):
+        name, sep, raw = (part.strip() for part in item.partition("="))
+        if not sep or not hasattr(defaults, name):
+            names = ", ".join(type(defaults).__dataclass_fields__)
+            raise ValueError(f"{option}: expected NAME=VALUE with NAME one of {names}")
+        values[name] = type(getattr(defaults, name))(raw)
+    return dataclasses.replace(defaults, **values)
+
+
 def lafc_plus_settings(args: argparse.Namespace) -> LafcPlusSettings:
     """LAFC+'s settings from `--lafc-plus explore=0.1,rate=0.2`; ValueError for unknown names
     and values."""
-    import dataclasses
-
     from frontierflow.pipelines.strategies.lafc_plus import LafcPlusSettings
     from frontierflow.state.lafc_plus import LafcPlusParams
 
-    defaults = LafcPlusParams()
-    values: dict[str, Any] = {}
-    for item in csv_list(args.lafc_plus):
-        name, sep, raw = (part.strip() for part in item.partition("="))
-        if not sep or not hasattr(defaults, name):
-            names = ", ".join(LafcPlusParams.__dataclass_fields__)
-            raise ValueError(f"--lafc-plus: expected NAME=VALUE with NAME one of {names}")
-        values[name] = type(getattr(defaults, name))(raw)
-    return LafcPlusSettings(dataclasses.replace(defaults, **values))
+    return LafcPlusSettings(overrides(LafcPlusParams(), args.lafc_plus, "--lafc-plus"))
+
+
+def fleet_constants(args: argparse.Namespace) -> tuple[ForagerParams, AgentParams]:
+    """The foragers' and the agent's constants from `--forager NAME=VALUE,…` (each name is a
+    field of one of them; `max_age_ms` sets both)."""
+    from frontierflow.state.forager_agent import AgentParams
+    from frontierflow.state.foraging import ForagerParams
+
+    forager, agent = ForagerParams(), AgentParams()
+    mine: list[str] = []
+    theirs: list[str] = []
+    for item in csv_list(args.forager):
+        name = item.partition("=")[0].strip()
+        if hasattr(forager, name):
+            mine.append(item)
+        if hasattr(agent, name):
+            theirs.append(item)
+        if not (hasattr(forager, name) or hasattr(agent, name)):
+            names = ", ".join(
+                [*ForagerParams.__dataclass_fields__, *AgentParams.__dataclass_fields__]
+            )
+            raise ValueError(f"--forager: expected NAME=VALUE with NAME one of {names}")
+    return (
+        overrides(forager, ",".join(mine), "--forager"),
+        overrides(agent, ",".join(theirs), "--forager"),
+    )
 
 
 def strategy_from_args(args: argparse.Namespace) -> Strategy[Any]:
@@ -142,6 +182,7 @@ def strategy_from_args(args: argparse.Namespace) -> Strategy[Any]:
         lafc=lafc_settings(args, args.seed),
         lafc_plus=lafc_plus_settings(args),
         sections=tuple(s.strip() for s in (args.sections or "").split(",") if s.strip()),
+        fleet=fleet_constants(args),
     )
 
 

@@ -23,6 +23,8 @@ from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
 from frontierflow.pipelines.strategies.lafc_plus import LafcPlus, LafcPlusSettings
 from frontierflow.pipelines.strategies.pagerank import PageRankOrder
 from frontierflow.state.fleet import FleetParams
+from frontierflow.state.forager_agent import AgentParams
+from frontierflow.state.foraging import ForagerParams
 from frontierflow.state.ieca import IecaParams
 from frontierflow.state.ieca_plus import IecaPlusParams
 from frontierflow.state.relevance import Topic
@@ -57,6 +59,7 @@ def build_strategy(
     lafc: LafcSettings | None = None,
     lafc_plus: LafcPlusSettings | None = None,
     sections: tuple[str, ...] = (),
+    fleet: tuple[ForagerParams, AgentParams] | None = None,
 ) -> Strategy[Any]:
     """A strategy by its CLI name, its constants scaled to a crawl of `budget` pages.
 
@@ -84,7 +87,8 @@ def build_strategy(
         if topic is None and not sections:
             raise ValueError(f"strategy {name!r} needs a topic (--topic or --sections)")
         rule = ForagerTopic(frozenset(sections), topic)
-        return ForagerFleet(FleetParams(FORAGER_VARIANTS[name], seed=seed), rule)
+        forager, agent = fleet if fleet is not None else (ForagerParams(), AgentParams())
+        return ForagerFleet(FleetParams(FORAGER_VARIANTS[name], seed, forager, agent), rule)
     if name in FOCUSED:
         if topic is None:
             raise ValueError(f"strategy {name!r} needs a topic (--topic)")

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from frontierflow.pipelines.beam.event_time import ClockWindows
+from frontierflow.pipelines.beam.replay import Seeds
 from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.speed.settings import settings_for
 from frontierflow.pipelines.strategies.ieca import IecaStrategy
@@ -154,7 +155,10 @@ def test_replay_beam_runs_the_speed_form_on_the_events_the_engine_counts(
     speed = ["--speed-controller", "aimd", "--speed-window-ms", "2000"]
     assert main([*argv, *speed, "--beam-option=--runner=FnApiRunner"]) == 0
     assert [c[0] for c in replay_calls] == ["replay", "speed"]
-    assert replay_calls[0][2] == {
+    kwargs = dict(replay_calls[0][2])
+    assert isinstance(kwargs.pop("strategy"), IecaStrategy)  # built from the options
+    assert kwargs.pop("seeds") == Seeds((), "default", 0)  # no --seed-url
+    assert kwargs == {
         "strategy_name": "ieca",
         "out_prefix": str(out),
         "budget": 50,

@@ -3,6 +3,7 @@ embedded engine equal to the direct simulation of seed 004 (`run_fleet`)."""
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import replace
 from pathlib import Path
 
@@ -122,6 +123,20 @@ def test_a_second_seed_before_any_answer_may_withdraw_the_first_request() -> Non
         entries = [c for c in changes if isinstance(c, FrontierEntry)]
         assert len(entries) == 1 and len(removals) <= 1
     assert state is not None and len(state.foragers[0].weblog) == 11
+
+
+def test_fleet_constants_from_the_command_line() -> None:
+    from frontierflow.pipelines.cli.common import fleet_constants
+
+    forager, agent = fleet_constants(
+        argparse.Namespace(forager="path_length=5,time_slice_ms=60000,max_age_ms=1000")
+    )
+    assert (forager.path_length, forager.max_age_ms) == (5, 1000)
+    assert (agent.time_slice_ms, agent.max_age_ms) == (60_000, 1000)
+    with pytest.raises(ValueError, match="--forager: expected NAME=VALUE"):
+        fleet_constants(argparse.Namespace(forager="bogus=1"))
+    fleet = build_strategy("forager-rl", budget=1, sections=("UK",), fleet=(forager, agent))
+    assert isinstance(fleet, ForagerFleet) and fleet.params.forager.path_length == 5
 
 
 def test_forager_strategies_need_sections_or_a_topic() -> None:
