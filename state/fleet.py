@@ -284,90 +284,78 @@ def _close_step(state: FleetState, now_ms: int, p: FleetParams) -> tuple[FleetSt
 
 # --- codec -------------------------------------------------------------------------------
 #
-# Version 1, little-endian: u8 version; the Fleet (forager_agent codec) as u32 length +
-# bytes; u16 foragers, each u32 length + the forager codec's bytes; per forager in the same
-# order a u32 count of sent documents, each a u16-length URL and an i64 time; u32 verdicts,
-# each URL, i64 time, u32 forager; i64 slice end; the step: u32 number, u32 forager, URL
-# chosen, u8 has-via (+ URL), u8 has-page (+ download), u16 probes (URLs), u16 arrived
-# (downloads); counters 4 × u64. A download: URL, i64 published (−1 none), u8 on topic,
-# u16 dimensions + f64s, u16 links (URLs).
+# Version 1, little-endian, in blocks (a fleet is read and written whole at every step):
+# u8 version; the Fleet (forager_agent codec) as u32 length + bytes; u16 foragers, each
+# u32 length + the forager codec's bytes; then counts: per forager (same order) u32 sent
+# documents, u32 verdicts, i64 slice end, u32 step number, u32 step forager, u8 has-via,
+# u8 has-page, u16 probes, u16 arrived, u16 dimensions d of the downloads' x; u32 byte
+# length of the URLs, UTF-8, joined by newlines (a URL never holds one), in the order sent
+# (forager by forager), verdicts, the chosen page, the via, the page's URL, the probes, the
+# arrived downloads; i64 block: sent times, verdict times, the page's publication time
+# (−1 none), the arrived ones'; u32 block: verdict foragers; u8 block: the page's and the
+# arrived on-topic flags; f64 block: the page's x, the arrived x's; counters 4 × u64.
 
-_I64 = struct.Struct("<q")
-
-
-class _Out:
-    def __init__(self) -> None:
-        self.buf = bytearray()
-
-    def pack(self, fmt: str, *values: int | float) -> None:
-        try:
-            self.buf += struct.pack(fmt, *values)
-        except struct.error as exc:
-            raise StateCodecError(f"fleet state field out of range: {exc}") from exc
-
-    def text(self, value: str) -> None:
-        raw = value.encode("utf-8", "surrogatepass")
-        self.pack("<H", len(raw))
-        self.buf += raw
-
-    def blob(self, raw: bytes) -> None:
-        self.pack("<I", len(raw))
-        self.buf += raw
-
-    def download(self, d: Download) -> None:
-        self.text(d.url)
-        self.pack("<qBH", -1 if d.published_ms is None else d.published_ms, d.on_topic, len(d.x))
-        self.buf += np.asarray(d.x, dtype="<f8").tobytes()
-        self.pack("<H", len(d.links))
-        for link in d.links:
-            self.text(link)
-
-
-def _read_download(r: Reader) -> Download:
-    url = r.text()
-    published, on_topic, dims = struct.unpack("<qBH", r.take(11))
-    x = r.vector(dims)
-    (n,) = r.unpack("<H")
-    links = tuple(r.text() for _ in range(int(n)))
-    return Download(url, x, None if published < 0 else published, bool(on_topic), links)
+_COUNTS = struct.Struct("<IqIIBBHHH")
+_COUNTERS = struct.Struct("<QQQQ")
+_SEP = "\n"
 
 
 def encode_fleet_state(state: FleetState) -> bytes:
-    out = _Out()
-    out.pack("<B", 1)
-    out.blob(encode_fleet(state.fleet))
     ids = list(state.foragers)
-    out.pack("<H", len(ids))
-    for i in ids:
-        out.blob(encode_forager(state.foragers[i]))
-    for i in ids:
-        sent = state.sent.get(i, {})
-        out.pack("<I", len(sent))
-        for url, t in sent.items():
-            out.text(url)
-            out.pack("<q", t)
-    out.pack("<I", len(state.verdicts))
-    for url, v in state.verdicts.items():
-        out.text(url)
-        out.pack("<qI", v.rewarded_ms, v.forager_id)
     step = state.step
-    out.pack("<qII", state.slice_end_ms, step.number, step.forager_id)
-    out.text(step.chosen)
-    out.pack("<B", step.via is not None)
+    page = step.chosen_page
+    downloads = ([page] if page is not None else []) + list(step.arrived.values())
+    dims = len(downloads[0].x) if downloads else 0
+    if any(len(d.x) != dims for d in downloads):
+        raise StateCodecError("fleet downloads hold x of different lengths")
+    sent = [state.sent.get(i, {}) for i in ids]
+    urls = [u for s in sent for u in s]
+    urls += list(state.verdicts)
+    urls.append(step.chosen)
     if step.via is not None:
-        out.text(step.via)
-    out.pack("<B", step.chosen_page is not None)
-    if step.chosen_page is not None:
-        out.download(step.chosen_page)
-    out.pack("<H", len(step.probes))
-    for url in step.probes:
-        out.text(url)
-    out.pack("<H", len(step.arrived))
-    for d in step.arrived.values():
-        out.download(d)
-    c = state.counters
-    out.pack("<QQQQ", c.downloads, c.sent, c.relevant, c.stale)
-    return bytes(out.buf)
+        urls.append(step.via)
+    urls += [d.url for d in downloads[:1] if page is not None]
+    urls += list(step.probes)
+    urls += list(step.arrived)
+    if any(_SEP in u for u in urls):
+        raise StateCodecError("a fleet URL holds a newline")
+    try:
+        parts = [struct.pack("<B", 1)]
+        fleet = encode_fleet(state.fleet)
+        parts.append(struct.pack("<I", len(fleet)) + fleet)
+        parts.append(struct.pack("<H", len(ids)))
+        for i in ids:
+            raw = encode_forager(state.foragers[i])
+            parts.append(struct.pack("<I", len(raw)) + raw)
+        parts.append(struct.pack(f"<{len(ids)}I", *(len(s) for s in sent)))
+        parts.append(
+            _COUNTS.pack(
+                len(state.verdicts),
+                state.slice_end_ms,
+                step.number,
+                step.forager_id,
+                step.via is not None,
+                page is not None,
+                len(step.probes),
+                len(step.arrived),
+                dims,
+            )
+        )
+        text = _SEP.join(urls).encode("utf-8")
+        parts.append(struct.pack("<I", len(text)) + text)
+        times = [t for s in sent for t in s.values()]
+        times += [v.rewarded_ms for v in state.verdicts.values()]
+        times += [-1 if d.published_ms is None else d.published_ms for d in downloads]
+        parts.append(np.asarray(times, dtype="<i8").tobytes())
+        parts.append(np.asarray([v.forager_id for v in state.verdicts.values()], "<u4").tobytes())
+        parts.append(bytes(bytearray(d.on_topic for d in downloads)))
+        if downloads:
+            parts.append(np.concatenate([np.asarray(d.x, "<f8") for d in downloads]).tobytes())
+        c = state.counters
+        parts.append(_COUNTERS.pack(c.downloads, c.sent, c.relevant, c.stale))
+    except (struct.error, OverflowError, UnicodeEncodeError) as exc:
+        raise StateCodecError(f"fleet state cannot be encoded: {exc}") from exc
+    return b"".join(parts)
 
 
 def decode_fleet_state(data: bytes) -> FleetState:
@@ -384,28 +372,60 @@ def decode_fleet_state(data: bytes) -> FleetState:
     fleet = decode_fleet(blob())
     (n,) = r.unpack("<H")
     foragers = [decode_forager(blob()) for _ in range(int(n))]
-    sent: dict[int, dict[str, int]] = {}
-    for f in foragers:
-        (k,) = r.unpack("<I")
-        sent[f.forager_id] = {r.text(): int(_I64.unpack(r.take(8))[0]) for _ in range(int(k))}
-    (k,) = r.unpack("<I")
-    verdicts: dict[str, DocumentVerdict] = {}
-    for _ in range(int(k)):
-        url = r.text()
-        t, fid = struct.unpack("<qI", r.take(12))
-        verdicts[url] = DocumentVerdict(t, fid)
-    slice_end, number, fid = struct.unpack("<qII", r.take(16))
-    chosen = r.text()
-    (has_via,) = r.unpack("<B")
-    via = r.text() if has_via else None
-    (has_page,) = r.unpack("<B")
-    page = _read_download(r) if has_page else None
-    (k,) = r.unpack("<H")
-    probes = tuple(r.text() for _ in range(int(k)))
-    (k,) = r.unpack("<H")
-    arrived = {d.url: d for d in (_read_download(r) for _ in range(int(k)))}
-    counters = FleetCounters(*struct.unpack("<QQQQ", r.take(32)))
+    sent_counts = struct.unpack(f"<{n}I", r.take(4 * int(n)))
+    verdicts_n, slice_end, number, fid, has_via, has_page, probes_n, arrived_n, dims = (
+        _COUNTS.unpack(r.take(_COUNTS.size))
+    )
+    downloads_n = int(has_page) + arrived_n
+    (size,) = r.unpack("<I")
+    try:
+        text = r.take(int(size)).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StateCodecError(f"fleet state holds invalid UTF-8: {exc}") from exc
+    total = sum(sent_counts) + verdicts_n + 1 + has_via + has_page + probes_n + arrived_n
+    urls = text.split(_SEP)
+    if len(urls) != total:
+        raise StateCodecError(f"fleet state names {len(urls)} URLs, not {total}")
+    times = np.frombuffer(r.take(8 * (sum(sent_counts) + verdicts_n + downloads_n)), "<i8")
+    owners = np.frombuffer(r.take(4 * verdicts_n), "<u4")
+    flags = r.take(downloads_n)
+    xs = np.frombuffer(r.take(8 * dims * downloads_n), "<f8").astype(np.float64)
+    counters = FleetCounters(*_COUNTERS.unpack(r.take(_COUNTERS.size)))
     r.done()
+    times_list = times.tolist()
+    at = 0
+    sent: dict[int, dict[str, int]] = {}
+    for f, k in zip(foragers, sent_counts, strict=True):
+        sent[f.forager_id] = dict(zip(urls[at : at + k], times_list[at : at + k], strict=True))
+        at += k
+    verdicts = {
+        url: DocumentVerdict(t, int(o))
+        for url, t, o in zip(
+            urls[at : at + verdicts_n],
+            times_list[at : at + verdicts_n],
+            owners.tolist(),
+            strict=True,
+        )
+    }
+    at += verdicts_n
+    pub_at = sum(sent_counts) + verdicts_n
+    chosen = urls[at]
+    at += 1
+    via = urls[at] if has_via else None
+    at += has_via
+    download_urls = urls[at : at + has_page] + urls[at + has_page + probes_n :]
+    probes = tuple(urls[at + has_page : at + has_page + probes_n])
+    loaded = [
+        Download(
+            url,
+            xs[i * dims : (i + 1) * dims],
+            None if times_list[pub_at + i] < 0 else times_list[pub_at + i],
+            bool(flags[i]),
+        )
+        for i, url in enumerate(download_urls)
+    ]
+    page = loaded[0] if has_page else None
+    arrived = {d.url: d for d in loaded[int(has_page) :]}
     step = FleetStep(number, fid, chosen, via, page, probes, arrived)
     return FleetState(
         fleet, {f.forager_id: f for f in foragers}, sent, verdicts, slice_end, step, counters
