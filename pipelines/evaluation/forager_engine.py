@@ -26,7 +26,7 @@ from frontierflow.pipelines.strategies.foragers import (
     ForagerFleet,
     ForagerTopic,
 )
-from frontierflow.schemas.records import FetchEvent
+from frontierflow.schemas.records import FetchEvent, FrontierEntry
 from frontierflow.state.fleet import FleetCounters, FleetParams, FleetState, fleet_key
 from frontierflow.state.forager import Variant
 from frontierflow.state.memory import InMemoryStore
@@ -48,6 +48,32 @@ def fleet_strategy(
     """The fleet operator for `setup`: its constants, its topic's sections, the site's x."""
     params = FleetParams(variant, seed, setup.params, setup.agent)
     return ForagerFleet(params, ForagerTopic(frozenset(setup.topic)), site.vectors)
+
+
+def news_fetch_event(
+    site: NewsSite, entry: FrontierEntry, t: int, download_ms: int, crawl_id: str
+) -> FetchEvent:
+    """The FetchEvent of downloading `entry`'s page as it was at `t`, done `download_ms`
+    later: its links, its terms (those its x is made of, and its section as
+    `meta:article:section=…`), its publication time, the entry's echo, via and cycle."""
+    page = site.page(entry.url, t)
+    terms = dict(page.terms)
+    if page.section is not None:
+        terms[SECTION_TERM + page.section] = 1
+    return FetchEvent(
+        url=entry.url,
+        fetched_at=t + download_ms,
+        status=200,
+        fetcher_id="news-site",
+        host=host_of(entry.url),
+        via=entry.via,
+        crawl_id=crawl_id,
+        cycle=entry.cycle,
+        outlinks=page.links,
+        terms=terms,
+        published_at=page.published_ms,
+        echo=entry.echo,
+    )
 
 
 def run_fleet_on_engine(
@@ -73,25 +99,8 @@ def run_fleet_on_engine(
         entry = frontier.pop()
         if entry is None or (t >= site.end_ms and entry.echo.get(ECHO_ROLE) == "visit"):
             break
-        page = site.page(entry.url, t)
-        t += setup.download_ms
-        terms = dict(page.terms)
-        if page.section is not None:
-            terms[SECTION_TERM + page.section] = 1
-        event = FetchEvent(
-            url=entry.url,
-            fetched_at=t,
-            status=200,
-            fetcher_id="news-site",
-            host=host_of(entry.url),
-            via=entry.via,
-            crawl_id=crawl_id,
-            cycle=entry.cycle,
-            outlinks=page.links,
-            terms=terms,
-            published_at=page.published_ms,
-            echo=entry.echo,
-        )
+        event = news_fetch_event(site, entry, t, setup.download_ms, crawl_id)
+        t = event.fetched_at
         if on_event is not None:
             on_event(event)
         engine.run_step([(Position(None, n), event, b"")])

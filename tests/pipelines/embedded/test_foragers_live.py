@@ -24,16 +24,15 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from news_recording import write_recording
 
 from frontierflow.connectors.kafka import ensure_topics
-from frontierflow.pipelines.evaluation.forager_engine import run_fleet_on_engine
+from frontierflow.pipelines.evaluation.forager_engine import news_fetch_event, run_fleet_on_engine
 from frontierflow.pipelines.evaluation.forager_fleet import ForagerSetup, build_site
 from frontierflow.pipelines.strategies import build_strategy
-from frontierflow.pipelines.strategies.foragers import ECHO_ROLE, SECTION_TERM
+from frontierflow.pipelines.strategies.foragers import ECHO_ROLE
 from frontierflow.schemas.codecs import decode_record, encode_record
-from frontierflow.schemas.records import FetchEvent, FrontierEntry, SeedRequest
+from frontierflow.schemas.records import FrontierEntry, SeedRequest
 from frontierflow.state.fleet import fleet_key
 from frontierflow.state.forager import Variant
 from frontierflow.state.rocksdb import RocksDBStore
-from frontierflow.state.urls import host_of
 
 pytestmark = pytest.mark.kafka
 
@@ -106,16 +105,8 @@ def test_live_fleet_survives_kill_9_and_ends_as_the_closed_loop(
             _, entry = queue.popleft()
             if t >= site.end_ms and entry.echo.get(ECHO_ROLE) == "visit":
                 break
-            page = site.page(entry.url, t)
-            t += setup.download_ms
-            terms = dict(page.terms)
-            if page.section is not None:
-                terms[SECTION_TERM + page.section] = 1
-            event = FetchEvent(
-                url=entry.url, fetched_at=t, status=200, fetcher_id="news",
-                host=host_of(entry.url), via=entry.via, crawl_id="news", cycle=entry.cycle,
-                outlinks=page.links, terms=terms, published_at=page.published_ms, echo=entry.echo,
-            )  # fmt: skip
+            event = news_fetch_event(site, entry, t, setup.download_ms, "news")
+            t = event.fetched_at
             producer.send(topics.fetch_events, key=event.host.encode(), value=encode_record(event))
             producer.flush()
             served += 1
