@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from polling import wait_for
 
@@ -27,6 +28,8 @@ from frontierflow.connectors.kafka import KafkaSettings, ensure_topics
 from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.embedded.engine import EngineStats
 from frontierflow.pipelines.embedded.live import LiveOptions, run_live
+from frontierflow.pipelines.evaluation.realcrawl import AccessLine
+from frontierflow.pipelines.evaluation.shapedcrawl import ShapedWindow, shaped_crawl
 from frontierflow.pipelines.evaluation.shaping import (
     ShapedLink,
     ShapeLog,
@@ -35,7 +38,7 @@ from frontierflow.pipelines.evaluation.shaping import (
     shaping_refused,
     tbf_args,
 )
-from frontierflow.pipelines.evaluation.speedsim import read_trace
+from frontierflow.pipelines.evaluation.speedsim import BandwidthTrace, read_trace
 from frontierflow.pipelines.speed.settings import settings_for
 from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
 from frontierflow.schemas.codecs import decode_record
@@ -236,3 +239,54 @@ def test_crawl_through_a_shaped_link_gets_the_controllers_decisions(
     assert decisions and {d.fetcher_id for d in decisions} == {"f1"}
     assert all(d.window_end - d.window_start == 1000 for d in decisions)
     assert len(decisions) >= (body / (RATE_MBPS * 125_000)) // 2  # a crawl of so many seconds
+
+
+def test_allowed_bytes_and_windows_worked_by_hand() -> None:
+    """2 Mbit/s from t = 100 s, 16 Mbit/s from 104 s, the pass over at 108 s."""
+    log = ShapeLog(
+        (ShapeSample(100.0, 0.0, 2.0, 1_000), ShapeSample(104.0, 4.0, 16.0, 900_000)),
+        ShapeSample(108.0, 8.0, float("nan"), 7_001_000),
+    )
+    # 2 Mbit/s = 250,000 B/s for 4 s, then 2,000,000 B/s for 4 s
+    assert log.allowed_bytes(0, 1e12) == 250_000 * 4 + 2_000_000 * 4
+    assert log.allowed_bytes(102, 106) == 250_000 * 2 + 2_000_000 * 2
+    assert log.delivered_bytes() == 7_000_000
+    line = AccessLine  # (start, end, host, method, path, status, bytes)
+    requests = [
+        line(100.0, 101.0, "a.test", "GET", "/1", 200, 500_000),
+        line(103.0, 105.0, "a.test", "GET", "/2", 200, 3_000_000),
+        line(108.0, 109.0, "a.test", "GET", "/3", 200, 9),  # after the pass: not counted
+    ]
+    events = [_event(101_000, 200), _event(105_000, 200), _event(106_000, 208)]
+    decisions = [_decision(100_000, 104_000, 4, 5)]
+    crawl = shaped_crawl(log, requests, events, decisions, window_s=4.0)
+    assert (crawl.seconds, crawl.downloads, crawl.page_bytes) == (8.0, 2, 3_500_000)
+    assert crawl.wire_share == 7_000_000 / 9_000_000
+    assert crawl.page_share == 3_500_000 / 9_000_000
+    assert (crawl.decisions, crawl.thread_changes) == (1, 1)
+    # window 0: 2 Mbit/s, 0.5 MB in 4 s = 1 Mbit/s; window 1: 16 Mbit/s, 3 MB = 6 Mbit/s
+    assert crawl.windows == (
+        ShapedWindow(0.0, 2.0, 1.0, 1, 5),
+        ShapedWindow(4.0, 16.0, 6.0, 1, 5),
+    )
+
+
+def test_a_scaled_trace_keeps_its_shape() -> None:
+    trace = BandwidthTrace("t", np.array([0.0, 5.0]), np.array([1.0, 3.0]), 10.0)
+    fast = trace.scaled(rate_scale=0.5, speedup=5.0)
+    assert (list(fast.times), list(fast.mbps), fast.period) == ([0.0, 1.0], [0.5, 1.5], 2.0)
+    assert fast.capacity_bytes(0, 2) == trace.capacity_bytes(0, 10) * 0.5 / 5.0
+    with pytest.raises(ValueError, match="must be > 0"):
+        trace.scaled(speedup=0.0)
+
+
+def _event(fetched_at: int, status: int) -> FetchEvent:
+    return FetchEvent(url="http://a.test/", fetched_at=fetched_at, status=status,
+                      fetcher_id="f1", host="a.test")  # fmt: skip
+
+
+def _decision(start: int, end: int, before: int, after: int) -> ScalingDecision:
+    return ScalingDecision(fetcher_id="f1", window_start=start, window_end=end, pages=1,
+                           crawl_speed=0.25, speed_mean=0.0, speed_stddev=0.0, e_cs=0.0,
+                           e_cs_sign=-1, threads_before=before, threads_after=after,
+                           learning=True, reason="test")  # fmt: skip
