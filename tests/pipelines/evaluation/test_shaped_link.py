@@ -20,14 +20,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from live_job import LiveJob
 from polling import wait_for
 
 from frontierflow.connectors.fetcher.loop import Fetcher
 from frontierflow.connectors.fetcher.settings import FetcherSettings
 from frontierflow.connectors.kafka import KafkaSettings, ensure_topics
 from frontierflow.pipelines.cli import main
-from frontierflow.pipelines.embedded.engine import EngineStats
-from frontierflow.pipelines.embedded.live import LiveOptions, run_live
+from frontierflow.pipelines.embedded.live import LiveOptions
 from frontierflow.pipelines.evaluation.realcrawl import AccessLine
 from frontierflow.pipelines.evaluation.shapedcrawl import ShapedWindow, shaped_crawl
 from frontierflow.pipelines.evaluation.shaping import (
@@ -172,18 +172,10 @@ def test_crawl_through_a_shaped_link_gets_the_controllers_decisions(
     ensure_topics(settings)
 
     strategy = Lafc(Topic.parse("socket tcp"), LafcSettings(control_threshold=0.3, seed=1))
-    applied: list[EngineStats] = []
-    stop_job = threading.Event()
     options = LiveOptions(
         step_size=200, poll_timeout_ms=50, speed=settings_for("seed003", window_ms=1000)
     )
-    job = threading.Thread(
-        target=run_live,
-        args=(settings, strategy, tmp_path / "state", options, stop_job),
-        kwargs={"on_step": applied.append},
-        daemon=True,
-    )
-    job.start()
+    job = LiveJob.start(settings, strategy, tmp_path / "state", options)
     seeds = [f"http://{host}:{nginx.port}/index.html" for host in HOSTS]
     seed = ["seed", "--bootstrap-servers", kafka_broker.bootstrap,
             "--topic-seeds", settings.topics.seeds, "--crawl-id", "shaped", *seeds]  # fmt: skip
@@ -211,13 +203,9 @@ def test_crawl_through_a_shaped_link_gets_the_controllers_decisions(
     crawl_s = time.time() - started
     sent = link.sent_bytes() - sent_before
     try:
-        wait_for(
-            lambda: applied and applied[-1].events + applied[-1].duplicates >= stats.events,
-            "the job to apply every FetchEvent",
-        )
+        job.wait_applied(stats.events)
     finally:
-        stop_job.set()
-        job.join(timeout=60)
+        job.close()
 
     assert stats.downloads == BUDGET
     # every page crossed the shaped link: nginx served them in the namespace, and the link
