@@ -135,11 +135,11 @@ def _shaped_report(args: argparse.Namespace, lines: Any, events: Any, decisions:
           f"{shaped.page_bytes / 1e6:.1f} MB of pages ({shaped.page_share:.1%}); "
           f"{shaped.downloads} downloads, {shaped.pages_per_s:.2f} pages/s; "
           f"{shaped.decisions} decisions, {shaped.thread_changes} thread changes")  # fmt: skip
-    print("\n| t (s) | capacity (Mbit/s) | pages delivered (Mbit/s) | pages | threads |")
+    print("\n| t (s) | capacity (Mbit/s) | link carried (Mbit/s) | pages | threads |")
     print("|---:|---:|---:|---:|---:|")
     for w in shaped.windows:
         threads = "" if w.threads is None else w.threads
-        print(f"| {w.start_s:.0f} | {w.capacity_mbps:.2f} | {w.delivered_mbps:.2f} | {w.pages} "
+        print(f"| {w.start_s:.0f} | {w.capacity_mbps:.2f} | {w.carried_mbps:.2f} | {w.pages} "
               f"| {threads} |")  # fmt: skip
     if args.trace is None:
         return

@@ -8,8 +8,9 @@ ScalingDecisions of the crawl:
   (frames, so TCP/IP headers count as used);
 - capacity share in pages: body bytes of the requests that ended while it played ÷ the same
   ∫ rate dt (what the simulator's "capacity used" counts: page bytes only);
-- per window: the capacity, the page bytes delivered, the pages fetched and the threads the
-  controller had set by the window's end.
+- per window (whole windows from the first rate applied): the capacity, the bytes the link
+  carried (its counter at the samples nearest the window's ends), the pages fetched and the
+  threads the controller had set by the window's end.
 
 The simulator runs the same (scaled) trace twice with the same controller settings: in its
 own world (40 hosts, `SimSettings` defaults, as in docs/RESULTS.md) and in one fitted to the
@@ -38,8 +39,8 @@ class ShapedWindow:
     start_s: float
     """Seconds after the first rate was applied."""
     capacity_mbps: float
-    delivered_mbps: float
-    """Body bytes of requests that ended in the window, per second, in Mbit/s."""
+    carried_mbps: float
+    """Bytes the link carried in the window (frames), per second, in Mbit/s."""
     pages: int
     threads: int | None
     """Threads the last decision published by the window's end had set (None: none yet)."""
@@ -84,17 +85,14 @@ def shaped_crawl(
     ]
     ordered = sorted(decisions, key=lambda d: d.window_end)
     windows = []
-    n = math.ceil((stop - start) / window_s)
-    for i in range(n):
-        lo, hi = start + i * window_s, min(stop, start + (i + 1) * window_s)
+    for i in range(int((stop - start) // window_s)):
+        lo, hi = start + i * window_s, start + (i + 1) * window_s
         made = [d for d in ordered if d.window_end / 1000 <= hi]
         windows.append(
             ShapedWindow(
                 start_s=i * window_s,
                 capacity_mbps=shape.allowed_bytes(lo, hi) / (hi - lo) / 125_000.0,
-                delivered_mbps=sum(r.bytes for r in during if lo <= r.end < hi)
-                / (hi - lo)
-                / 125_000.0,
+                carried_mbps=(shape.sent_at(hi) - shape.sent_at(lo)) / (hi - lo) / 125_000.0,
                 pages=sum(lo <= e.fetched_at / 1000 < hi for e in fetched),
                 threads=made[-1].threads_after if made else None,
             )

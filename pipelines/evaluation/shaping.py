@@ -223,6 +223,15 @@ class ShapeLog:
                 total += sample.mbps * 125_000.0 * (hi - lo)
         return total
 
+    def sent_at(self, t: float) -> int:
+        """The link's counter at the last sample (or the end) applied at or before `t`."""
+        sent = self.samples[0].sent_bytes
+        for sample in (*self.samples, *(() if self.end is None else (self.end,))):
+            if sample.at > t:
+                break
+            sent = sample.sent_bytes
+        return sent
+
     def delivered_bytes(self) -> int:
         """Bytes the link carried from the first sample to the end of the replay."""
         last = self.end if self.end is not None else self.samples[-1]

@@ -17,19 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_job import LiveJob
+from live_job import start_seeded_lafc
 
 from frontierflow.connectors.fetcher.http import ROBOTS_DISALLOWED
 from frontierflow.connectors.fetcher.loop import Fetcher
 from frontierflow.connectors.fetcher.settings import FetcherSettings
 from frontierflow.connectors.kafka import KafkaSettings, ensure_topics
-from frontierflow.pipelines.cli import main
-from frontierflow.pipelines.embedded.live import LiveOptions
-from frontierflow.pipelines.speed.settings import settings_for
-from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
 from frontierflow.schemas.codecs import decode_record
 from frontierflow.schemas.records import FetchEvent, FrontierEntry, ScalingDecision
-from frontierflow.state.relevance import Topic
 
 pytestmark = pytest.mark.kafka
 
@@ -53,15 +48,8 @@ def test_real_crawl_on_loopback(
     settings = kafka_client.settings(kafka_broker.bootstrap)
     ensure_topics(settings)
 
-    strategy = Lafc(Topic.parse("socket tcp"), LafcSettings(control_threshold=0.3, seed=1))
-    options = LiveOptions(
-        step_size=200, poll_timeout_ms=50, speed=settings_for("seed003", window_ms=1000)
-    )
-    job = LiveJob.start(settings, strategy, tmp_path / "state", options)
     seeds = [f"http://{host}:{nginx.port}/index.html" for host in HOSTS]
-    seed = ["seed", "--bootstrap-servers", kafka_broker.bootstrap,
-            "--topic-seeds", settings.topics.seeds, "--crawl-id", "live", *seeds]  # fmt: skip
-    assert main(seed) == 0
+    job = start_seeded_lafc(settings, tmp_path / "state", seeds, "live")
 
     fetcher_kafka = KafkaSettings(
         bootstrap_servers=kafka_broker.bootstrap,

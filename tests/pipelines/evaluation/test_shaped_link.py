@@ -20,14 +20,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from live_job import LiveJob
+from live_job import start_seeded_lafc
 from polling import wait_for
 
 from frontierflow.connectors.fetcher.loop import Fetcher
 from frontierflow.connectors.fetcher.settings import FetcherSettings
 from frontierflow.connectors.kafka import KafkaSettings, ensure_topics
-from frontierflow.pipelines.cli import main
-from frontierflow.pipelines.embedded.live import LiveOptions
 from frontierflow.pipelines.evaluation.realcrawl import AccessLine
 from frontierflow.pipelines.evaluation.shapedcrawl import ShapedWindow, shaped_crawl
 from frontierflow.pipelines.evaluation.shaping import (
@@ -39,11 +37,8 @@ from frontierflow.pipelines.evaluation.shaping import (
     tbf_args,
 )
 from frontierflow.pipelines.evaluation.speedsim import BandwidthTrace, read_trace
-from frontierflow.pipelines.speed.settings import settings_for
-from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
 from frontierflow.schemas.codecs import decode_record
 from frontierflow.schemas.records import FetchEvent, ScalingDecision
-from frontierflow.state.relevance import Topic
 
 BLOB = 400_000  # bytes per download: 1.6 s at 2 Mbit/s, 0.2 s at 16 Mbit/s
 
@@ -171,15 +166,8 @@ def test_crawl_through_a_shaped_link_gets_the_controllers_decisions(
     settings = kafka_client.settings(kafka_broker.bootstrap)
     ensure_topics(settings)
 
-    strategy = Lafc(Topic.parse("socket tcp"), LafcSettings(control_threshold=0.3, seed=1))
-    options = LiveOptions(
-        step_size=200, poll_timeout_ms=50, speed=settings_for("seed003", window_ms=1000)
-    )
-    job = LiveJob.start(settings, strategy, tmp_path / "state", options)
     seeds = [f"http://{host}:{nginx.port}/index.html" for host in HOSTS]
-    seed = ["seed", "--bootstrap-servers", kafka_broker.bootstrap,
-            "--topic-seeds", settings.topics.seeds, "--crawl-id", "shaped", *seeds]  # fmt: skip
-    assert main(seed) == 0
+    job = start_seeded_lafc(settings, tmp_path / "state", seeds, "shaped")
     fetcher = Fetcher(
         FetcherSettings(
             fetcher_id="f1",
@@ -232,7 +220,7 @@ def test_crawl_through_a_shaped_link_gets_the_controllers_decisions(
 def test_allowed_bytes_and_windows_worked_by_hand() -> None:
     """2 Mbit/s from t = 100 s, 16 Mbit/s from 104 s, the pass over at 108 s."""
     log = ShapeLog(
-        (ShapeSample(100.0, 0.0, 2.0, 1_000), ShapeSample(104.0, 4.0, 16.0, 900_000)),
+        (ShapeSample(100.0, 0.0, 2.0, 1_000), ShapeSample(104.0, 4.0, 16.0, 1_001_000)),
         ShapeSample(108.0, 8.0, float("nan"), 7_001_000),
     )
     # 2 Mbit/s = 250,000 B/s for 4 s, then 2,000,000 B/s for 4 s
@@ -252,10 +240,16 @@ def test_allowed_bytes_and_windows_worked_by_hand() -> None:
     assert crawl.wire_share == 7_000_000 / 9_000_000
     assert crawl.page_share == 3_500_000 / 9_000_000
     assert (crawl.decisions, crawl.thread_changes) == (1, 1)
-    # window 0: 2 Mbit/s, 0.5 MB in 4 s = 1 Mbit/s; window 1: 16 Mbit/s, 3 MB = 6 Mbit/s
+    # window 0: 2 Mbit/s, the link carried 1 MB in 4 s = 2 Mbit/s; window 1: 16 Mbit/s, 6 MB
+    # = 12 Mbit/s (the counter at 104 s and at the end); threads: the decision ending at 104 s
+    assert (log.sent_at(103.9), log.sent_at(104.0), log.sent_at(1e12)) == (
+        1_000,
+        1_001_000,
+        7_001_000,
+    )
     assert crawl.windows == (
-        ShapedWindow(0.0, 2.0, 1.0, 1, 5),
-        ShapedWindow(4.0, 16.0, 6.0, 1, 5),
+        ShapedWindow(0.0, 2.0, 2.0, 1, 5),
+        ShapedWindow(4.0, 16.0, 12.0, 1, 5),
     )
 
 
