@@ -74,7 +74,8 @@ start=$(date +%s.%N)
   --max-pages "$PAGES" --idle-exit 30 --allow-private "${resolve[@]}" \
   --follow-hosts "$(IFS=,; echo "${follow[*]}")" 2>"$out/fetcher.log" &
 fetcher=$!
-if [[ -n "$TRACE" ]]; then   # one pass of the trace from the fetcher's start, then a graceful stop
+if [[ -n "$TRACE" ]]; then   # one pass of the trace from the first request, then a graceful stop
+  while kill -0 "$fetcher" 2>/dev/null && [[ ! -s "$out/nginx/access.log" ]]; do sleep 0.1; done
   kill -USR1 "$shaper"
   while kill -0 "$fetcher" 2>/dev/null && ! grep -qs '^end' "$out/shaper.tsv"; do sleep 0.5; done
   kill -TERM "$fetcher" 2>/dev/null || true

@@ -35,7 +35,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     sp.add_argument(
         "--start-on-sigusr1",
         action="store_true",
-        help="hold the first rate until SIGUSR1 (the crawl has started), then replay",
+        help="hold the first rate until SIGUSR1 (the crawl's first request), then replay",
     )
     sp.set_defaults(handler=shape_link)
 

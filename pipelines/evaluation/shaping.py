@@ -39,8 +39,9 @@ MIN_RATE_BITS = 8_000
 """tbf refuses a rate of 0: a trace sample of 0 Mbps (an outage) is shaped at 8 kbit/s."""
 MTU_FRAME = 1_514
 BURST_S = 0.01
-"""The bucket holds 10 ms of the rate, at least four full frames (tbf needs one frame at
-least, and a bucket smaller than the kernel timer's tick cannot reach the rate)."""
+"""The bucket holds 10 ms of the rate, and at least one full frame (tbf cannot send a
+larger packet). Every rate change refills it (the kernel's tbf_change), so a trace sampled
+every 0.5 s lets through up to one bucket more per sample: kept small for that reason."""
 QUEUE_LATENCY_MS = 200
 """How long a packet may wait in the bucket's queue before it is dropped (tbf `latency`):
 a 3G link's buffers hold a few hundred milliseconds."""
@@ -64,7 +65,7 @@ def tbf_args(mbps: float) -> list[str]:
     """The tbf parameters for a rate of `mbps` (see MIN_RATE_BITS, BURST_S,
     QUEUE_LATENCY_MS)."""
     bits = max(MIN_RATE_BITS, round(mbps * 1_000_000))
-    burst = max(4 * MTU_FRAME, round(bits / 8 * BURST_S))
+    burst = max(MTU_FRAME, round(bits / 8 * BURST_S))
     return ["tbf", "rate", f"{bits}bit", "burst", str(burst), "latency", f"{QUEUE_LATENCY_MS}ms"]
 
 
