@@ -1,17 +1,20 @@
 """The pages of an HTML tree as a crawler sees them: which files are pages, their links, their text.
 
 `page_files` lists a folder's pages (gzipped ones included), `parse_page` takes a page's hrefs
-and its text without navigation chrome, `page_links_and_terms` what a fetcher reports of a
-page (absolute outlinks, term counts), and `LinkResolver` turns hrefs into page indices of a
-web. `frontierflow.connectors.topicalweb` builds a `TopicalWeb` from them.
+and its text without navigation chrome, `page_links_and_terms` what a fetcher or a log
+replay reports of a page (absolute outlinks under an explicit query policy, term counts),
+and `LinkResolver` turns hrefs into page indices of a web. `frontierflow.connectors.topicalweb`
+builds a `TopicalWeb` from them.
 """
 
 from __future__ import annotations
 
+import functools
 import gzip
 import logging
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote, urldefrag, urljoin, urlsplit
 
@@ -124,26 +127,108 @@ def parse_page(html: bytes | str) -> tuple[list[str], str]:
     return hrefs, body.text(separator=" ")
 
 
-def page_links_and_terms(
-    page_url: str, html: bytes | str, stop_words: frozenset[str] = STOP_WORDS
-) -> tuple[list[str], dict[str, int]]:
-    """What a fetcher reports of a fetched HTML page: its outlinks as absolute http(s) URLs
-    in document order (fragments cut, queries kept, duplicates left for the step core), and
-    the term counts of its text without navigation chrome (`parse_page`, then the relevance
-    judge's `term_counts` with the same stop words a recorded web uses).
+@dataclass(frozen=True, slots=True)
+class PageContent:
+    """What a fetched page tells the frontier: its outlinks and its term counts."""
 
-    Links resolve against `page_url`; a `<base href>` is not read."""
-    hrefs, text = parse_page(html)
-    outlinks: list[str] = []
+    outlinks: tuple[str, ...]
+    terms: dict[str, int]
+
+
+@functools.lru_cache(maxsize=65_536)
+def _link(base: str, href: str, keep_query: bool) -> tuple[str, str, str] | None:
+    """(URL, netloc, host) of `href` (fragment already cut) on a page under `base`, or None
+    when it is not an http(s) link with a host and a valid port. The URL keeps its query
+    with `keep_query`, else it is `normalise_url`'s. Memoised: navigation bars repeat the
+    same relative hrefs on every page of a folder, and urljoin dominates the reading
+    otherwise (as in `LinkResolver`)."""
+    try:
+        target = urljoin(base, href)
+        parts = urlsplit(target)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:  # e.g. a malformed IPv6 host: not a link anywhere
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    url = urldefrag(target).url if keep_query else normalise_url(target)
+    return url, parts.netloc.lower(), parts.hostname
+
+
+def _folder(page_url: str) -> str:
+    """The URL of the page's folder (relative hrefs resolve against it as against the
+    page), or the page URL itself when it has no path."""
+    parts = urlsplit(page_url)
+    cut = parts.path.rfind("/")
+    if cut < 0:
+        return page_url
+    return f"{parts.scheme}://{parts.netloc}{parts.path[: cut + 1]}"
+
+
+def page_links(
+    page_url: str,
+    hrefs: Iterable[str],
+    *,
+    keep_query: bool,
+    follow_hosts: frozenset[str] | None = None,
+) -> tuple[str, ...]:
+    """The absolute http(s) URLs of `hrefs` on `page_url`, in document order, fragments cut;
+    with `follow_hosts`, only those on these hosts (a host or host:port as in the URL).
+
+    The query policy is the caller's choice, made explicit:
+
+    - `keep_query=True`: each link as the page wrote it — query kept, path as written —
+      every one of them, repeats and links to the page itself ("#top") included. What a
+      log of someone else's crawl says a page linked to; "x?a" and "x?b" may be different
+      pages there, and the step core decides what is a repeat.
+    - `keep_query=False`: each link in the form the recorded webs store their pages
+      (`normalise_url`: no query, the path quoted once), each once, without the page
+      itself (which "?q" becomes). What a fetcher crawling a recorded web reports, so a
+      page fetched live and the same page read from disk carry the same links.
+    """
+    own = normalise_url(page_url)
+    folder = _folder(page_url)
+    seen = {own}
+    out: list[str] = []
     for href in hrefs:
-        try:
-            target = urldefrag(urljoin(page_url, href.strip())).url
-            scheme = urlsplit(target).scheme
-        except ValueError:  # e.g. a malformed IPv6 host: not a link anywhere
+        href = href.strip().split("#", 1)[0]
+        if not href and not keep_query:
+            continue  # the page itself
+        # a relative href resolves the same from every page of a folder, except "" and "?q"
+        hit = _link(page_url if not href or href.startswith("?") else folder, href, keep_query)
+        if hit is None:
             continue
-        if scheme in ("http", "https"):
-            outlinks.append(target)
-    return outlinks, term_counts(text, stop_words)
+        url, netloc, host = hit
+        if follow_hosts is not None and netloc not in follow_hosts and host not in follow_hosts:
+            continue
+        if keep_query:
+            out.append(url)
+        elif url not in seen:
+            seen.add(url)
+            out.append(url)
+    return tuple(out)
+
+
+def page_links_and_terms(
+    page_url: str,
+    html: bytes | str,
+    *,
+    keep_query: bool,
+    follow_hosts: frozenset[str] | None = None,
+    stop_words: frozenset[str] = STOP_WORDS,
+) -> PageContent:
+    """What a fetcher reports of an HTML page served at `page_url`: its outlinks
+    (`page_links`, with the caller's query policy) and the term counts of its text without
+    navigation chrome (`parse_page`, then the relevance judge's `term_counts` with the same
+    stop words a recorded web uses), so a page fetched live, replayed from a WARC and read
+    from disk by the simulator carry the same terms.
+
+    Links resolve against `page_url` (the final URL after redirects); a `<base href>` is
+    not read."""
+    hrefs, text = parse_page(html)
+    return PageContent(
+        page_links(page_url, hrefs, keep_query=keep_query, follow_hosts=follow_hosts),
+        term_counts(text, stop_words),
+    )
 
 
 def _resolve(page_url: str, href: str, index: dict[str, int]) -> int:

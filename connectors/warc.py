@@ -2,7 +2,8 @@
 
 `warc_items` reads a `.warc`, `.warc.gz` or `.arc.gz` file record by record and turns each
 response record into the FetchEvent a fetcher would have published: the outlinks and terms
-of its HTML taken as `htmlpages.page_links_and_terms` takes them. What comes from where:
+of its HTML taken as `htmlpages.page_links_and_terms` takes them, queries kept. What comes
+from where:
 
 - `url` ← `WARC-Target-URI` (ARC: the URL of the header line); `host` ← its host, lower-cased;
 - `fetched_at` ← `WARC-Date` (ARC: the archive date), in epoch milliseconds;
@@ -441,7 +442,10 @@ class _WarcReader:
             if not _is_html(body):
                 content_type = body.headers.get_header("Content-Type") or "none"
                 raise RecordError("NotHtml", f"{head.url}: content type {content_type!r}")
-            outlinks, terms = page_links_and_terms(head.url, _decoded_body(body))
+            # Queries kept: a WARC is someone else's crawl of any site, where "x?a" and
+            # "x?b" can be different pages; the log says what the page linked to, as written.
+            page = page_links_and_terms(head.url, _decoded_body(body), keep_query=True)
+            outlinks, terms = list(page.outlinks), page.terms
         host = (urlsplit(head.url).hostname or "").lower()
         return FetchEvent(
             url=head.url,

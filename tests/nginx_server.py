@@ -3,16 +3,18 @@ per tree, through ``infra/debian-docs/serve.sh`` (its config, pid and logs in a 
 folder; stopped at the end of the test).
 
 ``nginx_sites({"a.test": folder, ...})`` starts it and returns a `NginxSites` whose
-``requests()`` parses the access log. Without nginx the fixture skips (``.ci/run``
-installs it).
+``requests()`` parses the access log; ``inside=`` (a command prefix such as ``ip netns exec
+NS``) and ``address=`` start it in a network namespace, listening on that address. Without
+nginx the fixture skips (``.ci/run`` installs it).
 """
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +30,7 @@ SERVE = REPO / "infra" / "debian-docs" / "serve.sh"
 class NginxSites:
     rundir: Path
     port: int
+    address: str = "127.0.0.1"
 
     @property
     def access_log(self) -> Path:
@@ -43,26 +46,29 @@ def _nginx_missing() -> bool:
 
 
 @pytest.fixture
-def nginx_sites(tmp_path: Path) -> Iterator[Callable[[dict[str, Path]], NginxSites]]:
+def nginx_sites(tmp_path: Path) -> Iterator[Callable[..., NginxSites]]:
     if _nginx_missing():
         pytest.skip("nginx is not installed (.ci/run installs it with apt-get)")
     rundirs: list[Path] = []
 
-    def start(sites: dict[str, Path]) -> NginxSites:
+    def start(
+        sites: dict[str, Path], inside: Sequence[str] = (), address: str = "127.0.0.1"
+    ) -> NginxSites:
         rundir = tmp_path / f"nginx-{len(rundirs)}"
         rundirs.append(rundir)
         pairs = [f"{name}={folder}" for name, folder in sites.items()]
         done = subprocess.run(
-            ["bash", str(SERVE), "start", str(rundir), *pairs],
+            [*inside, "bash", str(SERVE), "start", str(rundir), *pairs],
             capture_output=True,
             text=True,
             timeout=60,
             check=False,
+            env={**os.environ, "NGINX_ADDR": address},
         )
         if done.returncode != 0:
             pytest.fail(f"nginx did not start:\n{done.stderr}", pytrace=False)
         addr = done.stdout.strip().splitlines()[-1]
-        return NginxSites(rundir, int(addr.rsplit(":", 1)[1]))
+        return NginxSites(rundir, int(addr.rsplit(":", 1)[1]), address)
 
     try:
         yield start

@@ -2,10 +2,11 @@
 
 `fetch_event` and `outcome_event` turn a frontier entry and what its download came to into
 the FetchEvent (the entry's echo, via, crawl and cycle; outlinks and terms read from the
-body by `pages.read_page`). `EventPublisher` sends it to `fetch-events` and keeps the two
-records a fetcher writes beside it: the download on the compacted `fetched` topic (for the
-fetcher that owns the host next) and, for an answered reply request, the tombstone of that
-request's own frontier record. The reference fetcher and the Scrapy adapter both use them.
+body by `htmlpages.page_links_and_terms`, queries dropped). `EventPublisher` sends it to
+`fetch-events` and keeps the two records a fetcher writes beside it: the download on the
+compacted `fetched` topic (for the fetcher that owns the host next) and, for an answered
+reply request, the tombstone of that request's own frontier record. The reference fetcher
+and the Scrapy adapter both use them.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any
 from kafka import KafkaProducer
 
 from frontierflow.connectors.fetcher.outcomes import PageOutcome
-from frontierflow.connectors.fetcher.pages import link_targets, read_page
 from frontierflow.connectors.fetcher.queue import is_reply_request
+from frontierflow.connectors.htmlpages import page_links, page_links_and_terms
 from frontierflow.connectors.kafka import KafkaTopics, host_partition
 from frontierflow.schemas.codecs import AvroCodec
 from frontierflow.schemas.records import (
@@ -71,14 +72,24 @@ def outcome_event(
             outcome.status,
             fetcher_id,
             # the target as a link of the page: normalised, and only within the scope
-            outlinks=link_targets(outcome.final_url, [outcome.redirect_to], follow_hosts),
+            outlinks=page_links(
+                outcome.final_url,
+                [outcome.redirect_to],
+                keep_query=False,  # as for a page's links, below
+                follow_hosts=follow_hosts,
+            ),
             fetch_ms=outcome.fetch_ms,
         )
     if outcome.body is None:
         return fetch_event(
             entry, outcome.status, fetcher_id, fetch_ms=outcome.fetch_ms, bytes=outcome.size
         )
-    page = read_page(outcome.final_url, outcome.body, follow_hosts)
+    # Queries dropped: the fetcher crawls the recorded webs, whose pages are stored without
+    # query (`normalise_url`), so a page fetched live reports the links the simulator reads
+    # from disk for it, and "x.html?v=1" is not fetched again as a page of its own.
+    page = page_links_and_terms(
+        outcome.final_url, outcome.body, keep_query=False, follow_hosts=follow_hosts
+    )
     return fetch_event(
         entry,
         outcome.status,

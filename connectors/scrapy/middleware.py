@@ -9,7 +9,7 @@ is answered once), and it sees RobotsTxtMiddleware's refusal (order 100) as an e
 The event is the reference fetcher's (`fetcher.events.outcome_event`): the entry's echo and
 via, the status (or the fetcher's negative code for DNS, refused connections, time-outs,
 robots.txt, size cap), bytes, latency (Scrapy's `download_latency`), and for an HTML body
-the outlinks and terms read by `fetcher.pages.read_page`. Requests that did not come from
+the outlinks and terms read by `htmlpages.page_links_and_terms`. Requests that did not come from
 the frontier (robots.txt, the spider's own) pass untouched.
 """
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Serve HTML trees with nginx on 127.0.0.1, one virtual host per tree: the Debian manuals
-# of fetch.sh for a real crawl on loopback (README.md beside this script).
+# Serve HTML trees with nginx on 127.0.0.1 (or NGINX_ADDR), one virtual host per tree: the
+# Debian manuals of fetch.sh for a real crawl on loopback (README.md beside this script).
 #
 #   infra/debian-docs/serve.sh start RUNDIR [NAME=DIR ...]   # prints 127.0.0.1:PORT
 #   infra/debian-docs/serve.sh stop RUNDIR
@@ -15,6 +15,8 @@
 #
 # Environment (optional):
 #   NGINX_PORT          port to listen on (default: a free one)
+#   NGINX_ADDR          address to listen on (default 127.0.0.1; e.g. a shaped link's
+#                       namespace address, run inside it: infra/shape/README.md)
 #   NGINX_LIMIT_RATE    per-connection send rate (nginx limit_rate, e.g. 200k; default none)
 #   DEBIAN_DOCS_CACHE   where fetch.sh unpacked the manuals
 set -euo pipefail
@@ -24,7 +26,7 @@ log() { echo "[serve] $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 cmd="${1:-}"; rundir="${2:-}"
-[[ -n "$cmd" && -n "$rundir" ]] || { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[[ -n "$cmd" && -n "$rundir" ]] || { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 shift 2
 
 nginx_bin() {
@@ -70,7 +72,8 @@ fi
 NGINX="$(nginx_bin)"
 mkdir -p "$rundir"/{tmp,logs}
 rundir="$(cd "$rundir" && pwd)"
-port="${NGINX_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}"
+addr="${NGINX_ADDR:-127.0.0.1}"
+port="${NGINX_PORT:-$(python3 -c 'import socket,sys; s=socket.socket(); s.bind((sys.argv[1],0)); print(s.getsockname()[1])' "$addr")}"
 user_line=""
 [[ $(id -u) -eq 0 ]] && user_line="user $(id -un) $(id -gn);"   # workers may read /root/...
 limit_line=""
@@ -90,11 +93,11 @@ conf="$rundir/nginx.conf"
   echo "  access_log $rundir/access.log crawl;"
   for t in client_body proxy fastcgi uwsgi scgi; do echo "  ${t}_temp_path $rundir/tmp/$t;"; done
   echo "  sendfile on; keepalive_timeout 30; server_tokens off; gzip_static on; $limit_line"
-  echo "  server { listen 127.0.0.1:$port default_server; return 404; }"
+  echo "  server { listen $addr:$port default_server; return 404; }"
   for site in "${sites[@]}"; do
     name="${site%%=*}"; dir="${site#*=}"
     [[ "$name" != "$site" && -d "$dir" ]] || die "expected NAME=DIR with an existing DIR, got '$site'"
-    echo "  server { listen 127.0.0.1:$port; server_name $name; root $dir; index index.html; }"
+    echo "  server { listen $addr:$port; server_name $name; root $dir; index index.html; }"
   done
   echo "}"
 } >"$conf"
@@ -104,12 +107,12 @@ conf="$rundir/nginx.conf"
 "$NGINX" -c "$conf" -p "$rundir" -g "daemon on;" 2>>"$rundir/error.log" || die "nginx did not start: $(tail -5 "$rundir/error.log")"
 up=0
 for _ in $(seq 1 100); do   # nginx answers within a second or so; give it 10 s
-  if python3 - "$port" <<'PY' 2>/dev/null; then up=1; break; fi
+  if python3 - "$addr" "$port" <<'PY' 2>/dev/null; then up=1; break; fi
 import socket, sys
-socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=0.2).close()
+socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=0.2).close()
 PY
   sleep 0.1
 done
-[[ $up -eq 1 ]] || die "nginx does not answer on 127.0.0.1:$port: $(tail -5 "$rundir/error.log")"
-log "serving ${#sites[@]} hosts on 127.0.0.1:$port (access log $rundir/access.log)"
-echo "127.0.0.1:$port"
+[[ $up -eq 1 ]] || die "nginx does not answer on $addr:$port: $(tail -5 "$rundir/error.log")"
+log "serving ${#sites[@]} hosts on $addr:$port (access log $rundir/access.log)"
+echo "$addr:$port"

@@ -65,7 +65,7 @@ def _fastwarc(path: Path, extract: bool) -> tuple[int, int]:
             content_type = (record.http_headers.get("Content-Type") or "").split(";")[0]
             if content_type.strip().lower() == "text/html":
                 url = (record.headers.get("WARC-Target-URI") or "").strip("<>")
-                page_links_and_terms(url, body)
+                page_links_and_terms(url, body, keep_query=True)  # as connectors/warc.py
                 events += 1
     return records, events
 

@@ -30,6 +30,15 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         metavar="SERVED=RECORDED",
         help="base URL served → base URL in the recorded web; repeatable",
     )
+    cp.add_argument(
+        "--shaper-log", type=Path, default=None, help="shape-link's --log: report the bandwidth"
+    )
+    cp.add_argument("--trace", type=Path, default=None, help="shape-link's --trace")
+    cp.add_argument("--rate-scale", type=float, default=1.0, help="shape-link's --rate-scale")
+    cp.add_argument("--speedup", type=float, default=1.0, help="shape-link's --speedup")
+    cp.add_argument(
+        "--speed-window-ms", type=int, default=10_000, help="the job's, for the simulator"
+    )
     cp.add_argument("--topic-fetch-events", default="fetch-events")
     cp.add_argument("--topic-fetcher-control", default="fetcher-control")
     cp.add_argument("--kafka", action="append", default=[], metavar="KEY=VALUE")
@@ -105,4 +114,47 @@ def crawl_report(args: argparse.Namespace) -> int:
     print()
     for row in decision_lines(decisions, args.fetcher_id):
         print(row)
+    if args.shaper_log is not None:
+        _shaped_report(
+            args, lines, events, [d for d in decisions if d.fetcher_id == args.fetcher_id]
+        )
     return 0
+
+
+def _shaped_report(args: argparse.Namespace, lines: Any, events: Any, decisions: Any) -> None:
+    from frontierflow.pipelines.evaluation.shapedcrawl import fitted_world, shaped_crawl, simulated
+    from frontierflow.pipelines.evaluation.shaping import ShapeLog
+    from frontierflow.pipelines.evaluation.speedsim import SimSettings, read_trace
+    from frontierflow.pipelines.speed.settings import settings_for
+
+    shaped = shaped_crawl(
+        ShapeLog.read(args.shaper_log), lines, events, decisions, args.speed_window_ms / 1000
+    )
+    print(f"\nshaped link: {shaped.seconds:.1f} s, {shaped.allowed_bytes / 1e6:.1f} MB allowed, "
+          f"{shaped.wire_bytes / 1e6:.1f} MB on the wire ({shaped.wire_share:.1%}), "
+          f"{shaped.page_bytes / 1e6:.1f} MB of pages ({shaped.page_share:.1%}); "
+          f"{shaped.downloads} downloads, {shaped.pages_per_s:.2f} pages/s; "
+          f"{shaped.decisions} decisions, {shaped.thread_changes} thread changes")  # fmt: skip
+    print("\n| t (s) | capacity (Mbit/s) | link carried (Mbit/s) | pages | threads |")
+    print("|---:|---:|---:|---:|---:|")
+    for w in shaped.windows:
+        threads = "" if w.threads is None else w.threads
+        print(f"| {w.start_s:.0f} | {w.capacity_mbps:.2f} | {w.carried_mbps:.2f} | {w.pages} "
+              f"| {threads} |")  # fmt: skip
+    if args.trace is None:
+        return
+    trace = read_trace(args.trace).scaled(args.rate_scale, args.speedup)
+    settings = settings_for("seed003", window_ms=args.speed_window_ms)
+    print(
+        "\n| simulator (seed003, same trace) | capacity used | pages/s | thread changes "
+        "| mean threads |"
+    )
+    print("|---|---:|---:|---:|---:|")
+    for label, world in (
+        ("its own world (40 hosts)", SimSettings()),
+        ("fitted to this crawl", fitted_world(lines, args.delay)),
+    ):
+        m = simulated(trace, settings, world, label)
+        changes = m.thread_changes_per_h * m.duration_s / 3600
+        print(f"| {label} | {m.capacity_share:.1%} | {m.pages_per_s:.2f} | {changes:.0f} "
+              f"| {m.mean_threads:.1f} |")  # fmt: skip

@@ -34,6 +34,8 @@ class AccessLine:
     method: str
     path: str
     status: int
+    bytes: int
+    """Body bytes sent (nginx's `$body_bytes_sent`)."""
 
 
 def read_access_log(path: Path) -> list[AccessLine]:
@@ -44,8 +46,9 @@ def read_access_log(path: Path) -> list[AccessLine]:
         parts = request.split(" ")
         method, target = (parts[0], parts[1]) if len(parts) >= 2 else ("-", request)
         end = float(msec)
+        status, sent = tail.split()[:2]
         out.append(
-            AccessLine(end - float(request_time), end, host, method, target, int(tail.split()[0]))
+            AccessLine(end - float(request_time), end, host, method, target, int(status), int(sent))
         )
     return out
 

@@ -66,6 +66,16 @@ class BandwidthTrace:
         at = base + float(nxt)
         return at if at > t else math.nextafter(t, math.inf)  # rounding at a loop's seam
 
+    def scaled(self, rate_scale: float = 1.0, speedup: float = 1.0) -> BandwidthTrace:
+        """The same trace with every rate × `rate_scale` and time compressed by `speedup`
+        (a sample at t s comes at t / speedup s): a shaped crawl of a real site whose pages
+        are larger or smaller than the trace's world, or one that must end sooner."""
+        if not (rate_scale > 0 and speedup > 0):
+            raise ValueError(f"rate_scale and speedup must be > 0, got {rate_scale}, {speedup}")
+        return BandwidthTrace(
+            self.name, self.times / speedup, self.mbps * rate_scale, self.period / speedup
+        )
+
     def capacity_bytes(self, start: float, end: float) -> float:
         """∫ capacity dt over [start, end): the bytes the link could have carried."""
         total, t = 0.0, start

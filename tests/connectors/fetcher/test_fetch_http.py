@@ -12,8 +12,8 @@ import pytest
 from aiohttp import web
 
 from frontierflow.connectors.fetcher import http
-from frontierflow.connectors.fetcher.pages import link_targets, read_page
 from frontierflow.connectors.fetcher.settings import FetcherSettings, parse_resolve
+from frontierflow.connectors.htmlpages import page_links, page_links_and_terms
 
 PAGE = b"""<html><body><nav><a href="/nav.html">socket socket socket</a></nav>
 <p>A TCP socket and a UDP socket.</p><a href="b.html#x">b</a><a href="b.html">again</a>
@@ -99,7 +99,7 @@ async def _get(base: str, settings: FetcherSettings, path: str) -> http.PageOutc
 def test_page_outlinks_and_terms_like_the_recorded_webs(serve: Any) -> None:
     out = serve(lambda base, s: _get(base, s, "/a.html"))
     assert out.status == 200 and out.body == PAGE and out.size == len(PAGE)
-    page = read_page(out.final_url, out.body)
+    page = page_links_and_terms(out.final_url, out.body, keep_query=False)
     base = out.final_url.rsplit("/", 1)[0]
     # nav links kept, fragment and query dropped, each once, the page itself and mailto out
     assert page.outlinks == (f"{base}/nav.html", f"{base}/b.html", "http://other.test:81/z")
@@ -110,7 +110,8 @@ def test_page_outlinks_and_terms_like_the_recorded_webs(serve: Any) -> None:
 
 def test_follow_hosts_keeps_only_links_on_those_hosts() -> None:
     hrefs = ["/x", "http://other.test:81/z", "https://b.test/y"]
-    assert link_targets("http://a.test:8/p", hrefs, frozenset({"a.test:8", "b.test"})) == (
+    follow = frozenset({"a.test:8", "b.test"})
+    assert page_links("http://a.test:8/p", hrefs, keep_query=False, follow_hosts=follow) == (
         "http://a.test:8/x",
         "https://b.test/y",
     )
@@ -176,10 +177,13 @@ def test_parse_resolve_like_curl() -> None:
 
 
 def test_links_resolve_against_the_page_whatever_its_shape() -> None:
-    assert link_targets("http://a.test", ["b.html", "?q=1"]) == ("http://a.test/b.html",)
-    assert link_targets("http://a.test/x/y.html?p=a/b", ["z.html", "../w.html"]) == (
+    def links(page: str, hrefs: list[str]) -> tuple[str, ...]:
+        return page_links(page, hrefs, keep_query=False)
+
+    assert links("http://a.test", ["b.html", "?q=1"]) == ("http://a.test/b.html",)
+    assert links("http://a.test/x/y.html?p=a/b", ["z.html", "../w.html"]) == (
         "http://a.test/x/z.html",
         "http://a.test/w.html",
     )
     # "?q" is the page itself once the query is dropped, as in the recorded webs
-    assert link_targets("http://a.test/x/y.html", ["?q=2", "y.html#top"]) == ()
+    assert links("http://a.test/x/y.html", ["?q=2", "y.html#top"]) == ()

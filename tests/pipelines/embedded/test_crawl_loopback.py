@@ -11,27 +11,20 @@ controller's decisions reached the fetcher."""
 from __future__ import annotations
 
 import itertools
-import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
-from polling import wait_for
+from live_job import start_seeded_lafc
 
 from frontierflow.connectors.fetcher.http import ROBOTS_DISALLOWED
 from frontierflow.connectors.fetcher.loop import Fetcher
 from frontierflow.connectors.fetcher.settings import FetcherSettings
 from frontierflow.connectors.kafka import KafkaSettings, ensure_topics
-from frontierflow.pipelines.cli import main
-from frontierflow.pipelines.embedded.engine import EngineStats
-from frontierflow.pipelines.embedded.live import LiveOptions, run_live
-from frontierflow.pipelines.speed.settings import settings_for
-from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
 from frontierflow.schemas.codecs import decode_record
 from frontierflow.schemas.records import FetchEvent, FrontierEntry, ScalingDecision
-from frontierflow.state.relevance import Topic
 
 pytestmark = pytest.mark.kafka
 
@@ -55,23 +48,8 @@ def test_real_crawl_on_loopback(
     settings = kafka_client.settings(kafka_broker.bootstrap)
     ensure_topics(settings)
 
-    strategy = Lafc(Topic.parse("socket tcp"), LafcSettings(control_threshold=0.3, seed=1))
-    applied: list[EngineStats] = []
-    stop_job = threading.Event()
-    options = LiveOptions(
-        step_size=200, poll_timeout_ms=50, speed=settings_for("seed003", window_ms=1000)
-    )
-    job = threading.Thread(
-        target=run_live,
-        args=(settings, strategy, tmp_path / "state", options, stop_job),
-        kwargs={"on_step": applied.append},
-        daemon=True,
-    )
-    job.start()
     seeds = [f"http://{host}:{nginx.port}/index.html" for host in HOSTS]
-    seed = ["seed", "--bootstrap-servers", kafka_broker.bootstrap,
-            "--topic-seeds", settings.topics.seeds, "--crawl-id", "live", *seeds]  # fmt: skip
-    assert main(seed) == 0
+    job = start_seeded_lafc(settings, tmp_path / "state", seeds, "live")
 
     fetcher_kafka = KafkaSettings(
         bootstrap_servers=kafka_broker.bootstrap,
@@ -95,13 +73,9 @@ def test_real_crawl_on_loopback(
     stats = fetcher.run()
     crawl_s = time.monotonic() - started
     try:
-        wait_for(
-            lambda: applied and applied[-1].events + applied[-1].duplicates >= stats.events,
-            "the job to apply every FetchEvent",
-        )
+        job.wait_applied(stats.events)
     finally:
-        stop_job.set()
-        job.join(timeout=60)
+        job.close()
 
     # the budget holds, and the fetcher published one event per entry it took
     assert stats.downloads == BUDGET, (stats, crawl_s)

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from live_job import LiveJob
 from polling import wait_for
 
 from frontierflow.connectors.fetcher.loop import Fetcher, FetcherStats
 from frontierflow.connectors.fetcher.settings import FetcherSettings
 from frontierflow.connectors.kafka import ensure_topics
-from frontierflow.pipelines.embedded.engine import EngineStats
-from frontierflow.pipelines.embedded.live import LiveOptions, run_live
+from frontierflow.pipelines.embedded.live import LiveOptions
 from frontierflow.pipelines.strategies.lafc import ECHO_PUSH, Lafc, LafcSettings
 from frontierflow.schemas.codecs import decode_record, encode_record
 from frontierflow.schemas.records import REPLY_ECHO, FetchEvent, FrontierEntry, SeedRequest
@@ -53,16 +53,8 @@ def test_two_fetchers_and_a_restart_mid_crawl_lose_no_reply_and_fetch_nothing_tw
     ensure_topics(settings)
 
     strategy = Lafc(Topic.parse("socket tcp"), LafcSettings(control_threshold=0.3, seed=2))
-    applied: list[EngineStats] = []
-    stop_job = threading.Event()
     options = LiveOptions(step_size=200, poll_timeout_ms=50)
-    job = threading.Thread(
-        target=run_live,
-        args=(settings, strategy, tmp_path / "state", options, stop_job),
-        kwargs={"on_step": applied.append},
-        daemon=True,
-    )
-    job.start()
+    job = LiveJob.start(settings, strategy, tmp_path / "state", options)
     seeds = [f"http://{host}:{nginx.port}/index.html" for host in HOSTS]
     kafka_client.produce_to(
         settings, settings.topics.seeds, [encode_record(SeedRequest(u, 1000, "r")) for u in seeds]
@@ -98,13 +90,9 @@ def test_two_fetchers_and_a_restart_mid_crawl_lose_no_reply_and_fetch_nothing_tw
     assert all(s is not None for s in stats)
     published = sum(s.events for s in stats if s is not None)
     try:
-        wait_for(
-            lambda: applied and applied[-1].events + applied[-1].duplicates >= published,
-            "the job to apply every FetchEvent",
-        )
+        job.wait_applied(published)
     finally:
-        stop_job.set()
-        job.join(timeout=60)
+        job.close()
 
     events = [
         decode_record(FetchEvent, v)
