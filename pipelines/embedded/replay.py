@@ -16,6 +16,7 @@ from typing import Any
 from frontierflow.connectors.logs import FileSink, read_fetch_events
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.pipelines.embedded.engine import Engine, EngineStats, apply_all
+from frontierflow.pipelines.embedded.observer import StepObserver
 from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.state.rocksdb import RocksDBStore
@@ -38,6 +39,7 @@ def replay_log(
     speed: ControllerSettings | None = None,
     decisions: Path | None = None,
     fill_echo: bool = False,
+    observer: StepObserver | None = None,
 ) -> EngineStats:
     """Replay `log_path` (from where the state directory left off) and return the counters.
 
@@ -46,7 +48,8 @@ def replay_log(
     With `speed`, the crawl-speed controller runs too and its ScalingDecisions go to
     `decisions` (JSON lines; default OUT.decisions.jsonl); at the end of the log every open
     window closes. With `fill_echo`, an event without echo gets the one the strategy derives
-    from its state at fetch time (a WARC's or another crawler's log)."""
+    from its state at fetch time (a WARC's or another crawler's log). `observer` (an
+    operator's page) is told of every committed step."""
     if step_size < 1:
         raise ValueError(f"--step-size must be >= 1, got {step_size}")
     if strategy is None:
@@ -66,6 +69,7 @@ def replay_log(
             before_commit=before_commit,
             speed=speed,
             fill_echo=fill_echo,
+            observer=observer,
         )
         start = engine.input_position()
         if start:
