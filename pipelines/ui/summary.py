@@ -127,33 +127,46 @@ class TopEntries:
     Exact top-K under updates and removals would need the whole frontier; this keeps a
     bounded set of candidates instead (up to 8×K): an entry enters when there is room or it
     beats the lowest kept priority, an update replaces the kept entry of its key, a removal
-    or fetch drops it. Past 16×K candidates the lowest are pruned. An entry pruned earlier
-    comes back when the job writes it again (every priority change is a new entry), so the
-    shown top is exact unless a kept entry's priority later fell below one pruned before.
+    or fetch of its URL drops it. Past 16×K candidates the lowest are pruned. An entry
+    pruned earlier comes back when the job writes it again (every priority change is a new
+    entry), so the shown top is exact unless a kept entry's priority later fell below one
+    pruned before. Keys are `change_key`s: a URL, or (URL, parent) for a reply request.
     """
 
     def __init__(self, k: int) -> None:
         self.k = k
         self.keep = 8 * k
         self.candidates: dict[Any, FrontierEntry] = {}
+        self.replies: dict[str, set[Any]] = {}
+        """URL → its reply-request keys among the candidates."""
         self.floor = -math.inf
 
     def put(self, key: Any, entry: FrontierEntry) -> None:
         candidates = self.candidates
         if key in candidates or entry.priority > self.floor or len(candidates) < self.keep:
             candidates[key] = entry
+            if type(key) is tuple:
+                self.replies.setdefault(entry.url, set()).add(key)
             if len(candidates) > 2 * self.keep:
                 self._prune()
 
-    def drop(self, key: Any) -> None:
-        self.candidates.pop(key, None)
-        if not self.candidates:
+    def drop(self, url: str) -> None:
+        """`url` was fetched or removed: its entry and its reply requests leave."""
+        candidates = self.candidates
+        candidates.pop(url, None)
+        for key in self.replies.pop(url, ()):
+            candidates.pop(key, None)
+        if not candidates:
             self.floor = -math.inf
 
     def _prune(self) -> None:
         kept = heapq.nlargest(self.keep, self.candidates.items(), key=lambda kv: kv[1].priority)
         self.candidates = dict(kept)
         self.floor = kept[-1][1].priority
+        self.replies = {}
+        for key, entry in kept:
+            if type(key) is tuple:
+                self.replies.setdefault(entry.url, set()).add(key)
 
     def top(self) -> list[FrontierEntry]:
         return heapq.nlargest(self.k, self.candidates.values(), key=lambda e: e.priority)
