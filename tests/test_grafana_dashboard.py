@@ -49,7 +49,7 @@ def test_dashboard_is_well_formed() -> None:
     assert len(ids) == len(set(ids))
     for panel in dashboard["panels"]:
         grid = panel["gridPos"]
-        assert 0 <= grid["x"] and grid["x"] + grid["w"] <= 24 and grid["h"] > 0
+        assert grid["x"] >= 0 and grid["x"] + grid["w"] <= 24 and grid["h"] > 0
         if panel["type"] == "row":
             continue
         assert panel["title"] and panel["description"]

@@ -35,6 +35,13 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     kp.add_argument("--events", type=int, default=10_000)
     kp.add_argument("--step-size", type=int, default=500)
     kp.add_argument("--latency-seconds", type=float, default=15.0)
+    kp.add_argument(
+        "--ui",
+        action="store_true",
+        help="measure the operator's page instead: events/s without and with --ui-port "
+        "(a client polling the page's endpoint once a second), alternating runs, ratio",
+    )
+    kp.add_argument("--repeats", type=int, default=3, help="with --ui: runs of each kind")
     kp.set_defaults(handler=bench_kafka)
     bb = sub.add_parser("bench-beam", help="one log: embedded engine vs Beam local/Prism/Flink")
     bb.add_argument("--events", type=int, default=2_000)
@@ -110,18 +117,16 @@ def bench_scale(args: argparse.Namespace) -> int:
 
 
 def bench_kafka(args: argparse.Namespace) -> int:
-    from frontierflow.pipelines.bench.kafka import KafkaBenchSetup, run_kafka_bench
+    from frontierflow.pipelines.bench.kafka import KafkaBenchSetup, run_kafka_bench, run_ui_bench
 
-    print(
-        run_kafka_bench(
-            KafkaBenchSetup(
-                bootstrap_servers=args.bootstrap_servers,
-                events=args.events,
-                step_size=args.step_size,
-                latency_seconds=args.latency_seconds,
-            )
-        )
+    setup = KafkaBenchSetup(
+        bootstrap_servers=args.bootstrap_servers,
+        events=args.events,
+        step_size=args.step_size,
+        latency_seconds=args.latency_seconds,
+        ui_repeats=args.repeats,
     )
+    print(run_ui_bench(setup) if args.ui else run_kafka_bench(setup))
     return 0
 
 

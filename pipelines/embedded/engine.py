@@ -218,7 +218,8 @@ class Engine(Generic[S]):
         4. tell the observer, if any, what the committed step did.
         """
         step.apply_pending()
-        self.sink.write(list(step.changes.values()), step.dead_letters)
+        changes = list(step.changes.values())
+        self.sink.write(changes, step.dead_letters)
         if step.decisions:
             assert isinstance(self.sink, DecisionSink)  # checked in __init__
             self.sink.write_decisions(step.decisions)
@@ -237,22 +238,24 @@ class Engine(Generic[S]):
         self._before_commit("committed")
         self.stats.steps += 1
         self.stats.decisions += len(step.decisions)
-        for change in step.changes.values():
+        for change in changes:
             if isinstance(change, Removal):
                 self.stats.removals += 1
             else:
                 self.stats.entries += 1
         if self.observer is not None:
-            self.observer.step_committed(
-                StepReport(
-                    changes=tuple(step.changes.values()),
-                    dead_letters=tuple(step.dead_letters),
-                    decisions=tuple(step.decisions),
-                    similarities=tuple(step.similarities or ()),
-                    stats=self.stats,
-                    seconds=0.0 if started is None else time.perf_counter() - started,
-                )
+            report = StepReport(
+                changes=changes,
+                dead_letters=step.dead_letters,
+                decisions=step.decisions,
+                similarities=step.similarities or (),
+                stats=self.stats,
+                seconds=0.0 if started is None else time.perf_counter() - started,
             )
+            try:
+                self.observer.step_committed(report)
+            except Exception:  # an onlooker's fault must not stop the crawl; the step is in
+                log.exception("the step observer failed; the job goes on")
 
 
 def apply_all(engine: Engine[Any], items: Iterable[InputItem], step_size: int) -> None:
