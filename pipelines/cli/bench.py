@@ -29,6 +29,12 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         help="IECA + RocksDB only, at each --scale-urls population: events/s, ratio, peak RSS",
     )
     bp.add_argument("--scale-urls", type=csv_list, default=("1000000", "10000000"))
+    bp.add_argument(
+        "--ui",
+        action="store_true",
+        help="also run IECA with the operator's page served and polled once a second "
+        "(ieca+page) and print its ratio to IECA without it",
+    )
     bp.set_defaults(handler=bench)
     kp = sub.add_parser("bench-kafka", help="Kafka → frontierflow → Kafka vs a no-work ceiling")
     kp.add_argument("--bootstrap-servers", required=True, help="HOST:PORT of a broker")
@@ -95,6 +101,7 @@ def bench(args: argparse.Namespace) -> int:
             urls=args.urls,
             step_size=args.step_size,
             repeats=args.repeats or 3,
+            ui=args.ui,
         ),
         work_dir=args.work_dir,
     )

@@ -156,7 +156,7 @@ class TopEntries:
         candidates.pop(url, None)
         for key in self.replies.pop(url, ()):
             candidates.pop(key, None)
-        if not candidates:
+        if len(candidates) < self.keep:  # room again: any entry may enter
             self.floor = -math.inf
 
     def _prune(self) -> None:
@@ -175,41 +175,48 @@ class TopEntries:
 class HostQueues:
     """Queued frontier keys per host: a key counts from its first entry until its URL is
     fetched or removed (a tombstone). Only keys the job wrote since it started are known,
-    and at most `cap` of them are tracked; `full` says when new ones were left uncounted."""
+    and at most `cap` of them are tracked; `full` says when new ones were left uncounted.
+    Keys are `change_key`s: a URL, or (URL, parent) for a reply request."""
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
-        self.hosts: dict[int, str] = {}
-        """Tracked key (its hash) → host."""
-        self.by_url: dict[str, list[int]] = {}
-        """URL → its tracked keys (a URL has several when parents asked for it: LAFC)."""
+        self.hosts: dict[Any, str] = {}
+        """Tracked key → its host."""
+        self.replies: dict[str, list[Any]] = {}
+        """URL → its tracked reply-request keys (a URL several parents asked for: LAFC)."""
         self.counts: dict[str, int] = {}
         self.full = False
 
     def queued(self, key: Any, url: str, host: str) -> None:
-        tag = hash(key)
-        if tag in self.hosts:
+        hosts = self.hosts
+        if key in hosts:
             return
-        if len(self.hosts) >= self.cap:
+        if len(hosts) >= self.cap:
             self.full = True
             return
-        self.hosts[tag] = host
-        self.by_url.setdefault(url, []).append(tag)
+        hosts[key] = host
+        if type(key) is tuple:
+            self.replies.setdefault(url, []).append(key)
         self.counts[host] = self.counts.get(host, 0) + 1
 
     def gone(self, url: str) -> None:
         """`url` was fetched or removed: every key of it leaves its host's queue."""
-        tags = self.by_url.pop(url, None)
-        if tags is None:
+        self._forget(url)
+        keys = self.replies.pop(url, None)
+        if keys is not None:
+            for key in keys:
+                self._forget(key)
+
+    def _forget(self, key: Any) -> None:
+        host = self.hosts.pop(key, None)
+        if host is None:
             return
         counts = self.counts
-        for tag in tags:
-            host = self.hosts.pop(tag)
-            left = counts[host] - 1
-            if left:
-                counts[host] = left
-            else:
-                del counts[host]
+        left = counts[host] - 1
+        if left:
+            counts[host] = left
+        else:
+            del counts[host]
 
     def size(self) -> int:
         return len(self.hosts)
@@ -312,19 +319,30 @@ class CrawlSummary:
         self.dead_counts = dict(stats.dead_reasons)
 
     def _changes(self, changes: Sequence[FrontierChange]) -> None:
+        """Fold a step's changes into the host queues and the top entries. The hot loop of
+        the page (a step has thousands of changes): the common cases — an update of a key
+        already queued, below the top's floor — are handled inline, the rest by the
+        `HostQueues` and `TopEntries` methods."""
         top, queues = self.top_entries, self.queues
+        candidates, tracked = top.candidates, queues.hosts
         for change in changes:
             if type(change) is Removal:
                 url = change.url
-                top.drop(url)
-                queues.gone(url)
+                if url in tracked or url in queues.replies:
+                    queues.gone(url)
+                if url in candidates or url in top.replies:
+                    top.drop(url)
+                    candidates = top.candidates
                 continue
-            assert isinstance(change, FrontierEntry)
+            assert type(change) is FrontierEntry
             key: Any = change.url
             if change.via is not None and REPLY_ECHO in change.echo:
-                key = (change.url, change.via)  # the rule of `change_key`
-            top.put(key, change)
-            queues.queued(key, change.url, change.host)
+                key = (key, change.via)  # the rule of `change_key`
+            if key not in tracked:
+                queues.queued(key, change.url, change.host)
+            if change.priority > top.floor or key in candidates:
+                top.put(key, change)
+                candidates = top.candidates  # a prune builds a new dict
 
     def _decisions(self, decisions: Iterable[ScalingDecision]) -> None:
         fetchers = self.fetchers
