@@ -20,6 +20,7 @@ the medians and their ratio are printed.
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import statistics
@@ -93,45 +94,71 @@ def run_kafka_bench(setup: KafkaBenchSetup) -> str:
 
 
 def run_ui_bench(setup: KafkaBenchSetup) -> str:
-    """events/s of the live job without and with `--ui-port` and a polling client."""
+    """events/s of the live job without and with `--ui-port` and a polling client, and
+    events per CPU second of the job's process (its start-up's CPU, measured on an empty
+    topic, taken off), the two kinds alternating."""
     gen = BenchSetup(events=setup.events, outlinks=setup.outlinks, urls=setup.urls)
     codec = AvroCodec.for_name("FetchEvent")
     values = [codec.encode(e) for e in generated_events(gen, seed=1)]
     rates: dict[bool, list[float]] = {False: [], True: []}
+    cpu_rates: dict[bool, list[float]] = {False: [], True: []}
     polls: list[int] = []
     with tempfile.TemporaryDirectory() as tmp:
+        startup = {
+            page: _page_run(setup, [], Path(tmp) / f"empty-{page}", page)[1]
+            for page in (False, True)
+        }
         for run in range(2 * setup.ui_repeats):
             page = run % 2 == 1
-            job = _settings(setup.bootstrap_servers)
-            _produce(job, values)
-            state = Path(tmp) / f"state-{run}"
-            if page:
-                port = _free_port()
-                with _PagePoller(port) as poller:
-                    seconds, _ = _timed_job(
-                        job, state, setup.step_size, len(values), ["--ui-port", str(port)]
-                    )
-                polls.append(poller.answers)
-            else:
-                seconds, _ = _timed_job(job, state, setup.step_size, len(values))
+            seconds, cpu, answers = _page_run(setup, values, Path(tmp) / f"state-{run}", page)
             rates[page].append(len(values) / seconds)
-    without, with_page = statistics.median(rates[False]), statistics.median(rates[True])
+            cpu_rates[page].append(len(values) / max(1e-9, cpu - startup[page]))
+            if page:
+                polls.append(answers)
+    med = {page: statistics.median(rates[page]) for page in rates}
+    cpu_med = {page: statistics.median(cpu_rates[page]) for page in cpu_rates}
 
-    def runs(page: bool) -> str:
-        return ", ".join(f"{r:,.0f}" for r in rates[page])
+    def runs(values: list[float]) -> str:
+        return ", ".join(f"{r:,.0f}" for r in values)
 
     return "\n".join(
         [
             f"{len(values):,} FetchEvents ({setup.outlinks} outlinks each) through one broker, "
             f"{setup.ui_repeats} runs of each kind, alternating; medians",
-            f"{'run':<44}{'events/s':>10}   runs",
-            f"{'frontierflow run (ieca, RocksDB)':<44}{without:>10,.0f}   {runs(False)}",
-            f"{'  with --ui-port, the page polled every 1 s':<44}{with_page:>10,.0f}   "
-            f"{runs(True)}",
-            f"ratio with the page / without: {with_page / without:.3f} (target >= 0.95); "
+            f"{'run':<44}{'events/s':>10}{'events/CPU s':>14}   runs (events/s; per CPU s)",
+            f"{'frontierflow run (ieca, RocksDB)':<44}{med[False]:>10,.0f}{cpu_med[False]:>14,.0f}"
+            f"   {runs(rates[False])}; {runs(cpu_rates[False])}",
+            f"{'  with --ui-port, the page polled every 1 s':<44}{med[True]:>10,.0f}"
+            f"{cpu_med[True]:>14,.0f}   {runs(rates[True])}; {runs(cpu_rates[True])}",
+            f"ratio with the page / without: events/s {med[True] / med[False]:.3f}, "
+            f"events per CPU second {cpu_med[True] / cpu_med[False]:.3f} (target >= 0.95); "
+            f"job start-up CPU taken off: {startup[False]:.1f} s, {startup[True]:.1f} s; "
             f"summaries served per run: {', '.join(map(str, polls))}",
         ]
     )
+
+
+def _page_run(
+    setup: KafkaBenchSetup, values: list[bytes], state: Path, page: bool
+) -> tuple[float, float, int]:
+    """One job over `values` on fresh topics, with the page open or not: (seconds as
+    `_timed_job` counts them, CPU seconds of the job's process, summaries served)."""
+    job = _settings(setup.bootstrap_servers)
+    _produce(job, values)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    extra: list[str] = []
+    answers = 0
+    if page:
+        port = _free_port()
+        extra = ["--ui-port", str(port)]
+        with _PagePoller(port) as poller:
+            seconds = _timed_job(job, state, setup.step_size, len(values), extra)[0]
+        answers = poller.answers
+    else:
+        seconds = _timed_job(job, state, setup.step_size, len(values))[0]
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return seconds, cpu, answers
 
 
 def _free_port() -> int:
@@ -230,6 +257,8 @@ def _timed_job(
     """
     command = [*_job_command(settings, state, step, True), *(extra or [])]
     subprocess.run(command, check=True, capture_output=True)
+    if n == 0:  # nothing to time (a run that measures the job's start-up)
+        return 0.0, 0
     times = [ts for ts, _, _ in _consume(settings.bootstrap_servers, settings.topics.frontier)]
     span_s = (max(times) - min(times)) / 1000
     return span_s * n / max(1, n - step), len(times)
