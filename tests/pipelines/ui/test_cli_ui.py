@@ -58,8 +58,8 @@ def test_replay_serves_the_page_while_it_runs(
     assert summary["job"]["command"] == "replay"
     assert summary["totals"]["events"] == len({r["url"] for r in records})
     assert summary["totals"]["steps"] >= 10
-    with socket.socket() as s:  # closed: the port is free again
-        s.bind(("127.0.0.1", port))
+    with pytest.raises(ConnectionRefusedError):  # closed with the replay
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
 
 
 def test_replay_on_beam_refuses_the_page(tmp_path: Path) -> None:
