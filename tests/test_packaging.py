@@ -60,6 +60,8 @@ def test_wheel_carries_schemas_graph_and_entry_point(wheel: Path) -> None:
         assert f"frontierflow/schemas/{schema}.avsc" in names
     assert "frontierflow/connectors/graphs/uk-2007-05-100000.graph" in names
     assert "frontierflow/connectors/graphs/uk-2007-05-100000.properties" in names
+    for page in ("index.html", "app.js", "app.css"):  # the operator's page
+        assert f"frontierflow/pipelines/ui/static/{page}" in names
     (entry_points,) = [n for n in names if n.endswith("entry_points.txt")]
     assert "frontierflow = frontierflow.pipelines.cli:main" in zf.read(entry_points).decode()
 

@@ -11,6 +11,7 @@ the ceiling.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import resource
@@ -31,6 +32,7 @@ import numpy as np
 from frontierflow.connectors.logs import FileSink, read_fetch_events
 from frontierflow.pipelines.embedded.replay import replay_log
 from frontierflow.pipelines.strategies.base import EntryFactory
+from frontierflow.pipelines.ui import CrawlSummary, UiServer
 from frontierflow.schemas.container import write_container
 from frontierflow.schemas.records import FetchEvent, FrontierEntry
 from frontierflow.state.urls import host_of
@@ -43,6 +45,8 @@ class BenchSetup:
     urls: int = 200_000
     step_size: int = 500
     repeats: int = 3
+    ui: bool = False
+    """Also run IECA with the operator's page on and polled (`ieca+page`)."""
 
     def __post_init__(self) -> None:
         if min(self.events, self.outlinks, self.urls, self.step_size, self.repeats) < 1:
@@ -230,26 +234,37 @@ CEILING_TARGET = 0.6
 
 RUNS = ("raw", "pass-through", "ieca")
 """What `frontierflow bench` measures, in the order each repeat runs them."""
-ROW_NAMES = {"raw": "raw fastavro", "pass-through": "pass-through", "ieca": "ieca+rocksdb"}
+PAGE_RUN = "ieca+page"
+"""With `--ui`: IECA again, with the operator's page served and polled once a second."""
+ROW_NAMES = {
+    "raw": "raw fastavro",
+    "pass-through": "pass-through",
+    "ieca": "ieca+rocksdb",
+    PAGE_RUN: "  +page open",
+}
+PAGE_TARGET = 0.95
+"""IECA's events/s with the page open over without it."""
 
 
 def _worker(kind: str, log: Path, work: Path, step_size: int) -> dict[str, float]:
     """One measured run in this process; returns its figures."""
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), _cpu_seconds()
     links = 0
     if kind == "raw":
         events, entries = raw_ceiling(log, work / "out.avro", step_size)
     elif kind == "pass-through":
         events, entries = pass_through(log, work / "out.avro", step_size)
-    elif kind == "ieca":
-        stats = replay_log(
-            log,
-            strategy_name="ieca",
-            state_dir=work / "state",
-            out=work / "out.avro",
-            budget=1_000_000,
-            step_size=step_size,
-        )
+    elif kind in ("ieca", PAGE_RUN):
+        with _open_page(kind == PAGE_RUN) as observer:
+            stats = replay_log(
+                log,
+                strategy_name="ieca",
+                state_dir=work / "state",
+                out=work / "out.avro",
+                budget=1_000_000,
+                step_size=step_size,
+                observer=observer,
+            )
         events, links, entries = stats.events, stats.links, stats.entries
     else:
         raise ValueError(f"unknown bench run {kind!r}; known: {', '.join(RUNS)}")
@@ -260,8 +275,51 @@ def _worker(kind: str, log: Path, work: Path, step_size: int) -> dict[str, float
         "entries": entries,
         "links": links,
         "seconds": seconds,
+        "cpu_seconds": _cpu_seconds() - cpu_started,
         "peak_rss_mib": peak_kib / 1024,
     }
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process so far, all its threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+@contextlib.contextmanager
+def _open_page(on: bool) -> Iterator[CrawlSummary | None]:
+    """With `on`: the operator's page served on a free loopback port and, in a process of
+    its own as a browser would be, a client fetching its summary every `PAGE_POLL_S`;
+    else nothing."""
+    if not on:
+        yield None
+        return
+    summary = CrawlSummary(command="replay", strategy="ieca", judges_pages=False)
+    server = UiServer(summary, 0).start()
+    client = subprocess.Popen(
+        [sys.executable, "-c", PAGE_CLIENT, server.url + "api/summary", str(PAGE_POLL_S)],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        yield summary
+    finally:
+        client.terminate()
+        client.wait()
+        server.close()
+
+
+PAGE_CLIENT = """
+import sys, threading, urllib.request
+url, every = sys.argv[1], float(sys.argv[2])
+while not threading.Event().wait(every):  # the page's pace, not a wait for a result
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        answer.read()
+"""
+"""What an open page does: GET the summary at the page's pace, until terminated."""
+
+
+PAGE_POLL_S = 1.0
+"""How often the operator's page asks for its summary (`POLL_MS` in its app.js)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,9 +341,10 @@ def run_bench(setup: BenchSetup, work_dir: Path | None = None) -> str:
         root = Path(tmp)
         path = root / "events.avro"
         log = BenchLog(path, setup.events, generate_log(path, setup))
-        runs: dict[str, list[dict[str, float]]] = {kind: [] for kind in RUNS}
+        kinds = (*RUNS, PAGE_RUN) if setup.ui else RUNS
+        runs: dict[str, list[dict[str, float]]] = {kind: [] for kind in kinds}
         for i in range(setup.repeats):
-            for kind in RUNS:
+            for kind in kinds:
                 work = root / f"{kind}-{i}"
                 work.mkdir()
                 runs[kind].append(spawn_bench_worker(kind, path, work, setup.step_size))
@@ -328,7 +387,7 @@ def _report(setup: BenchSetup, log: BenchLog, runs: dict[str, list[dict[str, flo
         f"{'run':<14}{'events':>9}{'events/s':>10}{'entries':>10}{'link updates/s':>16}"
         f"{'seconds':>9}{'peak RSS MiB':>14}{'vs ceiling':>12}",
     ]
-    for kind in RUNS:
+    for kind in runs:
         links = f"{link_rate:,.0f}" if kind == "ieca" else "-"
         lines.append(
             f"{ROW_NAMES[kind]:<14}{med(kind, 'events'):>9,.0f}{rate[kind]:>10,.0f}"
@@ -343,6 +402,19 @@ def _report(setup: BenchSetup, log: BenchLog, runs: dict[str, list[dict[str, flo
         f"ieca / ceiling: {rate['ieca'] / ceiling:.3f} (target >= {CEILING_TARGET}: "
         f"{'met' if rate['ieca'] / ceiling >= CEILING_TARGET else 'NOT met'})",
     ]
+    if PAGE_RUN in runs:
+        page = rate[PAGE_RUN] / rate["ieca"]
+        cpu = {
+            k: statistics.median(r["events"] / r["cpu_seconds"] for r in runs[k])
+            for k in ("ieca", PAGE_RUN)
+        }
+        page_cpu = cpu[PAGE_RUN] / cpu["ieca"]
+        lines += [
+            f"events per CPU second (the process, all threads): ieca {cpu['ieca']:,.0f}, "
+            f"with the page open {cpu[PAGE_RUN]:,.0f}",
+            f"ratio with the operator's page open / without: events/s {page:.3f}, "
+            f"events per CPU second {page_cpu:.3f} (target >= {PAGE_TARGET})",
+        ]
     return "\n".join(lines)
 
 

@@ -10,17 +10,26 @@ Three measurements on one broker, in one run, each on topics of its own:
 3. latency: events produced at half the measured throughput to a job already running;
    latency = the frontier record's Kafka timestamp (set by the job's producer when it
    sends) minus the event's `fetched_at` (set by the bench's producer when it sends).
+
+With `--ui` it measures instead what the operator's page costs: the same job drains the
+same events without `--ui-port` and with it while a client polls the page's endpoint at
+the page's rate (as an open page does), the two alternating, `ui_repeats` times each;
+the medians and their ratio are printed.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,10 +50,16 @@ class KafkaBenchSetup:
     urls: int = 200_000
     step_size: int = 500
     latency_seconds: float = 15.0
+    ui_repeats: int = 3
+    """With `run_ui_bench`: runs of each kind (without and with the page), alternating."""
 
     def __post_init__(self) -> None:
-        if self.events < 1 or self.latency_seconds <= 0:
-            raise ValueError("events and latency seconds must be positive")
+        if self.events < 1 or self.latency_seconds <= 0 or self.ui_repeats < 1:
+            raise ValueError("events, latency seconds and repeats must be positive")
+
+
+PAGE_POLL_S = 1.0
+"""How often the operator's page asks for /api/summary (`POLL_MS` in its app.js)."""
 
 
 def run_kafka_bench(setup: KafkaBenchSetup) -> str:
@@ -76,6 +91,108 @@ def run_kafka_bench(setup: KafkaBenchSetup) -> str:
             f"p50 {p50:,.0f} ms, p99 {p99:,.0f} ms ({len(lat):,} entries)",
         ]
     )
+
+
+def run_ui_bench(setup: KafkaBenchSetup) -> str:
+    """events/s of the live job without and with `--ui-port` and a polling client, and
+    events per CPU second of the job's process (its start-up's CPU, measured on an empty
+    topic, taken off), the two kinds alternating."""
+    gen = BenchSetup(events=setup.events, outlinks=setup.outlinks, urls=setup.urls)
+    codec = AvroCodec.for_name("FetchEvent")
+    values = [codec.encode(e) for e in generated_events(gen, seed=1)]
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    cpu_rates: dict[bool, list[float]] = {False: [], True: []}
+    polls: list[int] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        startup = {
+            page: _page_run(setup, [], Path(tmp) / f"empty-{page}", page)[1]
+            for page in (False, True)
+        }
+        for run in range(2 * setup.ui_repeats):
+            page = run % 2 == 1
+            seconds, cpu, answers = _page_run(setup, values, Path(tmp) / f"state-{run}", page)
+            rates[page].append(len(values) / seconds)
+            cpu_rates[page].append(len(values) / max(1e-9, cpu - startup[page]))
+            if page:
+                polls.append(answers)
+    med = {page: statistics.median(rates[page]) for page in rates}
+    cpu_med = {page: statistics.median(cpu_rates[page]) for page in cpu_rates}
+
+    def runs(values: list[float]) -> str:
+        return ", ".join(f"{r:,.0f}" for r in values)
+
+    return "\n".join(
+        [
+            f"{len(values):,} FetchEvents ({setup.outlinks} outlinks each) through one broker, "
+            f"{setup.ui_repeats} runs of each kind, alternating; medians",
+            f"{'run':<44}{'events/s':>10}{'events/CPU s':>14}   runs (events/s; per CPU s)",
+            f"{'frontierflow run (ieca, RocksDB)':<44}{med[False]:>10,.0f}{cpu_med[False]:>14,.0f}"
+            f"   {runs(rates[False])}; {runs(cpu_rates[False])}",
+            f"{'  with --ui-port, the page polled every 1 s':<44}{med[True]:>10,.0f}"
+            f"{cpu_med[True]:>14,.0f}   {runs(rates[True])}; {runs(cpu_rates[True])}",
+            f"ratio with the page / without: events/s {med[True] / med[False]:.3f}, "
+            f"events per CPU second {cpu_med[True] / cpu_med[False]:.3f} (target >= 0.95); "
+            f"job start-up CPU taken off: {startup[False]:.1f} s, {startup[True]:.1f} s; "
+            f"summaries served per run: {', '.join(map(str, polls))}",
+        ]
+    )
+
+
+def _page_run(
+    setup: KafkaBenchSetup, values: list[bytes], state: Path, page: bool
+) -> tuple[float, float, int]:
+    """One job over `values` on fresh topics, with the page open or not: (seconds as
+    `_timed_job` counts them, CPU seconds of the job's process, summaries served)."""
+    job = _settings(setup.bootstrap_servers)
+    _produce(job, values)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    extra: list[str] = []
+    answers = 0
+    if page:
+        port = _free_port()
+        extra = ["--ui-port", str(port)]
+        with _PagePoller(port) as poller:
+            seconds = _timed_job(job, state, setup.step_size, len(values), extra)[0]
+        answers = poller.answers
+    else:
+        seconds = _timed_job(job, state, setup.step_size, len(values))[0]
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return seconds, cpu, answers
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _PagePoller:
+    """What an open page does to the job: GET /api/summary every `PAGE_POLL_S`, in a
+    thread; `answers` counts the summaries received."""
+
+    def __init__(self, port: int) -> None:
+        self.url = f"http://127.0.0.1:{port}/api/summary"
+        self.answers = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        while not self._stop.wait(PAGE_POLL_S):  # the page's pace, not a wait for a result
+            try:
+                with urllib.request.urlopen(self.url, timeout=5) as answer:
+                    answer.read()
+                self.answers += 1
+            except OSError:
+                pass  # the job is starting or has ended: the page retries likewise
+
+    def __enter__(self) -> _PagePoller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _settings(bootstrap: str) -> KafkaSettings:
@@ -129,14 +246,19 @@ def _job_command(settings: KafkaSettings, state: Path, step: int, idle_exit: boo
     return [*cmd, "--exit-when-idle"] if idle_exit else cmd
 
 
-def _timed_job(settings: KafkaSettings, state: Path, step: int, n: int) -> tuple[float, int]:
+def _timed_job(
+    settings: KafkaSettings, state: Path, step: int, n: int, extra: list[str] | None = None
+) -> tuple[float, int]:
     """Run the job to the end of the input; (seconds per event × n, output records).
 
     Timed by the job's own output: from its first frontier record to its last, a span in
     which it processed every event but those of its first step (so process start-up and
     topic set-up are not counted).
     """
-    subprocess.run(_job_command(settings, state, step, True), check=True, capture_output=True)
+    command = [*_job_command(settings, state, step, True), *(extra or [])]
+    subprocess.run(command, check=True, capture_output=True)
+    if n == 0:  # nothing to time (a run that measures the job's start-up)
+        return 0.0, 0
     times = [ts for ts, _, _ in _consume(settings.bootstrap_servers, settings.topics.frontier)]
     span_s = (max(times) - min(times)) / 1000
     return span_s * n / max(1, n - step), len(times)

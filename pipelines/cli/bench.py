@@ -29,12 +29,25 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         help="IECA + RocksDB only, at each --scale-urls population: events/s, ratio, peak RSS",
     )
     bp.add_argument("--scale-urls", type=csv_list, default=("1000000", "10000000"))
+    bp.add_argument(
+        "--ui",
+        action="store_true",
+        help="also run IECA with the operator's page served and polled once a second "
+        "(ieca+page) and print its ratio to IECA without it",
+    )
     bp.set_defaults(handler=bench)
     kp = sub.add_parser("bench-kafka", help="Kafka → frontierflow → Kafka vs a no-work ceiling")
     kp.add_argument("--bootstrap-servers", required=True, help="HOST:PORT of a broker")
     kp.add_argument("--events", type=int, default=10_000)
     kp.add_argument("--step-size", type=int, default=500)
     kp.add_argument("--latency-seconds", type=float, default=15.0)
+    kp.add_argument(
+        "--ui",
+        action="store_true",
+        help="measure the operator's page instead: events/s without and with --ui-port "
+        "(a client polling the page's endpoint once a second), alternating runs, ratio",
+    )
+    kp.add_argument("--repeats", type=int, default=3, help="with --ui: runs of each kind")
     kp.set_defaults(handler=bench_kafka)
     bb = sub.add_parser("bench-beam", help="one log: embedded engine vs Beam local/Prism/Flink")
     bb.add_argument("--events", type=int, default=2_000)
@@ -95,6 +108,7 @@ def bench(args: argparse.Namespace) -> int:
             urls=args.urls,
             step_size=args.step_size,
             repeats=args.repeats or 3,
+            ui=args.ui,
         ),
         work_dir=args.work_dir,
     )
@@ -117,18 +131,16 @@ def bench_scale(args: argparse.Namespace) -> int:
 
 
 def bench_kafka(args: argparse.Namespace) -> int:
-    from frontierflow.pipelines.bench.kafka import KafkaBenchSetup, run_kafka_bench
+    from frontierflow.pipelines.bench.kafka import KafkaBenchSetup, run_kafka_bench, run_ui_bench
 
-    print(
-        run_kafka_bench(
-            KafkaBenchSetup(
-                bootstrap_servers=args.bootstrap_servers,
-                events=args.events,
-                step_size=args.step_size,
-                latency_seconds=args.latency_seconds,
-            )
-        )
+    setup = KafkaBenchSetup(
+        bootstrap_servers=args.bootstrap_servers,
+        events=args.events,
+        step_size=args.step_size,
+        latency_seconds=args.latency_seconds,
+        ui_repeats=args.repeats,
     )
+    print(run_ui_bench(setup) if args.ui else run_kafka_bench(setup))
     return 0
 
 

@@ -5,13 +5,15 @@ command that talks to a broker (`run`, `fetch`, `seed`, `urlfrontier`, `crawl-re
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from frontierflow.connectors.kafka import KafkaSettings
     from frontierflow.pipelines.core.strategy import Strategy
+    from frontierflow.pipelines.embedded.observer import StepObserver
     from frontierflow.pipelines.speed.settings import ControllerSettings
     from frontierflow.pipelines.strategies.lafc import LafcSettings
     from frontierflow.pipelines.strategies.lafc_plus import LafcPlusSettings
@@ -74,6 +76,41 @@ def add_engine_args(parser: argparse.ArgumentParser, state_required: bool = True
     parser.add_argument(
         "--speed-window-ms", type=int, default=10_000, help="speed statistics window length"
     )
+
+
+def add_ui_args(parser: argparse.ArgumentParser) -> None:
+    """The operator's page of an embedded-engine job (`pipelines/ui`)."""
+    parser.add_argument(
+        "--ui-port",
+        type=int,
+        default=None,
+        help="serve the operator's page (live charts of this job) on http://127.0.0.1:PORT/ "
+        "(0: a free port, logged)",
+    )
+    parser.add_argument(
+        "--ui-host",
+        default="127.0.0.1",
+        help="address the page binds to (default: loopback only; any other shows the crawl's "
+        "URLs to that network)",
+    )
+
+
+@contextlib.contextmanager
+def operators_page(
+    args: argparse.Namespace, command: str, strategy: Strategy[Any]
+) -> Iterator[StepObserver | None]:
+    """With `--ui-port`: the page's summary (the engine's observer) while its server runs;
+    else None, and nothing is started."""
+    if args.ui_port is None:
+        yield None
+        return
+    from frontierflow.pipelines.ui import start_page
+
+    summary, server = start_page(command, strategy, args.ui_port, args.ui_host)
+    try:
+        yield summary
+    finally:
+        server.close()
 
 
 def speed_settings(args: argparse.Namespace) -> ControllerSettings | None:

@@ -10,7 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from frontierflow.pipelines.cli.common import add_engine_args, speed_settings, strategy_from_args
+from frontierflow.pipelines.cli.common import (
+    add_engine_args,
+    add_ui_args,
+    operators_page,
+    speed_settings,
+    strategy_from_args,
+)
 
 if TYPE_CHECKING:
     from frontierflow.schemas.records import FetchEvent
@@ -27,6 +33,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "(.warc, .warc.gz, .arc.gz: response records become FetchEvents)",
     )
     add_engine_args(rp, state_required=False)
+    add_ui_args(rp)
     rp.add_argument(
         "--out",
         type=Path,
@@ -107,28 +114,33 @@ def replay(args: argparse.Namespace) -> int:
     # a WARC carries no echo: it is always derived from state
     args.echo_from_state = args.echo_from_state or is_warc_log(args.log)
     if args.runner == "beam":
+        if args.ui_port is not None:
+            raise ValueError("--ui-port: the operator's page watches the embedded engine only")
         return _replay_beam(args)
     from frontierflow.pipelines.embedded.replay import replay_log
 
     if args.state_dir is None:
         raise ValueError("--state-dir is required with the embedded engine")
 
-    stats = replay_log(
-        args.log,
-        strategy_name=args.strategy,
-        state_dir=args.state_dir,
-        out=args.out,
-        dead_letters=args.dead_letters,
-        budget=args.budget,
-        step_size=args.step_size,
-        seed=args.seed,
-        strategy=strategy_from_args(args),
-        speed=speed_settings(args),
-        fill_echo=args.echo_from_state,
-        seeds=args.seed_url,
-        crawl_id=args.seed_crawl_id,
-        seed_ms=args.seed_time_ms,
-    )
+    strategy = strategy_from_args(args)
+    with operators_page(args, "replay", strategy) as observer:
+        stats = replay_log(
+            args.log,
+            strategy_name=args.strategy,
+            state_dir=args.state_dir,
+            out=args.out,
+            dead_letters=args.dead_letters,
+            budget=args.budget,
+            step_size=args.step_size,
+            seed=args.seed,
+            strategy=strategy,
+            speed=speed_settings(args),
+            fill_echo=args.echo_from_state,
+            observer=observer,
+            seeds=args.seed_url,
+            crawl_id=args.seed_crawl_id,
+            seed_ms=args.seed_time_ms,
+        )
     log.info(
         "replayed %d events (%d duplicates, %d dead letters): %d entries, %d removals",
         stats.events,

@@ -13,7 +13,9 @@ from frontierflow.pipelines.cli.common import (
     NO_SPEED_CONTROLLER,
     add_engine_args,
     add_kafka_args,
+    add_ui_args,
     kafka_settings,
+    operators_page,
     speed_settings,
     strategy_from_args,
 )
@@ -33,6 +35,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     lp.add_argument(
         "--metrics-port", type=int, default=None, help="serve Prometheus metrics on 127.0.0.1:PORT"
     )
+    add_ui_args(lp)
     lp.add_argument(
         "--exit-when-idle", action="store_true", help="stop once fetch-events is read to its end"
     )
@@ -87,6 +90,8 @@ def job_kafka_settings(args: argparse.Namespace) -> KafkaSettings:
 
 def run(args: argparse.Namespace) -> int:
     if args.runner == "beam":
+        if args.ui_port is not None:
+            raise ValueError("--ui-port: the operator's page watches the embedded engine only")
         return _run_beam(args)
     beam_only = [
         name
@@ -122,7 +127,8 @@ def _run_embedded(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    run_live(settings, strategy, args.state_dir, options, stop)
+    with operators_page(args, "run", strategy) as observer:
+        run_live(settings, strategy, args.state_dir, options, stop, observer=observer)
     return 0
 
 

@@ -173,6 +173,9 @@ class Strategy(ABC, Generic[S]):
     """Whether a repeated fetch still carries news: its Reinforce goes to the parent."""
     echo_fill: ClassVar[EchoFill] = EchoFill.NONE
     """Whose state `echo_from_state` reads when an event carries no echo."""
+    judges_pages: ClassVar[bool] = False
+    """Whether a first fetch's `Fetched.value` is the page's topic similarity (eqs. 4–5
+    of seed 000), so an onlooker can tell the harvest rate from it."""
 
     def echo_from_state(self, event: FetchEvent, state: S) -> dict[str, str]:
         """The echo the frontier entry that led to `event` carried, derived from the state,

@@ -11,6 +11,7 @@ again from the committed input position, so the redone step writes the same byte
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -21,6 +22,7 @@ from frontierflow.pipelines.core.strategy import (
     Strategy,
 )
 from frontierflow.pipelines.core.validate import Limits, checked
+from frontierflow.pipelines.embedded.observer import StepObserver, StepReport
 from frontierflow.pipelines.embedded.step import SPEED_FAMILY, Step
 from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.schemas.records import (
@@ -81,6 +83,7 @@ class Engine(Generic[S]):
         speed: ControllerSettings | None = None,
         hot_states: int = DEFAULT_HOT_STATES,
         fill_echo: bool = False,
+        observer: StepObserver | None = None,
     ) -> None:
         needed = {strategy.family, CRAWLED_FAMILY} | ({SPEED_FAMILY} if speed else set())
         missing = needed - set(store.families)
@@ -104,6 +107,8 @@ class Engine(Generic[S]):
             strategy if isinstance(strategy, GlobalStrategy) else None
         )
         self._before_commit = before_commit or (lambda _phase: None)
+        self.observer = observer
+        """Told of every committed step (an operator's page); None: nothing is built."""
         self.sink.rewind(self.store.get(META_FAMILY, OUTPUT_POSITION))
 
     @staticmethod
@@ -183,6 +188,7 @@ class Engine(Generic[S]):
             return
         if checkpoint is None:
             checkpoint = encode_u64(items[-1][0].offset + 1)  # a one-position token
+        started = time.perf_counter()
         step = Step(self)
         step.prefetch(items)
         limits = self.limits
@@ -192,10 +198,14 @@ class Engine(Generic[S]):
                 step.dead(position, event.error_class, event.message, raw)
             else:
                 step.event(event)
-        self._commit(step, checkpoint)
+        self._commit(step, checkpoint, started=started)
 
     def _commit(
-        self, step: Step[S], checkpoint: bytes | None, seeds_checkpoint: bytes | None = None
+        self,
+        step: Step[S],
+        checkpoint: bytes | None,
+        seeds_checkpoint: bytes | None = None,
+        started: float | None = None,
     ) -> None:
         """Commit one step, in this order:
 
@@ -205,9 +215,11 @@ class Engine(Generic[S]):
         3. commit that transaction: one RocksDB write batch.
         A crash before 3 leaves the old positions: the sink is rewound past what 1 wrote
         and the input is read again. A crash after 3 has nothing left to redo.
+        4. tell the observer, if any, what the committed step did.
         """
         step.apply_pending()
-        self.sink.write(list(step.changes.values()), step.dead_letters)
+        changes = list(step.changes.values())
+        self.sink.write(changes, step.dead_letters)
         if step.decisions:
             assert isinstance(self.sink, DecisionSink)  # checked in __init__
             self.sink.write_decisions(step.decisions)
@@ -226,11 +238,24 @@ class Engine(Generic[S]):
         self._before_commit("committed")
         self.stats.steps += 1
         self.stats.decisions += len(step.decisions)
-        for change in step.changes.values():
+        for change in changes:
             if isinstance(change, Removal):
                 self.stats.removals += 1
             else:
                 self.stats.entries += 1
+        if self.observer is not None:
+            report = StepReport(
+                changes=changes,
+                dead_letters=step.dead_letters,
+                decisions=step.decisions,
+                similarities=step.similarities or (),
+                stats=self.stats,
+                seconds=0.0 if started is None else time.perf_counter() - started,
+            )
+            try:
+                self.observer.step_committed(report)
+            except Exception:  # an onlooker's fault must not stop the crawl; the step is in
+                log.exception("the step observer failed; the job goes on")
 
 
 def apply_all(engine: Engine[Any], items: Iterable[InputItem], step_size: int) -> None:

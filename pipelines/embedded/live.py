@@ -32,10 +32,14 @@ from frontierflow.connectors.kafka import (
 )
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.pipelines.embedded.engine import Engine, EngineStats
+from frontierflow.pipelines.embedded.observer import StepObserver
 from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.state.rocksdb import RocksDBStore
 
 log = logging.getLogger(__name__)
+
+LAG_EVERY_S = 1.0
+"""How often a watched job (an observer is attached) measures its input lag."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,14 +137,16 @@ def run_live(
     on_step: Callable[[EngineStats], None] | None = None,
     before_commit: Callable[[str], None] | None = None,
     metrics: LiveMetrics | None = None,
+    observer: StepObserver | None = None,
 ) -> EngineStats:
     """Run until `stop` is set (or, with `exit_when_idle`, until the input is drained).
 
     `on_step` sees the counters after every committed step; `before_commit` is the
     engine's hook into its commit protocol (tests use it to die at chosen points);
-    `metrics` lets the caller keep the metrics object (and its HTTP port).
+    `metrics` lets the caller keep the metrics object (and its HTTP port); `observer` (an
+    operator's page) is told of every committed step and, once a second, the input lag.
     """
-    hooks = _Hooks(on_step or (lambda _stats: None), before_commit)
+    hooks = _Hooks(on_step or (lambda _stats: None), before_commit, observer)
     stop = stop or threading.Event()
     metrics = metrics or LiveMetrics()
     if options.metrics_port is not None:
@@ -181,11 +187,12 @@ def _run_connected(
         source_name=settings.topics.fetch_events,
         before_commit=hooks.before_commit,
         speed=options.speed,
+        observer=hooks.observer,
     )
     engine.stats = previous
     source = KafkaFetchEventSource(settings, engine.input_checkpoint())
     seeds = KafkaSeedSource(settings, engine.seeds_checkpoint())
-    last_report = time.monotonic()
+    last_report = last_lag = time.monotonic()
     try:
         while not stop.is_set():
             seed_items, seed_checkpoint = seeds.poll(options.step_size, 0)
@@ -204,9 +211,13 @@ def _run_connected(
                 source.commit_for_monitoring()
             now = time.monotonic()
             report = now - last_report >= options.progress_every_s
-            if report or (not items and options.exit_when_idle):
+            watched = hooks.observer is not None and now - last_lag >= LAG_EVERY_S
+            if report or watched or (not items and options.exit_when_idle):
                 lag = source.lag() + seeds.lag()
                 metrics.lag.set(lag)
+                if hooks.observer is not None:
+                    hooks.observer.input_lag(lag)
+                    last_lag = now
                 metrics.state_keys.set(store.estimate_keys(strategy.family))
                 if report:
                     _log_progress(engine.stats, lag)
@@ -225,6 +236,7 @@ def _run_connected(
 class _Hooks:
     on_step: Callable[[EngineStats], None]
     before_commit: Callable[[str], None] | None
+    observer: StepObserver | None
 
 
 def _log_progress(stats: EngineStats, lag: int) -> None:

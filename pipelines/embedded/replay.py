@@ -16,6 +16,7 @@ from typing import Any
 from frontierflow.connectors.logs import FileSink, read_fetch_events
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.pipelines.embedded.engine import Engine, EngineStats, apply_all
+from frontierflow.pipelines.embedded.observer import StepObserver
 from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.state.rocksdb import RocksDBStore
@@ -41,6 +42,7 @@ def replay_log(
     seeds: Sequence[str] = (),
     crawl_id: str = "default",
     seed_ms: int = 0,
+    observer: StepObserver | None = None,
 ) -> EngineStats:
     """Replay `log_path` (from where the state directory left off) and return the counters.
 
@@ -51,7 +53,8 @@ def replay_log(
     window closes. With `fill_echo`, an event without echo gets the one the strategy derives
     from its state at fetch time (a WARC's or another crawler's log). `seeds` are injected
     into `crawl_id` at event time `seed_ms` before the first record (again after a crash
-    before the first record's step: the same seeds at the same time)."""
+    before the first record's step: the same seeds at the same time). `observer` (an
+    operator's page) is told of every committed step."""
     if step_size < 1:
         raise ValueError(f"--step-size must be >= 1, got {step_size}")
     if strategy is None:
@@ -71,6 +74,7 @@ def replay_log(
             before_commit=before_commit,
             speed=speed,
             fill_echo=fill_echo,
+            observer=observer,
         )
         start = engine.input_position()
         if start:

@@ -75,6 +75,11 @@ class Step(Generic[S]):
         self.dead_letters: list[DeadLetter] = []
         self.speed_states: dict[str, SpeedState | None] = {}
         self.decisions: list[ScalingDecision] = []
+        self.similarities: list[float] | None = (
+            [] if engine.observer is not None and engine.strategy.judges_pages else None
+        )
+        """Topic similarities of the pages first fetched in this step, for an observer;
+        None when nobody watches or the strategy judges no page."""
 
     def prefetch(self, items: Sequence[InputItem]) -> None:
         """Read every state the step will touch in two batched reads."""
@@ -144,6 +149,8 @@ class Step(Generic[S]):
             self.last_crawled[url] = event.cycle
             self.crawl_counts[event.crawl_id] = clock.crawled
             stats.events += 1
+            if self.similarities is not None:  # the page's own Fetched comes first
+                self.similarities.append(messages[0][1].value)
         pending = self.pending
         for key, message in messages:
             batch = pending.get(key)

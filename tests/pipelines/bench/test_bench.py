@@ -72,6 +72,21 @@ def test_bench_rows_agree_with_the_log(tmp_path: Path, capsys: pytest.CaptureFix
     assert ratio and float(ratio.group(1)) == pytest.approx(ieca[1] / passed[1], abs=0.011)
 
 
+def test_bench_ui_runs_ieca_again_with_the_page_open(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """`--ui` adds IECA with the operator's page served and polled: the same events and
+    entries as IECA without it, and its ratio to that row printed."""
+    argv = ["bench", "--events", "200", "--urls", "3000", "--repeats", "1", "--step-size", "50"]
+    assert main([*argv, "--ui", "--work-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    ieca, page = _figures(_cells(out, "ieca+rocksdb")), _figures(_cells(out, "+page open"))
+    assert page[0] == ieca[0] == 200
+    assert page[2] == ieca[2] > 0  # the page changes nothing the job writes
+    ratio = re.search(r"page open / without: events/s (\d+\.\d{3}), events per CPU", out)
+    assert ratio and float(ratio.group(1)) == pytest.approx(page[1] / ieca[1], rel=0.02)
+
+
 def test_scale_mode_reports_each_population(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Two populations, IECA only: one row each, the largest's rate over the smallest's as
     printed, and the worker's peak RSS in MB (10^6 bytes) beside the 400 MB target."""

@@ -87,6 +87,7 @@ def test_run_windowed_clock_reads_on(kafka_calls: Calls, idle: list[str], until_
         [*RUN, "--clock", "windowed:0"],
         [*RUN, "--clock", "hourly"],
         [*RUN, "--strategy", "pagerank"],  # a global recomputation: embedded only
+        [*RUN, "--ui-port", "0"],  # the operator's page watches the embedded engine
         ["run", "--bootstrap-servers", "127.0.0.1:9", "--state-dir", "s", "--clock", "windowed:5"],
         ["run", "--bootstrap-servers", "127.0.0.1:9", "--state-dir", "s", "--beam-option=-x"],
         ["run", "--bootstrap-servers", "127.0.0.1:9"],  # the embedded engine needs --state-dir

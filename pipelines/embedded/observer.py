@@ -1,0 +1,48 @@
+"""What the embedded engine tells an onlooker after each committed step.
+
+An operator's page (`pipelines/ui`) wants to see what the engine already knows — the
+frontier changes, dead letters and ScalingDecisions of a step, how long it took, the pages
+the relevance judge saw — without a second pass over the state. The engine hands each
+committed step to a `StepObserver` as a `StepReport`; with no observer (the default) it
+builds none, so watching costs nothing when nobody watches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from frontierflow.schemas.records import DeadLetter, FrontierChange, ScalingDecision
+
+if TYPE_CHECKING:
+    from frontierflow.pipelines.embedded.engine import EngineStats
+
+
+@dataclass(frozen=True, slots=True)
+class StepReport:
+    """One committed step, as the engine saw it.
+
+    `changes` are the latest frontier change per key, as written to the sink; `stats` are
+    the engine's counters after the step (the same ones the job's Prometheus metrics
+    advance by); `similarities` are the topic similarities (eqs. 4–5 of seed 000) of the
+    pages first fetched in the step, for a strategy that judges pages
+    (`Strategy.judges_pages`), else empty; `seconds` is the step's wall time from its first
+    item to its commit.
+    """
+
+    changes: Sequence[FrontierChange]
+    dead_letters: Sequence[DeadLetter]
+    decisions: Sequence[ScalingDecision]
+    similarities: Sequence[float]
+    stats: EngineStats
+    seconds: float
+
+
+class StepObserver(Protocol):
+    """Receives every committed step and, from a live job, the input lag. Called on the
+    engine's thread: an observer must be quick and must not raise."""
+
+    def step_committed(self, report: StepReport) -> None: ...
+
+    def input_lag(self, records: int) -> None: ...
