@@ -25,6 +25,7 @@ from frontierflow.pipelines.core.step import (
 )
 from frontierflow.pipelines.core.strategy import (
     CrawlClock,
+    Fetched,
     GlobalStrategy,
     Link,
     Message,
@@ -150,7 +151,9 @@ class Step(Generic[S]):
             self.crawl_counts[event.crawl_id] = clock.crawled
             stats.events += 1
             if self.similarities is not None:  # the page's own Fetched comes first
-                self.similarities.append(messages[0][1].value)
+                own = messages[0][1]
+                if isinstance(own, Fetched):
+                    self.similarities.append(own.value)
         pending = self.pending
         for key, message in messages:
             batch = pending.get(key)
