@@ -3,9 +3,11 @@
 The source reads every partition of `fetch-events` by manual assignment, from offsets the
 engine keeps in its own RocksDB checkpoint (the consumer group's commits are written for
 monitoring only), and turns records that do not decode into `Failed` items. The sink
-writes frontier entries keyed by URL to the compacted `frontier` topic (a tombstone when a
-URL is fetched), and dead letters to `dead-letter`; `flush` returns only once the broker
-has acknowledged everything, so the engine commits state after its outputs are safe.
+writes frontier entries to the compacted `frontier` topic as `frontier_record` makes them
+(keyed by URL, or URL and parent for a reply request; a tombstone when a URL is fetched;
+partitioned by host), and dead letters to `dead-letter`; `flush` returns only once the
+broker has acknowledged everything, so the engine commits state after its outputs are
+safe. The Beam pipelines write through the same `AcknowledgedProducer` and rule.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from frontierflow.connectors.base import DecisionSink, Failed, Position
-from frontierflow.schemas.codecs import AvroCodec, CodecError, record_from_dict
+from frontierflow.schemas.codecs import AvroCodec, CodecError, encode_record, record_from_dict
 from frontierflow.schemas.jsonl import json_to_record
 from frontierflow.schemas.records import (
     DeadLetter,
@@ -316,11 +318,14 @@ class KafkaSeedSource(KafkaTopicSource[SeedRequest]):
         return decode_seed(value)
 
 
-class KafkaSink(DecisionSink):
-    """Frontier changes and dead letters to Kafka; `flush` waits for every acknowledgement."""
+class AcknowledgedProducer:
+    """The producer every frontierflow writer of the job's topics uses (the engine's
+    `KafkaSink`, the Beam pipelines' Kafka writers): acks from all replicas, lz4, and a
+    `flush` that returns only once the broker acknowledged every record sent since the last
+    one, raising SinkError otherwise, so the caller commits (or ends a bundle) only when its
+    outputs are safe."""
 
     def __init__(self, settings: KafkaSettings, flush_timeout_s: float = 30.0) -> None:
-        self.settings = settings
         self.flush_timeout_s = flush_timeout_s
         self.producer = KafkaProducer(
             acks="all",
@@ -329,48 +334,29 @@ class KafkaSink(DecisionSink):
             **settings.connection(),
         )
         self._pending: list[Any] = []
-        self._entry_codec = AvroCodec.for_name("FrontierEntry")
-        self._dead_codec = AvroCodec.for_name("DeadLetter")
-        self._decision_codec = AvroCodec.for_name("ScalingDecision")
-        self._partitions: int | None = None
+        self._partitions: dict[str, int] = {}
 
-    def write(self, changes: Sequence[FrontierChange], dead: Sequence[DeadLetter]) -> None:
-        """Frontier records keyed by `frontier_record_key` (the URL; URL and parent for a
-        reply request) in the partition of their host (`host_partition`)."""
-        topics = self.settings.topics
-        send, pending = self.producer.send, self._pending
-        encode = self._entry_codec.encode
-        partitions = self._frontier_partitions()
-        for change in changes:
-            key = frontier_record_key(change).encode()
-            part = host_partition(change.url, partitions)
-            if isinstance(change, Removal):
-                pending.append(send(topics.frontier, key=key, value=None, partition=part))
-            else:
-                value = encode(change.to_avro())
-                pending.append(send(topics.frontier, key=key, value=value, partition=part))
-        for letter in dead:
-            value = self._dead_codec.encode(letter.to_avro())
-            pending.append(send(topics.dead_letter, value=value))
+    def send(
+        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None
+    ) -> None:
+        self._pending.append(self.producer.send(topic, key=key, value=value, partition=partition))
 
-    def _frontier_partitions(self) -> int:
-        if self._partitions is None:
-            found = self.producer.partitions_for(self.settings.topics.frontier)
+    def send_frontier(self, topic: str, change: FrontierChange) -> None:
+        """One frontier change as `frontier_record` makes it."""
+        key, value, partition = frontier_record(change, self.partitions(topic))
+        self.send(topic, key, value, partition)
+
+    def partitions(self, topic: str) -> int:
+        """How many partitions `topic` has (asked once, then remembered)."""
+        count = self._partitions.get(topic)
+        if count is None:
+            found = self.producer.partitions_for(topic)
             if not found:
-                raise SinkError(f"topic {self.settings.topics.frontier!r} has no partitions")
-            self._partitions = len(found)
-        return self._partitions
+                raise SinkError(f"topic {topic!r} has no partitions")
+            count = self._partitions[topic] = len(found)
+        return count
 
-    def write_decisions(self, decisions: Sequence[ScalingDecision]) -> None:
-        for d in decisions:
-            value = self._decision_codec.encode(d.to_avro())
-            self._pending.append(
-                self.producer.send(
-                    self.settings.topics.fetcher_control, key=d.fetcher_id.encode(), value=value
-                )
-            )
-
-    def flush(self) -> bytes:
+    def flush(self) -> None:
         """Wait until the broker acknowledged every record sent; SinkError otherwise."""
         pending, self._pending = self._pending, []
         try:
@@ -382,6 +368,48 @@ class KafkaSink(DecisionSink):
                 raise SinkError("outputs not acknowledged before the flush timeout")
             if future.failed():
                 raise SinkError(f"output not written: {future.exception}")
+
+    def close(self) -> None:
+        self.producer.close(timeout=5)
+
+
+def frontier_record(change: FrontierChange, partitions: int) -> tuple[bytes, bytes | None, int]:
+    """(key, value, partition) of a frontier change on the frontier topic, the one rule for
+    every engine that writes it: the key is `frontier_record_key` (the URL; for a reply
+    request the URL and its parent's URL, so compaction keeps each parent's request), the
+    value the entry's Avro single-object encoding or None (a tombstone) for a fetched page,
+    the partition `host_partition` of the URL, so one fetcher of a group owns a host."""
+    key = frontier_record_key(change).encode()
+    partition = host_partition(change.url, partitions)
+    if isinstance(change, Removal):
+        return key, None, partition
+    return key, encode_record(change), partition
+
+
+class KafkaSink(DecisionSink):
+    """Frontier changes and dead letters to Kafka; `flush` waits for every acknowledgement."""
+
+    def __init__(self, settings: KafkaSettings, flush_timeout_s: float = 30.0) -> None:
+        self.settings = settings
+        self.output = AcknowledgedProducer(settings, flush_timeout_s)
+
+    def write(self, changes: Sequence[FrontierChange], dead: Sequence[DeadLetter]) -> None:
+        """Frontier records as `frontier_record` makes them; dead letters unkeyed."""
+        topics = self.settings.topics
+        send_frontier = self.output.send_frontier
+        for change in changes:
+            send_frontier(topics.frontier, change)
+        for letter in dead:
+            self.output.send(topics.dead_letter, None, encode_record(letter))
+
+    def write_decisions(self, decisions: Sequence[ScalingDecision]) -> None:
+        for d in decisions:
+            topic = self.settings.topics.fetcher_control
+            self.output.send(topic, d.fetcher_id.encode(), encode_record(d))
+
+    def flush(self) -> bytes:
+        """Wait until the broker acknowledged every record sent; SinkError otherwise."""
+        self.output.flush()
         return b""
 
     def rewind(self, position: bytes | None) -> None:
@@ -389,4 +417,4 @@ class KafkaSink(DecisionSink):
         return None
 
     def close(self) -> None:
-        self.producer.close(timeout=5)
+        self.output.close()

@@ -19,10 +19,13 @@ invalid records are stamped at the watermark and go to dead letters as ever. Wit
 `lateness_ms` (the exact-clock pipeline, which orders by position and waits for the end)
 the watermark stays put until the range ends and nothing is late.
 
-`WriteToKafka` sends (topic, key, value) records (a None value is a tombstone) and flushes
-at the end of every bundle. `build_kafka_pipeline` runs the exact-clock pipeline
-(`beam.replay`), `build_kafka_stream` the unbounded form (`beam.stream`): frontier changes
-keyed by URL to the compacted frontier topic, optionally every URL's state to a state topic.
+`WriteUpdatesToKafka` writes per-URL updates to the compacted frontier topic exactly as the
+embedded engine's `KafkaSink` does (one rule, `connectors.kafka.frontier_record`: keyed by
+URL, or URL and parent for a reply request; tombstones for fetched pages; partitioned by
+host), optionally every URL's state to a state topic; `WriteToKafka` sends (topic, key,
+value) records such as dead letters. Both end every bundle with all their records
+acknowledged. `build_kafka_pipeline` runs the exact-clock pipeline (`beam.replay`),
+`build_kafka_stream` the unbounded form (`beam.stream`).
 """
 
 from __future__ import annotations
@@ -38,12 +41,16 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.core import RestrictionProvider, WatermarkEstimatorProvider
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import MIN_TIMESTAMP, Duration, Timestamp
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
 from frontierflow.connectors.base import Failed
-from frontierflow.connectors.kafka import KafkaSettings, decode_fetch_event
+from frontierflow.connectors.kafka import (
+    AcknowledgedProducer,
+    KafkaSettings,
+    decode_fetch_event,
+)
 from frontierflow.pipelines.beam.coders import UrlUpdate
 from frontierflow.pipelines.beam.event_time import ClockWindows
 from frontierflow.pipelines.beam.io import DEAD, with_dead_letters
@@ -52,7 +59,7 @@ from frontierflow.pipelines.beam.stream import stream_frontier
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.pipelines.core.validate import checked
 from frontierflow.schemas.codecs import encode_record
-from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry
+from frontierflow.schemas.records import DeadLetter, FetchEvent
 
 _MAX_OFFSET = 2**63 - 1
 
@@ -286,24 +293,48 @@ def ensure_compacted_topic(settings: KafkaSettings, topic: str) -> None:
         admin.close()
 
 
-class _SendToKafka(beam.DoFn):
-    """(topic, key, value) records to Kafka; every bundle ends with all of them acknowledged."""
+class _KafkaWriter(beam.DoFn):
+    """Sends through the job's `AcknowledgedProducer`; every bundle ends with all its records
+    acknowledged (a failure fails the bundle, which the runner retries: the records are
+    upserts by key)."""
 
     def __init__(self, settings: KafkaSettings) -> None:
         self.settings = settings
 
     def setup(self) -> None:
-        self.producer = KafkaProducer(acks="all", linger_ms=5, **self.settings.connection())
+        self.output = AcknowledgedProducer(self.settings)
+
+    def finish_bundle(self) -> None:
+        self.output.flush()
+
+    def teardown(self) -> None:
+        self.output.close()
+
+
+class _SendToKafka(_KafkaWriter):
+    """(topic, key, value) records to Kafka, by Kafka's default partitioner."""
 
     def process(self, record: tuple[str, bytes | None, bytes | None]) -> None:
         topic, key, value = record
-        self.producer.send(topic, key=key, value=value)
+        self.output.send(topic, key, value)
 
-    def finish_bundle(self) -> None:
-        self.producer.flush()
 
-    def teardown(self) -> None:
-        self.producer.close(timeout=5)
+class _SendUpdates(_KafkaWriter):
+    """Per-URL updates to Kafka: every change to the frontier topic exactly as the
+    embedded engine's `KafkaSink` writes it (`frontier_record`: key, tombstone, partition
+    by host), and with a state topic the URL's state keyed by URL (a tombstone when the key
+    holds no state)."""
+
+    def __init__(self, settings: KafkaSettings, state_topic: str | None) -> None:
+        super().__init__(settings)
+        self.state_topic = state_topic
+
+    def process(self, update: UrlUpdate) -> None:
+        frontier = self.settings.topics.frontier
+        for change in update.changes:
+            self.output.send_frontier(frontier, change)
+        if self.state_topic is not None:
+            self.output.send(self.state_topic, update.url.encode(), update.state)
 
 
 class WriteToKafka(beam.PTransform):
@@ -317,6 +348,19 @@ class WriteToKafka(beam.PTransform):
         return records | "Send" >> beam.ParDo(_SendToKafka(self.settings))
 
 
+class WriteUpdatesToKafka(beam.PTransform):
+    """Writes `UrlUpdate`s: their changes to the frontier topic, and their states to
+    `state_topic` when given (`_SendUpdates`)."""
+
+    def __init__(self, settings: KafkaSettings, state_topic: str | None = None) -> None:
+        super().__init__()
+        self.settings = settings
+        self.state_topic = state_topic
+
+    def expand(self, updates: Any) -> Any:
+        return updates | "Send" >> beam.ParDo(_SendUpdates(self.settings, self.state_topic))
+
+
 def position_of(partition: int, offset: int) -> int:
     """A record's position in the pipelines' input order: by offset, then partition (with
     one partition, exactly the topic's order)."""
@@ -328,19 +372,6 @@ _PARTITION_SLOTS = 1 << 12
 
 KafkaRecord = tuple[str, bytes | None, bytes | None]
 """(topic, key, value) as `WriteToKafka` sends it."""
-
-
-def frontier_records(
-    update: UrlUpdate, topic: str, state_topic: str | None
-) -> Iterator[KafkaRecord]:
-    """One URL's update as Kafka records: its changes keyed by URL to the frontier topic
-    (as the engine's `KafkaSink`: an entry, or a tombstone for a fetched page), and its
-    state to `state_topic` when given (a tombstone when the key holds no state)."""
-    for change in update.changes:
-        value = encode_record(change) if isinstance(change, FrontierEntry) else None
-        yield topic, change.url.encode(), value
-    if state_topic is not None:
-        yield state_topic, update.url.encode(), update.state
 
 
 def dead_record(letter: DeadLetter, topic: str) -> KafkaRecord:
@@ -357,9 +388,9 @@ def build_kafka_pipeline(
     t = settings.topics
     events, dead = pipeline | "ReadKafka" >> ReadFromKafkaPartitions(settings, ends=ends)
     updates = update_frontier(events, strategy)
-    out = updates | "ToRecords" >> beam.FlatMap(frontier_records, t.frontier, None)
+    updates | "WriteFrontier" >> WriteUpdatesToKafka(settings)
     letters = dead | "DeadToRecords" >> beam.Map(dead_record, t.dead_letter)
-    (out, letters) | "Merge" >> beam.Flatten() | "WriteKafka" >> WriteToKafka(settings)
+    letters | "WriteDead" >> WriteToKafka(settings)
 
 
 def build_kafka_stream(
@@ -379,9 +410,9 @@ def build_kafka_stream(
     read = ReadFromKafkaPartitions(settings, ends=ends, lateness_ms=lateness_ms)
     events, dead = pipeline | "ReadKafka" >> read
     updates = stream_frontier(events, strategy, windows)
-    out = updates | "ToRecords" >> beam.FlatMap(frontier_records, t.frontier, state_topic)
+    updates | "WriteFrontier" >> WriteUpdatesToKafka(settings, state_topic)
     letters = dead | "DeadToRecords" >> beam.Map(dead_record, t.dead_letter)
-    (out, letters) | "Merge" >> beam.Flatten() | "WriteKafka" >> WriteToKafka(settings)
+    letters | "WriteDead" >> WriteToKafka(settings)
 
 
 def run_beam_kafka(

@@ -11,9 +11,10 @@ into fixed windows of W ms, and the clock comes from the pipeline's own count, f
    running sum over the windows in event-time order gives before(w), the pages fetched
    before window w started, re-windowed into w.
 3. `AttachClock`: in window w every first fetch gets `crawled = before(w) + 1` (a repeat
-   `before(w)`: it does not count) from an `AsDict` side input and is routed by
-   the step core's `keyed_messages` (the one routing function; a repeat gives only its
-   `Reinforce` with `fresh=False`).
+   `before(w)`: it does not count) from an `AsDict` side input, once the window's fetches
+   are grouped (per crawl and shard of the URL), and is routed by the step core's
+   `keyed_messages` (the one routing function; a repeat gives only its `Reinforce` with
+   `fresh=False`).
 4. `UpdateFrontierInEventTime`: in the global window, per URL, the messages are applied
    with the strategy's own `apply`, in (window, position, index) order, once the watermark
    has passed their window; out comes one record per URL and window: the state and the
@@ -41,6 +42,7 @@ with `fetched_at` and turns events already behind its watermark into dead letter
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -171,7 +173,8 @@ class _FirstFetches(beam.DoFn):
 
 class WindowedCrawlClock(beam.PTransform):
     """Windowed (crawl id, (position, repeat, event)) → windowed (crawl id, pages fetched
-    before the window); repeats do not count."""
+    before the window), for every window that holds a fetch; repeats do not count (a window
+    of repeats only still gets its value, so every fetch finds one in `AttachClock`)."""
 
     def __init__(self, windows: ClockWindows) -> None:
         super().__init__()
@@ -180,8 +183,11 @@ class WindowedCrawlClock(beam.PTransform):
     def expand(self, firsts: Any) -> Any:
         return (
             firsts
-            | "FirstFetchesOnly" >> beam.Filter(lambda kv: not kv[1][1])
-            | "PagesPerWindow" >> beam.combiners.Count.PerKey()
+            | "PageOrRepeat"
+            >> beam.Map(lambda kv: (kv[0], 0 if kv[1][1] else 1)).with_output_types(
+                typehints.KV[str, int]
+            )
+            | "PagesPerWindow" >> beam.CombinePerKey(sum)
             | "WithWindowEnd"
             >> beam.ParDo(_WithWindowEnd()).with_output_types(
                 typehints.KV[str, typehints.Tuple[int, int]]
@@ -244,8 +250,22 @@ class _RunningPageCount(beam.DoFn):
 # --- 3. clock and routing ----------------------------------------------------------------------
 
 
+ROUTE_SHARDS = 8
+"""Keys per crawl over which a window's fetches are grouped before routing (by a hash of
+the URL): the routing of one window runs on this many workers at most."""
+
+
 class AttachClock(beam.PTransform):
-    """Windowed first fetches + the clock side input → (key, ordered keyed message)."""
+    """Windowed first fetches + the clock side input → (key, ordered keyed message).
+
+    A window's fetches are grouped (per crawl and shard of the URL) before they meet the
+    side input, so the routing step sees a window only once its upstream watermark passed
+    it. Fed straight from the repeat step, Prism ran fetches of windows ahead of that
+    watermark (emitted by other keys' timers) with the clock side input as it was at that
+    moment: under load whole windows read an empty clock (crawled = 1) and IECA's δ_t and α
+    went wrong (`docs/RESULTS.md`). A fetch that still finds no clock value for its crawl
+    (every window holding a fetch has one: `WindowedCrawlClock`) stops the job with
+    `ClockMissing` rather than routing with a wrong clock."""
 
     def __init__(self, strategy: Strategy[Any]) -> None:
         super().__init__()
@@ -253,9 +273,35 @@ class AttachClock(beam.PTransform):
 
     def expand(self, pcolls: Any) -> Any:
         firsts, clock = pcolls
-        return firsts | "Route" >> beam.ParDo(
-            _RouteWithClock(self.strategy), beam.pvalue.AsDict(clock)
-        ).with_output_types(typehints.KV[str, typehints.Any])
+        return (
+            firsts
+            | "ByShard"
+            >> beam.Map(_by_shard).with_output_types(
+                typehints.KV[typehints.Tuple[str, int], typehints.Tuple[int, bool, FetchEvent]]
+            )
+            | "WindowByShard" >> beam.GroupByKey()
+            | "Route"
+            >> beam.ParDo(
+                _RouteWithClock(self.strategy), beam.pvalue.AsDict(clock)
+            ).with_output_types(typehints.KV[str, typehints.Any])
+        )
+
+
+def route_shard(url: str) -> int:
+    """The routing shard of a page: CRC-32 of its URL, stable across processes."""
+    return zlib.crc32(url.encode()) % ROUTE_SHARDS
+
+
+def _by_shard(
+    first: tuple[str, tuple[int, bool, FetchEvent]],
+) -> tuple[tuple[str, int], tuple[int, bool, FetchEvent]]:
+    return (first[0], route_shard(first[1][2].url)), first[1]
+
+
+class ClockMissing(RuntimeError):
+    """Fetches of a window met no clock value in the side input: the runner ran them before
+    the side input was ready for their window. Raised rather than routing with a wrong
+    clock."""
 
 
 class _RouteWithClock(beam.DoFn):
@@ -264,16 +310,23 @@ class _RouteWithClock(beam.DoFn):
 
     def process(
         self,
-        element: tuple[str, tuple[int, bool, FetchEvent]],
+        element: tuple[tuple[str, int], Iterable[tuple[int, bool, FetchEvent]]],
         before: dict[str, int],
         window: Any = beam.DoFn.WindowParam,
     ) -> Iterator[Any]:
-        crawl_id, (position, repeat, event) = element
-        clock = crawl_clock(before.get(crawl_id, 0), repeat, event.fetched_at)
+        (crawl_id, _), fetches = element
         due = due_of(window)
-        messages = keyed_messages(self.strategy, event, repeat)
-        for index, (key, message) in enumerate(messages):
-            yield key, (due, position, index, clock.crawled, clock.now_ms, message_tuple(message))
+        pages_before = before.get(crawl_id)
+        if pages_before is None:
+            raise ClockMissing(f"crawl {crawl_id!r}: no clock value for the window due {due} µs")
+        for position, repeat, event in fetches:
+            clock = crawl_clock(pages_before, repeat, event.fetched_at)
+            messages = keyed_messages(self.strategy, event, repeat)
+            for index, (key, message) in enumerate(messages):
+                yield (
+                    key,
+                    (due, position, index, clock.crawled, clock.now_ms, message_tuple(message)),
+                )
 
 
 # --- 4. per-URL state --------------------------------------------------------------------------

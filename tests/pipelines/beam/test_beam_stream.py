@@ -14,13 +14,21 @@ from typing import Any, ClassVar
 import apache_beam as beam
 import pytest
 from apache_beam.io.filesystem import FileMetadata, FileSystem, MatchResult
+from apache_beam.transforms.window import IntervalWindow
+from apache_beam.utils.timestamp import Timestamp
 
 from frontierflow.pipelines.beam.event_time import ClockWindows, parse_clock
 from frontierflow.pipelines.beam.io import one_log_file, read_log_items
 from frontierflow.pipelines.beam.replay import build_replay
-from frontierflow.pipelines.beam.stream import build_stream_replay, run_beam_stream_replay
+from frontierflow.pipelines.beam.stream import (
+    ClockMissing,
+    _RouteWithClock,
+    build_stream_replay,
+    run_beam_stream_replay,
+)
 from frontierflow.pipelines.core.step import is_repeat_fetch
 from frontierflow.pipelines.strategies import build_strategy
+from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.ieca import IecaParams, clock_coefficients
 
 LOCAL = ["--runner=FnApiRunner"]
@@ -108,6 +116,24 @@ def test_stateful_steps_have_deterministic_key_coders(
             beam.Pipeline(argv=LOCAL), log, strategy, str(tmp_path / "b"), ClockWindows(10)
         )
     assert not [r for r in caplog.records if "deterministic" in r.getMessage()]
+
+
+def test_routing_refuses_a_window_without_its_clock() -> None:
+    """A fetch whose window has no clock value in the side input (the runner ran it before
+    the side input was ready) stops the job instead of being routed with crawled = 1."""
+    route = _RouteWithClock(build_strategy("ieca", budget=10))
+    event = FetchEvent(
+        "https://a.example/", 5, 200, "f", "a.example", outlinks=("https://b.example/",)
+    )
+    window = IntervalWindow(Timestamp(0), Timestamp(micros=1000))  # due: its last ms, 0
+    with pytest.raises(ClockMissing, match="crawl 'c': no clock value for the window due 0"):
+        list(route.process((("c", 3), [(7, False, event)]), {}, window))
+    routed = list(route.process((("c", 3), [(7, False, event)]), {"c": 4}, window))
+    # 4 pages before the window, a first fetch counts itself: crawled 5, now = fetched_at 5
+    assert [(key, m[:5]) for key, m in routed] == [
+        ("https://a.example/", (0, 7, 0, 5, 5)),
+        ("https://b.example/", (0, 7, 1, 5, 5)),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,112 @@
+"""The Beam streaming form writes the frontier topic exactly as the live embedded engine
+does: per partition the same keys (a URL, or URL and parent for a reply request), the same
+latest value per key and the same tombstones, the partition chosen by host. A fleet of
+fetchers sharing the frontier as one consumer group relies on it."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+from topical_webs import random_web
+
+from frontierflow.connectors.kafka import KafkaSettings, host_partition
+from frontierflow.pipelines.beam.event_time import ClockWindows
+from frontierflow.pipelines.beam.kafka import ensure_compacted_topic, run_beam_kafka_stream
+from frontierflow.pipelines.embedded.live import LiveOptions, run_live
+from frontierflow.pipelines.evaluation.simulator import simulate_cycles
+from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
+from frontierflow.schemas.records import REPLY_KEY_SEPARATOR, FetchEvent, split_frontier_key
+from frontierflow.state.relevance import Topic
+
+pytestmark = [pytest.mark.kafka, pytest.mark.beam_runner]
+
+TOPIC = "tcp:2,socket:1"
+FRONTIER_PARTITIONS = 4
+
+
+def _lafc() -> Lafc:
+    return Lafc(Topic.parse(TOPIC), LafcSettings(control_threshold=0.3, seed=3))
+
+
+def _recorded_crawl() -> list[FetchEvent]:
+    """Two cycles of a simulated LAFC crawl: reply requests, answers without download
+    (208) and tombstones all occur."""
+    events: list[FetchEvent] = []
+    simulate_cycles(
+        random_web(120, 5), _lafc(), [0], 60, 2, crawl_id="live", on_event=events.append
+    )
+    return events
+
+
+def _per_partition(settings: KafkaSettings) -> dict[int, dict[bytes, bytes | None]]:
+    """The frontier topic, partition by partition: every key written, with its latest value
+    (None: a tombstone)."""
+    topic = settings.topics.frontier
+    consumer = KafkaConsumer(bootstrap_servers=settings.bootstrap_servers, enable_auto_commit=False)
+    try:
+        out: dict[int, dict[bytes, bytes | None]] = {}
+        for p in sorted(consumer.partitions_for_topic(topic) or ()):
+            tp = TopicPartition(topic, p)
+            consumer.assign([tp])
+            consumer.seek_to_beginning(tp)
+            end = consumer.end_offsets([tp])[tp]
+            latest: dict[bytes, bytes | None] = {}
+            while consumer.position(tp) < end:
+                for records in consumer.poll(timeout_ms=500).values():
+                    latest.update((r.key, r.value) for r in records)
+            out[p] = latest
+        return out
+    finally:
+        consumer.close()
+
+
+def test_beam_stream_writes_the_frontier_as_the_embedded_engine(
+    kafka_broker: Any, kafka_client: Any, prism_binary: Path, tmp_path: Path
+) -> None:
+    events = _recorded_crawl()
+    assert all(a.fetched_at <= b.fetched_at for a, b in itertools.pairwise(events))
+    engine = kafka_client.settings(kafka_broker.bootstrap)
+    beam_side = dataclasses.replace(
+        engine, topics=dataclasses.replace(engine.topics, frontier=engine.topics.frontier + "-b")
+    )
+    # one fetch-events partition (one input order for both), four frontier partitions
+    for settings in (engine, beam_side):
+        wide = dataclasses.replace(settings, partitions=FRONTIER_PARTITIONS)
+        ensure_compacted_topic(wide, settings.topics.frontier)
+    kafka_client.produce(engine, kafka_client.avro(e.to_avro() for e in events))
+
+    options = LiveOptions(step_size=7, exit_when_idle=True, retry_backoff_s=0.2)
+    run_live(engine, _lafc(), tmp_path / "live", options)
+    run_beam_kafka_stream(
+        beam_side,
+        strategy_name="lafc",
+        budget=1000,
+        windows=ClockWindows(60_000),
+        beam_args=[
+            "--runner=PrismRunner",
+            f"--prism_location={prism_binary}",
+            "--environment_type=LOOPBACK",
+        ],
+        strategy=_lafc(),
+    )
+
+    expected = _per_partition(engine)
+    written = _per_partition(beam_side)
+    assert set(expected) == set(range(FRONTIER_PARTITIONS))
+    assert written == expected
+    # the comparison covers what it should: hosts spread over partitions, reply requests
+    # with keys of their own, tombstones, every key in the partition of its URL's host
+    keys = {k: p for p, latest in expected.items() for k in latest}
+    assert sum(1 for latest in expected.values() if latest) >= 2
+    assert any(REPLY_KEY_SEPARATOR.encode() in k for k in keys)
+    assert any(v is None for latest in expected.values() for v in latest.values())
+    assert any(v is not None for latest in expected.values() for v in latest.values())
+    for key, partition in keys.items():
+        parsed = split_frontier_key(key.decode())
+        url = parsed if isinstance(parsed, str) else parsed[0]
+        assert partition == host_partition(url, FRONTIER_PARTITIONS), key
