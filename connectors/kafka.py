@@ -282,6 +282,18 @@ class KafkaTopicSource(Generic[T]):
         ends = self.consumer.end_offsets(self.partitions)
         return sum(max(0, end - self.consumer.position(tp)) for tp, end in ends.items())
 
+    def lag_estimate(self) -> int:
+        """Records not yet read as of the last fetch responses (their high-water marks):
+        no request to the broker, for a watcher that asks every second; `lag` while a
+        partition has had no fetch yet."""
+        total = 0
+        for tp in self.partitions:
+            high = self.consumer.highwater(tp)
+            if high is None:
+                return self.lag()
+            total += max(0, high - self.consumer.position(tp))
+        return total
+
     def commit_for_monitoring(self) -> None:
         """Tell the group where we are (informational: restarts use the checkpoint)."""
         try:

@@ -213,7 +213,10 @@ def _run_connected(
             report = now - last_report >= options.progress_every_s
             watched = hooks.observer is not None and now - last_lag >= LAG_EVERY_S
             if report or watched or (not items and options.exit_when_idle):
-                lag = source.lag() + seeds.lag()
+                if report or (not items and options.exit_when_idle):
+                    lag = source.lag() + seeds.lag()
+                else:  # only the page asks: what the last fetches said is enough
+                    lag = source.lag_estimate() + seeds.lag_estimate()
                 metrics.lag.set(lag)
                 if hooks.observer is not None:
                     hooks.observer.input_lag(lag)
