@@ -11,7 +11,6 @@ thread writes and the HTTP server's threads read, under one lock.
 
 from __future__ import annotations
 
-import heapq
 import math
 import threading
 import time
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from frontierflow.pipelines.embedded.observer import StepReport
+from frontierflow.pipelines.ui.tracking import HostQueues, SecondSeries, TopEntries
 from frontierflow.schemas.records import (
     REPLY_ECHO,
     DeadLetter,
@@ -75,154 +75,6 @@ class SummarySettings:
             raise ValueError("every summary size must be >= 1")
         if self.window_s % self.harvest_bucket_s:
             raise ValueError("the harvest bucket must divide the window")
-
-
-class SecondSeries:
-    """Per-second values over the last `window` seconds, in a ring: `add` sums into the
-    current second, `set` keeps the last value of it (a gauge), `peak` the largest."""
-
-    def __init__(self, window: int) -> None:
-        self.window = window
-        self.values: list[float] = [0.0] * window
-        self.stamps: list[int] = [-1] * window
-
-    def _slot(self, second: int) -> int:
-        slot = second % self.window
-        if self.stamps[slot] != second:
-            self.stamps[slot] = second
-            self.values[slot] = 0.0
-        return slot
-
-    def add(self, second: int, value: float) -> None:
-        self.values[self._slot(second)] += value
-
-    def set(self, second: int, value: float) -> None:
-        self.values[self._slot(second)] = value
-
-    def peak(self, second: int, value: float) -> None:
-        slot = self._slot(second)
-        self.values[slot] = max(self.values[slot], value)
-
-    def last(self, now: int) -> list[float | None]:
-        """The window's values, oldest first, ending at second `now`; seconds with no
-        value are 0 (a rate) — see `last_known` for gauges."""
-        out: list[float | None] = []
-        for second in range(now - self.window + 1, now + 1):
-            slot = second % self.window
-            out.append(self.values[slot] if self.stamps[slot] == second else 0.0)
-        return out
-
-    def last_known(self, now: int) -> list[float | None]:
-        """Like `last`, with None for seconds that had no value (a gauge not measured)."""
-        out: list[float | None] = []
-        for second in range(now - self.window + 1, now + 1):
-            slot = second % self.window
-            out.append(self.values[slot] if self.stamps[slot] == second else None)
-        return out
-
-
-class TopEntries:
-    """The highest-priority frontier entries the job wrote that are still queued.
-
-    Exact top-K under updates and removals would need the whole frontier; this keeps a
-    bounded set of candidates instead (up to 8×K): an entry enters when there is room or it
-    beats the lowest kept priority, an update replaces the kept entry of its key, a removal
-    or fetch of its URL drops it. Past 16×K candidates the lowest are pruned. An entry
-    pruned earlier comes back when the job writes it again (every priority change is a new
-    entry), so the shown top is exact unless a kept entry's priority later fell below one
-    pruned before. Keys are `change_key`s: a URL, or (URL, parent) for a reply request.
-    """
-
-    def __init__(self, k: int) -> None:
-        self.k = k
-        self.keep = 8 * k
-        self.candidates: dict[Any, FrontierEntry] = {}
-        self.replies: dict[str, set[Any]] = {}
-        """URL → its reply-request keys among the candidates."""
-        self.floor = -math.inf
-
-    def put(self, key: Any, entry: FrontierEntry) -> None:
-        candidates = self.candidates
-        if key in candidates or entry.priority > self.floor or len(candidates) < self.keep:
-            candidates[key] = entry
-            if type(key) is tuple:
-                self.replies.setdefault(entry.url, set()).add(key)
-            if len(candidates) > 2 * self.keep:
-                self._prune()
-
-    def drop(self, url: str) -> None:
-        """`url` was fetched or removed: its entry and its reply requests leave."""
-        candidates = self.candidates
-        candidates.pop(url, None)
-        for key in self.replies.pop(url, ()):
-            candidates.pop(key, None)
-        if len(candidates) < self.keep:  # room again: any entry may enter
-            self.floor = -math.inf
-
-    def _prune(self) -> None:
-        kept = heapq.nlargest(self.keep, self.candidates.items(), key=lambda kv: kv[1].priority)
-        self.candidates = dict(kept)
-        self.floor = kept[-1][1].priority
-        self.replies = {}
-        for key, entry in kept:
-            if type(key) is tuple:
-                self.replies.setdefault(entry.url, set()).add(key)
-
-    def top(self) -> list[FrontierEntry]:
-        return heapq.nlargest(self.k, self.candidates.values(), key=lambda e: e.priority)
-
-
-class HostQueues:
-    """Queued frontier keys per host: a key counts from its first entry until its URL is
-    fetched or removed (a tombstone). Only keys the job wrote since it started are known,
-    and at most `cap` of them are tracked; `full` says when new ones were left uncounted.
-    Keys are `change_key`s: a URL, or (URL, parent) for a reply request."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.hosts: dict[Any, str] = {}
-        """Tracked key → its host."""
-        self.replies: dict[str, list[Any]] = {}
-        """URL → its tracked reply-request keys (a URL several parents asked for: LAFC)."""
-        self.counts: dict[str, int] = {}
-        self.full = False
-
-    def queued(self, key: Any, url: str, host: str) -> None:
-        hosts = self.hosts
-        if key in hosts:
-            return
-        if len(hosts) >= self.cap:
-            self.full = True
-            return
-        hosts[key] = host
-        if type(key) is tuple:
-            self.replies.setdefault(url, []).append(key)
-        self.counts[host] = self.counts.get(host, 0) + 1
-
-    def gone(self, url: str) -> None:
-        """`url` was fetched or removed: every key of it leaves its host's queue."""
-        self._forget(url)
-        keys = self.replies.pop(url, None)
-        if keys is not None:
-            for key in keys:
-                self._forget(key)
-
-    def _forget(self, key: Any) -> None:
-        host = self.hosts.pop(key, None)
-        if host is None:
-            return
-        counts = self.counts
-        left = counts[host] - 1
-        if left:
-            counts[host] = left
-        else:
-            del counts[host]
-
-    def size(self) -> int:
-        return len(self.hosts)
-
-    def top(self, n: int) -> list[tuple[str, int]]:
-        return heapq.nlargest(n, self.counts.items(), key=lambda hc: (hc[1], hc[0]))
 
 
 def _text_sample(data: bytes | str, limit: int) -> str:

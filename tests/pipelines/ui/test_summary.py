@@ -15,13 +15,8 @@ from frontierflow.pipelines.embedded.observer import StepReport
 from frontierflow.pipelines.embedded.replay import replay_log
 from frontierflow.pipelines.speed.settings import settings_for
 from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
-from frontierflow.pipelines.ui.summary import (
-    CrawlSummary,
-    HostQueues,
-    SecondSeries,
-    SummarySettings,
-    TopEntries,
-)
+from frontierflow.pipelines.ui.summary import CrawlSummary, SummarySettings
+from frontierflow.pipelines.ui.tracking import HostQueues, SecondSeries, TopEntries
 from frontierflow.schemas.container import write_container
 from frontierflow.schemas.records import (
     REPLY_ECHO,
