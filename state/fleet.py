@@ -200,16 +200,19 @@ def _begin_step(
 
 def observe(
     state: FleetState, step: int, download: Download, now_ms: int, p: FleetParams
-) -> tuple[FleetState, list[Request]]:
+) -> tuple[FleetState, list[Request], str | None]:
     """A download came back for request `step`: the chosen page sends out its probes, a
     probe is noted; the last one closes the step. A download no request waits for (a
-    duplicate, an old step) changes nothing but a counter."""
+    duplicate, an old step) changes nothing but a counter. Returns the state, the new
+    requests and the URL of a plain request (no via: a path's first page) now answered,
+    which is the fleet's to remove (reply requests are removed by the fetchers)."""
     current = state.step
     state = replace(state, counters=replace(state.counters))
     if step != current.number:
         state.counters.stale += 1
-        return state, []
+        return state, [], None
     if current.chosen_page is None and download.url == current.chosen:
+        answered = current.chosen if current.via is None else None
         state.counters.downloads += 1
         visited = set(state.foragers[current.forager_id].path.visited)
         visited.add(download.url)
@@ -217,23 +220,27 @@ def observe(
         kept = replace(download, links=())  # its links live on as `probes`
         state.step = replace(current, chosen_page=kept, probes=probes, arrived={})
         if not probes:
-            return _close_step(state, now_ms, p)
-        return state, [
-            Request(u, current.chosen, current.number, current.forager_id, Role.PROBE)
-            for u in probes
-        ]
+            return (*_close_step(state, now_ms, p), answered)
+        return (
+            state,
+            [
+                Request(u, current.chosen, current.number, current.forager_id, Role.PROBE)
+                for u in probes
+            ],
+            answered,
+        )
     if current.chosen_page is not None and download.url in current.probes:
         if download.url in current.arrived:
             state.counters.stale += 1
-            return state, []
+            return state, [], None
         state.counters.downloads += 1
         kept = replace(download, links=())  # a probe's own links are not followed
         state.step = replace(current, arrived={**current.arrived, download.url: kept})
         if len(state.step.arrived) == len(current.probes):
-            return _close_step(state, now_ms, p)
-        return state, []
+            return (*_close_step(state, now_ms, p), None)
+        return state, [], None
     state.counters.stale += 1
-    return state, []
+    return state, [], None
 
 
 def _close_step(state: FleetState, now_ms: int, p: FleetParams) -> tuple[FleetState, list[Request]]:

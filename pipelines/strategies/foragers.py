@@ -137,10 +137,7 @@ class ForagerFleet(Strategy[FleetState]):
     ) -> tuple[FleetState | None, Changes | None]:
         if isinstance(message, Seed):
             state, requests, withdrawn = seed_fleet(state, message.url, clock.now_ms, self.params)
-            entries = self._entries_for(requests, message.crawl_id, clock)
-            if withdrawn is None:
-                return state, entries
-            return state, (Removal(withdrawn), *entries)
+            return state, self._changes(requests, withdrawn, message.crawl_id, clock)
         if isinstance(message, PageSeen):
             if state is None:
                 return None, None  # no fleet in this crawl yet: nothing asked for the page
@@ -152,19 +149,21 @@ class ForagerFleet(Strategy[FleetState]):
                 message.on_topic,
                 message.outlinks,
             )
-            step = state.step
-            answers_plain_entry = (
-                step.number == message.request
-                and step.via is None
-                and step.chosen == message.url
-                and step.chosen_page is None
+            state, requests, answered = observe(
+                state, message.request, download, clock.now_ms, self.params
             )
-            state, requests = observe(state, message.request, download, clock.now_ms, self.params)
-            entries = self._entries_for(requests, message.crawl_id, clock)
-            if answers_plain_entry:  # a path's first page: not a reply request, so ours to remove
-                return state, (Removal(message.url), *entries)
-            return state, entries or None
+            return state, self._changes(requests, answered, message.crawl_id, clock)
         return state, None
+
+    def _changes(
+        self, requests: list[Request], removed: str | None, crawl_id: str, clock: CrawlClock
+    ) -> Changes | None:
+        """The frontier changes of a transition: the removal of a plain entry the fleet no
+        longer waits for (withdrawn or answered), then its new requests."""
+        entries = self._entries_for(requests, crawl_id, clock)
+        if removed is None:
+            return entries or None
+        return (Removal(removed), *entries)
 
     def _entries_for(
         self, requests: list[Request], crawl_id: str, clock: CrawlClock

@@ -60,9 +60,9 @@ def first_step(p: FleetParams) -> tuple[FleetState, list[Request]]:
     assert withdrawn is None
     assert requests == [Request("h", None, 1, 0, Role.VISIT)]
     assert state.fleet.foragers == (0, 1) and state.slice_end_ms == 100
-    state, requests = observe(state, 1, Download("h", NO_X, None, False, ("a", "b", "h")), 10, p)
+    state, requests, _ = observe(state, 1, Download("h", NO_X, None, False, ("a", "b", "h")), 10, p)
     assert requests == [Request("a", "h", 1, 0, Role.PROBE), Request("b", "h", 1, 0, Role.PROBE)]
-    state, requests = observe(roundtrip(state), 1, Download("a", A_X, 5, True), 20, p)
+    state, requests, _ = observe(roundtrip(state), 1, Download("a", A_X, 5, True), 20, p)
     assert requests == []
     return roundtrip(state), requests
 
@@ -71,7 +71,7 @@ def test_a_step_visits_probes_sends_and_chooses_by_w_dot_x() -> None:
     p = params()
     state, _ = first_step(p)
     w = state.foragers[0].weights
-    state, requests = observe(state, 1, Download("b", B_X, None, False), 30, p)
+    state, requests, _ = observe(state, 1, Download("b", B_X, None, False), 30, p)
     # h (no publication time) and b (a hub) are never sent; a is fresh (25 ms old), on topic,
     # new to the agent: reward 1; forager 0's score 1 − 0.05 + 1 = 1.95
     assert (state.counters.downloads, state.counters.sent, state.counters.relevant) == (3, 1, 1)
@@ -88,15 +88,15 @@ def test_a_step_visits_probes_sends_and_chooses_by_w_dot_x() -> None:
 def test_slice_end_hands_on_and_only_the_first_submitter_is_rewarded() -> None:
     p = params()
     state, _ = first_step(p)
-    state, [visit] = observe(state, 1, Download("b", B_X, None, False), 30, p)
+    state, [visit], _ = observe(state, 1, Download("b", B_X, None, False), 30, p)
     # step 2: the chosen page has no links, so the step closes at once, at 110 ≥ 100:
     # forager 0's path is full (2 steps), the agent keeps it (1.95 < 3), forager 1's turn
-    state, requests = observe(state, 2, Download(visit.url, NO_X, None, False), 110, p)
+    state, requests, _ = observe(state, 2, Download(visit.url, NO_X, None, False), 110, p)
     assert state.fleet.foragers == (0, 1) and state.slice_end_ms == 210
     assert requests == [Request("h", None, 3, 1, Role.VISIT)]  # start list: h only
-    state, requests = observe(state, 3, Download("h", NO_X, None, False, ("a",)), 120, p)
+    state, requests, _ = observe(state, 3, Download("h", NO_X, None, False, ("a",)), 120, p)
     assert requests == [Request("a", "h", 3, 1, Role.PROBE)]
-    state, _ = observe(state, 3, Download("a", A_X, 5, True), 130, p)
+    state, _, _ = observe(state, 3, Download("a", A_X, 5, True), 130, p)
     # forager 1 sends a too: the agent rewarded forager 0 for it, so a penalty (−0.1),
     # and forager 1's score is 1 − 0.05
     assert (state.counters.sent, state.counters.relevant) == (2, 1)
@@ -113,7 +113,7 @@ def test_answers_no_request_waits_for_are_counted_and_ignored() -> None:
         (1, Download("a", A_X, 5, True)),  # a duplicate answer
         (1, Download("z", A_X, 5, True)),  # never asked for
     ):
-        state, requests = observe(state, step, download, 40, p)
+        state, requests, _ = observe(state, step, download, 40, p)
         assert requests == []
     assert state.counters.stale == 3
     state.counters.stale = 0
@@ -123,8 +123,8 @@ def test_answers_no_request_waits_for_are_counted_and_ignored() -> None:
 def test_multiplication_at_the_upper_threshold() -> None:
     p = params(multiply_at=1.9)
     state, _ = first_step(p)
-    state, [visit] = observe(state, 1, Download("b", B_X, None, False), 30, p)
-    state, requests = observe(state, 2, Download(visit.url, NO_X, None, False), 110, p)
+    state, [visit], _ = observe(state, 1, Download("b", B_X, None, False), 30, p)
+    state, requests, _ = observe(state, 2, Download(visit.url, NO_X, None, False), 110, p)
     # 1.95 ≥ 1.9: forager 0 multiplies; child 2 joins the turn order, both scores reset
     assert state.fleet.foragers == (0, 1, 2) and state.fleet.next_id == 3
     assert state.fleet.scores == pytest.approx((1.0, 1.0, 1.0))
@@ -142,7 +142,7 @@ def test_later_seeds_restart_the_unanswered_first_step_and_join_weblogs() -> Non
     again, requests, _ = seed_fleet(state, "s", 0, p)
     assert requests == [] and encode_fleet_state(again) == encode_fleet_state(state)
     # once the first step is answered, a seed only joins the weblogs
-    state, _ = observe(state, 1, Download(state.step.chosen, NO_X, None, False, ("x",)), 5, p)
+    state, _, _ = observe(state, 1, Download(state.step.chosen, NO_X, None, False, ("x",)), 5, p)
     state, requests, withdrawn = seed_fleet(state, "t", 6, p)
     assert requests == [] and withdrawn is None
     assert [u for u, _ in state.foragers[0].weblog] == ["h", "s", "t"]
@@ -151,9 +151,9 @@ def test_later_seeds_restart_the_unanswered_first_step_and_join_weblogs() -> Non
 def test_the_agents_memory_is_pruned_after_max_age() -> None:
     p = params(max_age_ms=50)
     state, _ = first_step(p)
-    state, [visit] = observe(state, 1, Download("b", B_X, None, False), 30, p)
+    state, [visit], _ = observe(state, 1, Download("b", B_X, None, False), 30, p)
     assert set(state.verdicts) == {"a"}
-    state, _ = observe(state, 2, Download(visit.url, NO_X, None, False), 110, p)
+    state, _, _ = observe(state, 2, Download(visit.url, NO_X, None, False), 110, p)
     # at 110 the verdict of 30 is 80 ms old > 50: a is too old to be relevant again
     assert state.verdicts == {} and state.sent == {0: {}, 1: {}}
 
