@@ -21,7 +21,12 @@ probability vector, and chooses greedily. The rules, each a pure function below:
 - credit (`credits_along`, `credited`): the page d hops above the one that chose gets
   γ^d·reward for the action that led down the path, and an action's estimate only rises by a
   credit (a path is worth its best discounted reward); the next direct answer resets it;
-- a new cycle (`refetched`) enables every action again and keeps every estimate and H.
+- a new cycle (`refetched`) enables every action again and keeps every estimate and H;
+- an action answered "already fetched" (status 208: another page's choice downloaded it
+  first) while its estimate was unknown is marked `SEEN` (`answered` with `skip_seen`) and
+  from then on chosen only after every other enabled action (`best_action`): the page that
+  downloaded it learned its worth, and asking again would most likely cost another 208
+  answer. The first download it answers replaces the mark with the reward.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from frontierflow.state.relevance import Topic, keyword_occurrences, similarity
 
 UNKNOWN = -1.0
 """The estimate of an action not tried yet (rewards are in [0, 1])."""
+SEEN = -2.0
+"""The estimate of an action whose only answers said its page was already fetched (208)."""
 NEVER = -1
 
 
@@ -47,10 +54,13 @@ class LafcPlusParams:
 
     rate: float = 0.5
     """a: the floor of the step size of the harvest H, in (0, 1]."""
-    gamma: float = 0.5
-    """γ: the discount of a reward credited d hops up the path (γ^d), in [0, 1]."""
-    depth: int = 3
-    """How many pages up the path a reward reaches (1: the page that chose only)."""
+    gamma: float = 1.0
+    """γ: the discount of a reward credited d hops up the path (γ^d), in [0, 1]. 1: a path
+    is worth its best reward wherever it is found, so the next cycle follows known paths to
+    relevant pages before it explores (the first LAFC+: 0.5)."""
+    depth: int = 6
+    """How many pages up the path a reward reaches (1: the page that chose only; the first
+    LAFC+: 3)."""
     explore: float = 0.15
     """c: an untried action is worth H + c/√(1 + n), n the page's rewards so far: optimism
     that fades as the page's links are learned, so pages whose links were never tried get
@@ -58,6 +68,9 @@ class LafcPlusParams:
     evidence: int = 0
     """A page's worth is its similarity times min(1, keyword occurrences / evidence): a page
     naming a keyword once is weak evidence however high its cosine (0: the cosine alone)."""
+    skip_seen: int = 1
+    """1: an action answered "already fetched" before any download is marked `SEEN` and
+    chosen last from then on; 0: it stays untried (the first LAFC+)."""
 
     def __post_init__(self) -> None:
         if not (isinstance(self.rate, int | float) and 0.0 < self.rate <= 1.0):
@@ -70,6 +83,8 @@ class LafcPlusParams:
             raise ValueError(f"LAFC+ depth must be an int in 1..16, got {self.depth!r}")
         if not (isinstance(self.evidence, int) and self.evidence >= 0):
             raise ValueError(f"LAFC+ evidence must be an int >= 0, got {self.evidence!r}")
+        if self.skip_seen not in (0, 1) or isinstance(self.skip_seen, bool):
+            raise ValueError(f"LAFC+ skip_seen must be 0 or 1, got {self.skip_seen!r}")
 
 
 @dataclass(slots=True)
@@ -79,7 +94,7 @@ class LafcPlusState:
     actions: tuple[str, ...] = ()
     """The page's distinct outlinks in page order (itself left out)."""
     values: list[float] = field(default_factory=list)
-    """The estimate of each action: the reward it earned last, or UNKNOWN."""
+    """The estimate of each action: the reward it earned last, UNKNOWN, or SEEN."""
     enabled: list[bool] = field(default_factory=list)
     """Actions not yet answered in `fetched_cycle`."""
     sim: float = -1.0
@@ -197,18 +212,25 @@ def untried_value(state: LafcPlusState, params: LafcPlusParams) -> float:
 
 def best_action(state: LafcPlusState, params: LafcPlusParams) -> tuple[int, float] | None:
     """(index, estimate) of the enabled action with the largest estimate, an untried one
-    counting as `untried_value`; ties to the first in page order. None if none is enabled."""
+    counting as `untried_value`; ties to the first in page order. `SEEN` actions come after
+    all others, the first enabled one at estimate 0. None if none is enabled."""
     prior = untried_value(state, params)
-    best, best_value = -1, -math.inf
+    best, best_value, seen = -1, -math.inf, -1
     for j, on in enumerate(state.enabled):
         if not on:
             continue
         value = state.values[j]
+        if value == SEEN:
+            if seen < 0:
+                seen = j
+            continue
         if value < 0.0:
             value = prior
         if value > best_value:
             best, best_value = j, value
-    return None if best < 0 else (best, best_value)
+    if best >= 0:
+        return best, best_value
+    return None if seen < 0 else (seen, 0.0)
 
 
 def answered(
@@ -216,15 +238,19 @@ def answered(
 ) -> LafcPlusState:
     """The page after action `index` was answered: disabled for the cycle, and with a
     `reward` (None: the page was already fetched this cycle, nothing to learn) the action's
-    estimate set to it and H ← H + max(a, 1/n)·(reward − H) (the first reward sets H)."""
+    estimate set to it and H ← H + max(a, 1/n)·(reward − H) (the first reward sets H).
+    Without a reward an action with an unknown estimate becomes `SEEN` when `skip_seen`."""
     if not 0 <= index < len(state.actions):
         raise ValueError(f"action index {index} out of range for {len(state.actions)} actions")
     enabled = list(state.enabled)
     enabled[index] = False
     if reward is None:
+        values = list(state.values)
+        if params.skip_seen and values[index] == UNKNOWN:
+            values[index] = SEEN
         return LafcPlusState(
             state.actions,
-            list(state.values),
+            values,
             enabled,
             state.sim,
             state.future,
@@ -247,9 +273,10 @@ def answered(
 # --- codec -------------------------------------------------------------------------------
 # Version 1, little-endian: u8 version, f64 sim, f64 future, varint answers, zigzag varints
 # fetched_cycle and pending, varint r, varint n + n bytes: the r actions in UTF-8 joined by
-# "\n", r × f64 estimate, ceil(r/8) bytes of enabled mask (action j is bit j % 8 of byte
-# j // 8), varint p + varint m + m bytes: the p path pages joined by "\n". The varints and
-# the reader are those of the LAFC state (state/lafc.py).
+# "\n", r × f64 estimate (−1 unknown, −2 seen: older states hold no −2 and read unchanged),
+# ceil(r/8) bytes of enabled mask (action j is bit j % 8 of byte j // 8), varint p + varint
+# m + m bytes: the p path pages joined by "\n". The varints and the reader are those of the
+# LAFC state (state/lafc.py).
 
 _VERSION = 1
 _HEAD = struct.Struct("<Bdd")
@@ -270,8 +297,10 @@ def _validate(state: LafcPlusState) -> None:
         raise StateCodecError(f"LAFC+ answer count {state.answers} out of range")
     if not -1 <= state.pending < r:
         raise StateCodecError(f"LAFC+ pending action {state.pending} out of range for {r}")
-    if not all(math.isfinite(v) and (v >= 0.0 or v == UNKNOWN) for v in state.values):
-        raise StateCodecError("LAFC+ estimates must be finite and >= 0, or -1 (unknown)")
+    if not all(math.isfinite(v) and (v >= 0.0 or v in (UNKNOWN, SEEN)) for v in state.values):
+        raise StateCodecError(
+            "LAFC+ estimates must be finite and >= 0, or -1 (unknown), or -2 (seen)"
+        )
     if not all(isinstance(a, str) for a in (*state.actions, *state.path)):
         raise StateCodecError("LAFC+ actions and path pages must be strings")
     if len(set(state.actions)) != r:

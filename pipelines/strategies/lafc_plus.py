@@ -4,7 +4,7 @@ Faithful LAFC (`lafc.py`) barely improves across cycles on a real topical web an
 of its budget (docs/RESULTS.md). LAFC+ keeps its core — every fetched page is an automaton
 whose actions are its outlinks; it has one choice outstanding at a time, as a reply request
 (`REPLY_ECHO`) answered also for a page already fetched; the answer teaches the page that
-chose; what was learned carries into the next cycle — and departs from the paper in five
+chose; what was learned carries into the next cycle — and departs from the paper in six
 places, each for a measured reason (docs/RESULTS.md, "LAFC+"; the rules are the pure
 functions of `frontierflow.state.lafc_plus`):
 
@@ -22,15 +22,22 @@ functions of `frontierflow.state.lafc_plus`):
    off-topic links), and pages whose links were never tried get served before a known,
    mediocre region is exhausted.
 4. **Credit up the path**: the page d hops above the one that chose gets γ^d of the reward
-   for the action that led down that path (an eligibility trace, `depth` pages deep). The
-   path travels in the entries' echo (`ECHO_PATH`) and the credits are keyed `Reinforce`
-   messages (`Routed.credits`, `Reinforce.credit`), so a hub that leads to good pages is
-   chosen early in the next cycle although its own similarity is low.
+   for the action that led down that path (an eligibility trace, `depth` pages deep; by
+   default γ = 1 and 6 pages: a path is worth its best reward). The path travels in the
+   entries' echo (`ECHO_PATH`) and the credits are keyed `Reinforce` messages
+   (`Routed.credits`, `Reinforce.credit`), so a hub that leads to good pages is chosen early
+   in the next cycle although its own similarity is low, and the next cycle collects what
+   the last one found before it explores.
 5. **A priority frontier instead of the stack**: every fetched page keeps its one outstanding
    choice in the frontier at that choice's estimate, not only pages with similarity ≥ C, so
    the budget is used whenever the reachable web allows and the control threshold C is not
    used. The choices of all pages compete: best-first over (page, link) pairs with learned
    values.
+6. **A link answered "already fetched" is asked last** (`skip_seen`): a 208 answer teaches
+   the page nothing about the link's worth (the page whose choice downloaded it learned
+   that), so it is marked seen and, from the next cycle on, chosen only after every other
+   link. Most 208 answers are a page's navigation links, first in page order, which every
+   page of a manual shares; without the mark every page asks for them again each cycle.
 
 Per key, through the step core's keyed messages: `Seed` and `Fetched` (with the path that led
 to the page) keyed by the page, the answer keyed by the page whose choice was answered, each

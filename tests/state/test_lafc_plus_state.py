@@ -9,6 +9,7 @@ import pytest
 
 from frontierflow.state.codec import StateCodecError
 from frontierflow.state.lafc_plus import (
+    SEEN,
     UNKNOWN,
     LafcPlusParams,
     LafcPlusState,
@@ -125,11 +126,61 @@ def test_credit_flows_up_the_path_discounted_per_hop() -> None:
     # direct (d = 0); G's action P gets 0.5·0.8, GG's action G gets 0.25·0.8
     path = ("P", "G", "GG")
     assert credits_along(path, 0.8, params) == [("G", "P", 0.4), ("GG", "G", 0.2)]
-    assert credits_along(path, 0.8, LafcPlusParams(depth=2)) == [("G", "P", 0.4)]
+    assert credits_along(path, 0.8, LafcPlusParams(gamma=0.5, depth=2)) == [("G", "P", 0.4)]
     assert credits_along(path, 0.8, LafcPlusParams(depth=1)) == []
     assert credits_along(("P",), 0.8, params) == []
     state = _page([0.1, 0.7, UNKNOWN], path=("X", "Y", "Z"))
     assert child_path("K", state, params) == ("K", "X", "Y")
+
+
+def test_by_default_a_path_is_worth_its_best_reward_six_pages_up() -> None:
+    # γ = 1, depth 6: every page up to 5 hops above the one that chose gets the reward
+    # itself (γ^d = 1); the 7th page of the path (6 hops up) gets nothing
+    path = ("P1", "P2", "P3", "P4", "P5", "P6", "P7")
+    assert credits_along(path, 0.6, LafcPlusParams()) == [
+        ("P2", "P1", 0.6),
+        ("P3", "P2", 0.6),
+        ("P4", "P3", 0.6),
+        ("P5", "P4", 0.6),
+        ("P6", "P5", 0.6),
+    ]
+    assert child_path("K", _page([0.1], path=path[:6]), LafcPlusParams()) == ("K", *path[:5])
+
+
+def test_an_already_fetched_answer_marks_an_unknown_action_seen() -> None:
+    state = _page([UNKNOWN, 0.7, UNKNOWN], sim=0.3)
+    seen = answered(state, 0, None, LafcPlusParams())
+    assert seen.values == [SEEN, 0.7, UNKNOWN]
+    assert seen.enabled == [False, True, True]
+    assert (seen.future, seen.answers) == (0.0, 0)  # nothing learned about the harvest
+    # a known estimate is kept (the page learned it from a download in an earlier cycle)
+    assert answered(state, 1, None, LafcPlusParams()).values == [UNKNOWN, 0.7, UNKNOWN]
+    # the first LAFC+ (skip_seen = 0) leaves it untried
+    assert answered(state, 0, None, LafcPlusParams(skip_seen=0)).values == state.values
+    # a later download replaces the mark: estimate 0.6, H = 0.6 (n = 1)
+    learned = answered(seen, 0, 0.6, LafcPlusParams())
+    assert learned.values == [0.6, 0.7, UNKNOWN]
+    assert (learned.future, learned.answers) == (0.6, 1)
+    # a credit raises it like any estimate
+    assert credited(seen, A, 0.5).values == [0.5, 0.7, UNKNOWN]
+    # a new cycle enables it again and keeps the mark
+    again = refetched(seen, [A, B, C], 0.3, 1)
+    assert again.values == [SEEN, 0.7, UNKNOWN] and again.enabled == [True] * 3
+
+
+def test_a_seen_action_is_chosen_after_every_other_at_estimate_zero() -> None:
+    params = LafcPlusParams(explore=0.15)
+    # no answers: untried = worth 0.1 + 0.15/√1 = 0.25 > 0.0 (a known zero) > SEEN
+    state = _page([SEEN, 0.0, UNKNOWN, SEEN], sim=0.1)
+    assert best_action(state, params) == (2, 0.25)
+    state.enabled[2] = False
+    assert best_action(state, params) == (1, 0.0)  # a known 0 still comes before SEEN
+    state.enabled[1] = False
+    assert best_action(state, params) == (0, 0.0)  # the first SEEN in page order
+    state.enabled[0] = False
+    assert best_action(state, params) == (3, 0.0)
+    state.enabled[3] = False
+    assert best_action(state, params) is None
 
 
 def test_a_credit_only_raises_an_estimate() -> None:
@@ -148,6 +199,7 @@ def test_a_credit_only_raises_an_estimate() -> None:
     [
         LafcPlusState(),
         LafcPlusState((A, B, C), [0.5, UNKNOWN, 0.0], [True, False, True], 0.4, 0.25, 7, 2, 1),
+        LafcPlusState((A, B), [SEEN, 0.25], [False, True], 0.1, 0.25, 1, 0, -1),
         LafcPlusState(
             tuple(f"https://w.invalid/é{i}" for i in range(13)),
             [UNKNOWN] * 13,
@@ -199,6 +251,8 @@ def test_codec_refuses_malformed_states_and_bytes() -> None:
         {"depth": 2.5},
         {"explore": 2.0},
         {"evidence": -1},
+        {"skip_seen": 2},
+        {"skip_seen": True},
     ],
 )
 def test_params_are_validated(kwargs: dict[str, float]) -> None:

@@ -64,6 +64,19 @@ def test_credit_along_the_path_reorders_the_next_cycle() -> None:
     assert _orders(web, _plus(explore=0.0, depth=1), 10, 2) == [[0, 2, 4, 1, 3]] * 2
 
 
+def test_a_link_answered_already_fetched_is_asked_last_in_the_next_cycle() -> None:
+    # 0 → 1, 2; 1 → 3; 2 → 3, 4; nothing on topic, explore = 0: every estimate is 0 and the
+    # frontier serves in first-seen order. Cycle 1: 0, 1 (offers 3 before 0 offers 2), 3, 2;
+    # 2 asks for 3 first (page order): status 208, then 4. Cycle 2 with the same budget of
+    # 5: 2 asks for 4 first, because 3 is marked SEEN, and the budget ends before it asks
+    # for 3; the first LAFC+ (skip_seen = 0) asks for 3 first again and is answered 208.
+    web = Web([[1, 2], [3], [3, 4], [], []], [OFF] * 5)
+    for skip, answers in ((1, [1, 0]), (0, [1, 1])):
+        crawls = simulate_cycles(web, _plus(explore=0.0, skip_seen=skip), [0], 5, 2)
+        assert [c.downloaded.tolist() for c in crawls] == [[0, 1, 3, 2, 4]] * 2
+        assert [c.answered for c in crawls] == answers
+
+
 def test_optimism_serves_untried_links_of_unlearned_pages_first() -> None:
     # 0 → 1, 2; 1 → 3, 4, 5; 2 → 6. Only 6 is on topic. explore c = 0.5, so an untried link
     # is worth H + 0.5/√(1 + n). The seed (H = 0, n = 0) offers 1 at 0.5. 1's fetch offers its
