@@ -15,12 +15,17 @@ probability vector, and chooses greedily. The rules, each a pure function below:
   exponential mean. Until the first answer H is the page's own similarity (`harvest`), the
   best-first assumption that neighbouring pages share a topic;
 - choice (`best_action`): the enabled action with the largest estimate, an untried action
-  counting as H + c/√(1 + n) (`untried_value`: optimism that fades as the page's links are
-  learned); ties go to the first in page order. Its estimate is the priority of the page's
-  one outstanding entry, so all pages' choices compete in one frontier;
+  counting as H + c/√(1 + n) + s/(1 + h) (`untried_value`: optimism that fades as the page's
+  links are learned, and more of it the fewer hops h the page lies from a seed along the
+  path that led to it); ties go to the first in page order. Its estimate is the priority of
+  the page's one outstanding entry, so all pages' choices compete in one frontier;
 - credit (`credits_along`, `credited`): the page d hops above the one that chose gets
   γ^d·reward for the action that led down the path, and an action's estimate only rises by a
   credit (a path is worth its best discounted reward); the next direct answer resets it;
+- link order (`link_order`): a page's actions are its outlinks with those whose URL names
+  the topic's keywords first (by the URL's similarity, `url_terms`), page order kept among
+  equals, so of the links a page values equally it tries the ones named for the topic first
+  (page order alone puts a manual's navigation links first);
 - a new cycle (`refetched`) enables every action again and keeps every estimate and H;
 - an action answered "already fetched" (status 208: another page's choice downloaded it
   first) while its estimate was unknown is marked `SEEN` (`answered` with `skip_seen`) and
@@ -38,7 +43,7 @@ from dataclasses import dataclass, field
 
 from frontierflow.state.codec import StateCodecError
 from frontierflow.state.lafc import _put_signed, _put_varint, _Reader
-from frontierflow.state.relevance import Topic, keyword_occurrences, similarity
+from frontierflow.state.relevance import Topic, keyword_occurrences, similarity, url_terms
 
 UNKNOWN = -1.0
 """The estimate of an action not tried yet (rewards are in [0, 1])."""
@@ -71,6 +76,15 @@ class LafcPlusParams:
     skip_seen: int = 1
     """1: an action answered "already fetched" before any download is marked `SEEN` and
     chosen last from then on; 0: it stays untried (the first LAFC+)."""
+    url_order: int = 0
+    """1: a page's actions are ordered by their URL's similarity to the topic, page order
+    among equals (`link_order`); 0: page order (measured, not chosen: docs/RESULTS.md)."""
+    shallow: float = 0.3
+    """s: an untried action of a page h hops from a seed (the length of the path that led to
+    it, at most `depth`) is worth s/(1 + h) more: a seed's untried links s, its children's
+    s/2, and so on. Topical pages lie shallow (2–3 hops from the index pages on the Debian
+    manuals), and a region whose first few links disappointed is otherwise never entered
+    again. In [0, 1]; 0: the first LAFC+."""
 
     def __post_init__(self) -> None:
         if not (isinstance(self.rate, int | float) and 0.0 < self.rate <= 1.0):
@@ -79,12 +93,16 @@ class LafcPlusParams:
             raise ValueError(f"LAFC+ gamma must be in [0, 1], got {self.gamma!r}")
         if not (isinstance(self.explore, int | float) and 0.0 <= self.explore <= 1.0):
             raise ValueError(f"LAFC+ explore must be in [0, 1], got {self.explore!r}")
+        if not (isinstance(self.shallow, int | float) and 0.0 <= self.shallow <= 1.0):
+            raise ValueError(f"LAFC+ shallow must be in [0, 1], got {self.shallow!r}")
         if not (isinstance(self.depth, int) and 1 <= self.depth <= 16):
             raise ValueError(f"LAFC+ depth must be an int in 1..16, got {self.depth!r}")
         if not (isinstance(self.evidence, int) and self.evidence >= 0):
             raise ValueError(f"LAFC+ evidence must be an int >= 0, got {self.evidence!r}")
-        if self.skip_seen not in (0, 1) or isinstance(self.skip_seen, bool):
-            raise ValueError(f"LAFC+ skip_seen must be 0 or 1, got {self.skip_seen!r}")
+        for flag in ("skip_seen", "url_order"):
+            value = getattr(self, flag)
+            if value not in (0, 1) or isinstance(value, bool):
+                raise ValueError(f"LAFC+ {flag} must be 0 or 1, got {value!r}")
 
 
 @dataclass(slots=True)
@@ -121,6 +139,25 @@ def page_worth(topic: Topic, terms: Mapping[str, int], params: LafcPlusParams) -
     if params.evidence:
         sim *= min(1.0, keyword_occurrences(topic, terms) / params.evidence)
     return sim
+
+
+def link_order(topic: Topic, outlinks: Sequence[str], params: LafcPlusParams) -> tuple[str, ...]:
+    """A page's actions in the order it breaks ties between equal estimates: with `url_order`,
+    by the similarity of each URL's own terms (`url_terms`) to the topic, highest first, page
+    order kept among equals (a stable sort); else page order."""
+    links = tuple(outlinks)
+    if not params.url_order:
+        return links
+    keywords = tuple(topic.weights)
+    worth = {}
+    for url in links:
+        lower = url.lower()
+        # a URL that holds no keyword as a substring has no keyword token: skip tokenising
+        if any(keyword in lower for keyword in keywords):
+            worth[url] = similarity(topic, url_terms(url))
+    if not worth:
+        return links
+    return tuple(sorted(links, key=lambda url: -worth.get(url, 0.0)))
 
 
 def harvest(state: LafcPlusState) -> float:
@@ -206,8 +243,9 @@ def credited(state: LafcPlusState, action: str, credit: float) -> LafcPlusState 
 
 
 def untried_value(state: LafcPlusState, params: LafcPlusParams) -> float:
-    """What an action not tried yet is worth: H + c/√(1 + n)."""
-    return harvest(state) + params.explore / math.sqrt(1.0 + state.answers)
+    """What an action not tried yet is worth: H + c/√(1 + n) + s/(1 + h), h = len(path)."""
+    optimism = params.explore / math.sqrt(1.0 + state.answers)
+    return harvest(state) + optimism + params.shallow / (1.0 + len(state.path))
 
 
 def best_action(state: LafcPlusState, params: LafcPlusParams) -> tuple[int, float] | None:
@@ -297,11 +335,13 @@ def _validate(state: LafcPlusState) -> None:
         raise StateCodecError(f"LAFC+ answer count {state.answers} out of range")
     if not -1 <= state.pending < r:
         raise StateCodecError(f"LAFC+ pending action {state.pending} out of range for {r}")
-    if not all(math.isfinite(v) and (v >= 0.0 or v in (UNKNOWN, SEEN)) for v in state.values):
+    # over the distinct values and types (sets built at C speed): states hold hundreds of estimates
+    # with few distinct values, and this runs on every read and write of a state
+    if not all(math.isfinite(v) and (v >= 0.0 or v in (UNKNOWN, SEEN)) for v in set(state.values)):
         raise StateCodecError(
             "LAFC+ estimates must be finite and >= 0, or -1 (unknown), or -2 (seen)"
         )
-    if not all(isinstance(a, str) for a in (*state.actions, *state.path)):
+    if not all(issubclass(t, str) for t in set(map(type, (*state.actions, *state.path)))):
         raise StateCodecError("LAFC+ actions and path pages must be strings")
     if len(set(state.actions)) != r:
         raise StateCodecError("LAFC+ actions must be distinct")

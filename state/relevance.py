@@ -159,6 +159,16 @@ class Judge:
         return keyword_occurrences(topic, terms) >= self.min_occurrences
 
 
+def url_terms(url: str, stop_words: frozenset[str] = STOP_WORDS) -> dict[str, int]:
+    """Term counts of what a URL says about its page: its path and query, tokenised like page
+    text (`tokenise`); the scheme and host are left out (a host names a site, not a page).
+    "https://h/java/net/Socket.html?x=1" -> {"java": 1, "net": 1, "socket": 1, "html": 1,
+    "x": 1, "1": 1}."""
+    _, sep, rest = url.partition("://")
+    path = rest.partition("/")[2] if sep else url
+    return term_counts(path, stop_words)
+
+
 def event_terms(
     terms: Mapping[str, int] | None,
     text: str | None,

@@ -71,6 +71,7 @@ from frontierflow.state.lafc_plus import (
     credits_along,
     decode_lafc_plus,
     encode_lafc_plus,
+    link_order,
     page_worth,
     refetched,
 )
@@ -120,7 +121,11 @@ class LafcPlus(Strategy[LafcPlusState]):
 
     def route(self, event: FetchEvent) -> Routed:
         worth = page_worth(self.topic, event_terms(event.terms, event.text), self.params)
-        outlinks = tuple(u for u in distinct_outlinks(event.outlinks) if u != event.url)
+        outlinks = link_order(
+            self.topic,
+            (u for u in distinct_outlinks(event.outlinks) if u != event.url),
+            self.params,
+        )
         path: tuple[str, ...] = ()
         answer = None
         credits: tuple[Reinforce, ...] = ()

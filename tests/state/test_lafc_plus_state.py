@@ -21,6 +21,7 @@ from frontierflow.state.lafc_plus import (
     decode_lafc_plus,
     encode_lafc_plus,
     harvest,
+    link_order,
     page_worth,
     refetched,
     untried_value,
@@ -102,7 +103,7 @@ def test_an_answer_sets_the_estimate_and_disables_the_action() -> None:
 
 
 def test_choice_is_the_best_estimate_an_untried_action_counting_as_optimistic_harvest() -> None:
-    params = LafcPlusParams(explore=0.25)
+    params = LafcPlusParams(explore=0.25, shallow=0.0)
     # no answers: untried = worth 0.25 + 0.25/√1 = 0.5
     state = _page([0.4, UNKNOWN, 0.6], sim=0.25)
     assert untried_value(state, params) == 0.5
@@ -114,10 +115,40 @@ def test_choice_is_the_best_estimate_an_untried_action_counting_as_optimistic_ha
     # three answers with F = 0.2: untried = 0.2 + 0.25/√4 = 0.325 < 0.4
     learned = _page([0.4, UNKNOWN], sim=0.9, future=0.2, answers=3)
     assert best_action(learned, params) == (0, 0.4)
-    # with the default explore = 0.15: 0.2 + 0.15/2 = 0.275
-    assert untried_value(learned, LafcPlusParams()) == pytest.approx(0.275)
+    # with the default explore = 0.15 and shallow = 0.3 at a seed (no path, h = 0):
+    # 0.2 + 0.15/2 + 0.3/1 = 0.575
+    assert untried_value(learned, LafcPlusParams()) == pytest.approx(0.575)
     learned.enabled[:] = [False, False]
     assert best_action(learned, params) is None
+
+
+def test_untried_links_of_pages_near_a_seed_are_worth_more() -> None:
+    params = LafcPlusParams(explore=0.2, shallow=0.3)
+    # worth 0.1, no answers: 0.1 + 0.2/√1 + 0.3/(1 + h)
+    seed = _page([UNKNOWN], sim=0.1)
+    assert untried_value(seed, params) == pytest.approx(0.6)  # h = 0: + 0.3
+    child = _page([UNKNOWN], sim=0.1, path=("S",))
+    assert untried_value(child, params) == pytest.approx(0.45)  # h = 1: + 0.15
+    deep = _page([UNKNOWN], sim=0.1, path=("P", "G", "S"))
+    assert untried_value(deep, params) == pytest.approx(0.375)  # h = 3: + 0.075
+    # three answers with H = 0.2 at h = 1: 0.2 + 0.2/√4 + 0.15 = 0.45, above a known 0.4
+    learned = _page([0.4, UNKNOWN], sim=0.9, future=0.2, answers=3, path=("S",))
+    assert best_action(learned, params) == (1, pytest.approx(0.45))
+    # without the bonus (the first LAFC+) the known 0.4 wins over 0.3
+    assert best_action(learned, LafcPlusParams(explore=0.2, shallow=0.0)) == (0, 0.4)
+
+
+def test_link_order_puts_links_named_for_the_topic_first_when_asked() -> None:
+    topic = Topic.parse("socket tcp")
+    links = [
+        "https://h.invalid/a/index.html",  # no keyword: 0
+        "https://h.invalid/b/Socket.html",  # socket only: cosine 1/√2
+        "https://h.invalid/c/tcp-socket.html",  # both: 1
+        "https://tcp.invalid/d/other.html",  # the host is not counted: 0
+    ]
+    assert link_order(topic, links, LafcPlusParams()) == tuple(links)  # default: page order
+    ordered = link_order(topic, links, LafcPlusParams(url_order=1))
+    assert ordered == (links[2], links[1], links[0], links[3])  # page order among equals
 
 
 def test_credit_flows_up_the_path_discounted_per_hop() -> None:
@@ -169,7 +200,7 @@ def test_an_already_fetched_answer_marks_an_unknown_action_seen() -> None:
 
 
 def test_a_seen_action_is_chosen_after_every_other_at_estimate_zero() -> None:
-    params = LafcPlusParams(explore=0.15)
+    params = LafcPlusParams(explore=0.15, shallow=0.0)
     # no answers: untried = worth 0.1 + 0.15/√1 = 0.25 > 0.0 (a known zero) > SEEN
     state = _page([SEEN, 0.0, UNKNOWN, SEEN], sim=0.1)
     assert best_action(state, params) == (2, 0.25)
@@ -250,6 +281,9 @@ def test_codec_refuses_malformed_states_and_bytes() -> None:
         {"depth": 0},
         {"depth": 2.5},
         {"explore": 2.0},
+        {"shallow": -0.1},
+        {"shallow": 1.5},
+        {"url_order": 2},
         {"evidence": -1},
         {"skip_seen": 2},
         {"skip_seen": True},

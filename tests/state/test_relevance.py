@@ -14,6 +14,7 @@ from frontierflow.state.relevance import (
     similarity,
     term_counts,
     tokenise,
+    url_terms,
 )
 
 
@@ -185,3 +186,10 @@ def test_named_topics() -> None:
         assert 4 <= len(topic.weights) <= 8
         assert not set(topic.weights) & STOP_WORDS
     assert set(topic.weights.values()) == {1.0}  # the paper's topics: m keywords, equal weight
+
+
+def test_url_terms_count_the_path_and_query_not_the_scheme_or_host() -> None:
+    url = "https://sockets.example.invalid/java/net/Socket.html?x=1&the=socket"
+    assert url_terms(url) == {"java": 1, "net": 1, "socket": 2, "html": 1, "x": 1, "1": 1}
+    assert url_terms("https://h.invalid") == {}
+    assert url_terms("plain/Tcp") == {"plain": 1, "tcp": 1}  # no scheme: all of it

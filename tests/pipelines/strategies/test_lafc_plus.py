@@ -31,6 +31,9 @@ OFF = {"zzz": 1}  # similarity 0
 
 
 def _plus(**params: float) -> LafcPlus:
+    """LAFC+ with `params`; without the depth bonus (shallow = 0) unless given, as the small
+    webs below are worked out for the other rules."""
+    params.setdefault("shallow", 0.0)
     return LafcPlus(TOPIC, LafcPlusSettings(LafcPlusParams(**params)))
 
 
@@ -86,6 +89,18 @@ def test_optimism_serves_untried_links_of_unlearned_pages_first() -> None:
     # gives 1 n = 2: 5 at 0.5/√3.
     web = Web([[1, 2], [3, 4, 5], [6], [], [], [], []], [OFF] * 6 + [ON])
     assert _orders(web, _plus(explore=0.5), 10, 1) == [[0, 1, 3, 2, 6, 4, 5]]
+
+
+def test_the_depth_bonus_sends_the_crawl_back_to_a_seeds_untried_links() -> None:
+    # 0 → 1, 2; 1 → 3; 2 → 5; 3 → 4. On topic (similarity 1): 1, 3 and 5. explore = 0.
+    # Without the bonus: the seed (worth 0) offers 1 at 0; 1's fetch offers 3 at its worth
+    # 1.0, then its answer (reward 1, H = 1) makes the seed offer 2 at 1.0, entered after 3:
+    # 0, 1, 3, 2. With shallow = 0.3: the seed (h = 0) offers 1 at 0 + 0.3; 1 (h = 1) offers
+    # 3 at 1.0 + 0.15 = 1.15, and the seed then offers 2 at 1.0 + 0.3 = 1.3, served first:
+    # 0, 1, 2, 3 (2, worth 0 at h = 1, offers 5 at 0.15, behind 3).
+    web = Web([[1, 2], [3], [5], [4], [], []], [OFF, ON, OFF, ON, OFF, ON])
+    assert _orders(web, _plus(explore=0.0), 4, 1) == [[0, 1, 3, 2]]
+    assert _orders(web, _plus(explore=0.0, shallow=0.3), 4, 1) == [[0, 1, 2, 3]]
 
 
 def test_an_answer_learns_then_chooses_the_next_link_with_the_path_in_the_echo() -> None:
