@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from frontierflow.state.codec import StateCodecError
@@ -141,7 +141,7 @@ def page_worth(topic: Topic, terms: Mapping[str, int], params: LafcPlusParams) -
     return sim
 
 
-def link_order(topic: Topic, outlinks: Sequence[str], params: LafcPlusParams) -> tuple[str, ...]:
+def link_order(topic: Topic, outlinks: Iterable[str], params: LafcPlusParams) -> tuple[str, ...]:
     """A page's actions in the order it breaks ties between equal estimates: with `url_order`,
     by the similarity of each URL's own terms (`url_terms`) to the topic, highest first, page
     order kept among equals (a stable sort); else page order."""
