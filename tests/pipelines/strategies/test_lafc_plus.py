@@ -203,6 +203,14 @@ def test_settings_from_the_command_line() -> None:
     args = argparse.Namespace(lafc_plus="explore=0.3, depth=2")
     params = lafc_plus_settings(args).params
     assert (params.explore, params.depth, params.rate) == (0.3, 2, LafcPlusParams().rate)
+    # the first LAFC+ stays reachable
+    first = lafc_plus_settings(
+        argparse.Namespace(lafc_plus="gamma=0.5,depth=3,shallow=0,skip_seen=0")
+    ).params
+    assert (first.gamma, first.depth, first.shallow, first.skip_seen) == (0.5, 3, 0.0, 0)
+    assert (LafcPlusParams().gamma, LafcPlusParams().shallow) == (1.0, 0.3)
+    with pytest.raises(ValueError, match="skip_seen"):
+        lafc_plus_settings(argparse.Namespace(lafc_plus="skip_seen=2"))
     with pytest.raises(ValueError, match="NAME=VALUE"):
         lafc_plus_settings(argparse.Namespace(lafc_plus="speed=3"))
     with pytest.raises(ValueError, match="needs a topic"):
