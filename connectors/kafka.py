@@ -121,13 +121,15 @@ class KafkaSettings:
 
 
 def ensure_topics(settings: KafkaSettings) -> None:
-    """Create the job's topics if they are missing; `frontier` is compacted."""
+    """Create the job's topics if they are missing; `frontier` is compacted, and
+    `fetch-events` stamps records on arrival (the Beam form on Flink orders by that)."""
     admin = KafkaAdminClient(**settings.connection())
     try:
         existing = set(admin.list_topics())
         t = settings.topics
         wanted = [
-            (t.fetch_events, {}),
+            # Stamped on arrival: the Beam form's Java source orders events by it.
+            (t.fetch_events, {"message.timestamp.type": "LogAppendTime"}),
             (t.frontier, {"cleanup.policy": "compact"}),
             (t.fetcher_control, {"cleanup.policy": "compact"}),
             (t.dead_letter, {}),

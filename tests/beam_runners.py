@@ -45,12 +45,14 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-def _run_infra_script(script: Path, timeout: float, needs: tuple[str, ...]) -> Path:
+def _run_infra_script(
+    script: Path, timeout: float, needs: tuple[str, ...], args: tuple[str, ...] = ()
+) -> Path:
     """Run an infra script that prints one path; skip if a needed tool is missing."""
     missing = [tool for tool in needs if shutil.which(tool) is None]
     try:
         proc = subprocess.run(
-            ["bash", str(script)],
+            ["bash", str(script), *args],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -92,6 +94,15 @@ def flink_job_server_jar() -> Path:
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("java not installed: the Flink job server cannot run here")
     return _run_infra_script(FLINK_FETCH, FLINK_FETCH_TIMEOUT_S, ("mvn", "java"))
+
+
+@pytest.fixture(scope="session")
+def kafka_expansion_jar(flink_job_server_jar: Path) -> Path:
+    """The launcher of the expansion service that gives Beam Java's KafkaIO, assembled
+    beside the job server (which carries KafkaIO for Flink to run)."""
+    return _run_infra_script(
+        FLINK_FETCH, FLINK_FETCH_TIMEOUT_S, ("mvn", "java"), ("--kafka-expansion-service",)
+    )
 
 
 @pytest.fixture(scope="session")

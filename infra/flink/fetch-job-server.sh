@@ -24,6 +24,15 @@
 #      above at the pinned Beam version (see README.md: the job server speaks the portable
 #      Job API, so the Python SDK can be newer than it).
 #
+# The assembled job server also carries Beam's Java KafkaIO (beam-sdks-java-io-kafka without
+# its Confluent schema-registry extras, kafka-clients, and jamm for the Java SDK harness that
+# Flink embeds), and a second launcher beside it: the expansion service that turns the
+# Python pipeline's Kafka read into KafkaIO (the streaming form on Flink reads through it,
+# a Java source whose watermark Flink tracks). Print that launcher's path instead of the
+# job server's with
+#
+#   infra/flink/fetch-job-server.sh --kafka-expansion-service
+#
 # Environment (all optional):
 #   BEAM_VERSION                   default: the apache-beam pin in pyproject.toml, else the
 #                                  installed apache_beam's version
@@ -41,6 +50,12 @@ FLINK_VERSION="${FLINK_VERSION:-1.19}"
 FALLBACK="${FLINK_RUNNER_FALLBACK_VERSION-2.62.0}"
 CACHE="${FLINK_JOB_SERVER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/frontierflow/flink}"
 MAIN_CLASS="org.apache.beam.runners.flink.FlinkJobServerDriver"
+EXPANSION_MAIN_CLASS="org.apache.beam.sdk.expansion.service.ExpansionService"
+# KafkaIO's client library (its POM leaves the version to the user; 3.9 speaks to the 4.x
+# broker of infra/kafka and keeps the consumer API that KafkaIO 2.62 calls) and jamm, which
+# the Java SDK harness needs and declares as provided.
+KAFKA_CLIENTS="${KAFKA_CLIENTS_VERSION:-3.9.1}"
+JAMM=0.4.0
 # What Flink's own launcher opens for Java 17 (env.java.opts.all), in manifest form.
 ADD_OPENS="java.base/java.lang java.base/java.lang.reflect java.base/java.io java.base/java.net java.base/java.nio java.base/sun.nio.ch java.base/java.text java.base/java.time java.base/java.util java.base/java.util.concurrent java.base/java.util.concurrent.atomic java.base/java.util.concurrent.locks"
 
@@ -62,8 +77,27 @@ fi
 
 published_jar() { echo "$CACHE/beam-runners-flink-$FLINK_VERSION-job-server-$1.jar"; }
 assembled_jar() { echo "$CACHE/beam-runners-flink-$FLINK_VERSION-job-server-$1-launcher.jar"; }
-# An assembled jar counts only with its .complete marker (written last).
-assembled_ok() { [[ -f "$(assembled_jar "$1")" && -f "$(assembled_jar "$1").complete" ]]; }
+expansion_jar() { echo "$CACHE/beam-runners-flink-$FLINK_VERSION-job-server-$1-kafka-expansion-launcher.jar"; }
+# An assembled jar counts only with its .complete marker (written last) and the Kafka
+# expansion launcher beside it (a cache from before KafkaIO was added is assembled again).
+assembled_ok() {
+  [[ -f "$(assembled_jar "$1")" && -f "$(assembled_jar "$1").complete" && -f "$(expansion_jar "$1")" ]]
+}
+
+WANT=job-server
+case "${1:-}" in
+  --kafka-expansion-service) WANT=expansion ;;
+  "") ;;
+  *) die "unknown argument '$1' (only --kafka-expansion-service)" ;;
+esac
+# The launcher asked for, given the job server's jar.
+answer() {
+  if [[ "$WANT" == job-server ]]; then echo "$1"; return 0; fi
+  local e="${1%-launcher.jar}-kafka-expansion-launcher.jar"
+  [[ "$1" == *-launcher.jar && -f "$e" ]] ||
+    die "no Kafka expansion service beside $1 (a published job server has its own; see README.md)"
+  echo "$e"
+}
 
 # ---------------------------------------------------------------- cache
 cached() {
@@ -75,7 +109,7 @@ cached() {
 
 if [[ "${FLINK_JOB_SERVER_REFRESH:-0}" != 1 ]] && jar="$(cached)"; then
   log "cached: $jar"
-  echo "$jar"
+  answer "$jar"
   exit 0
 fi
 
@@ -89,7 +123,7 @@ if command -v flock >/dev/null; then
   flock 9
   if [[ "${FLINK_JOB_SERVER_REFRESH:-0}" != 1 ]] && jar="$(cached)"; then
     log "resolved meanwhile by another process: $jar"
-    echo "$jar"
+    answer "$jar"
     exit 0
   fi
 fi
@@ -165,7 +199,12 @@ try_assembled() {
     "<dependency><groupId>org.apache.flink</groupId><artifactId>flink-statebackend-rocksdb</artifactId><version>$flink</version></dependency>" \
     "<dependency><groupId>org.slf4j</groupId><artifactId>slf4j-api</artifactId><version>$slf4j</version></dependency>" \
     "<dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>$slf4j</version></dependency>" \
-    "<dependency><groupId>org.slf4j</groupId><artifactId>jcl-over-slf4j</artifactId><version>$slf4j</version></dependency>"
+    "<dependency><groupId>org.slf4j</groupId><artifactId>jcl-over-slf4j</artifactId><version>$slf4j</version></dependency>" \
+    "<dependency><groupId>org.apache.beam</groupId><artifactId>beam-sdks-java-io-kafka</artifactId><version>$v</version>
+      <exclusions><exclusion><groupId>io.confluent</groupId><artifactId>*</artifactId></exclusion>
+        <exclusion><groupId>commons-logging</groupId><artifactId>commons-logging</artifactId></exclusion></exclusions></dependency>" \
+    "<dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-clients</artifactId><version>$KAFKA_CLIENTS</version></dependency>" \
+    "<dependency><groupId>com.github.jbellis</groupId><artifactId>jamm</artifactId><version>$JAMM</version></dependency>"
   if ! copy_deps "$d"; then
     log "  dependencies not resolved: $(why "$d")"
     return 1
@@ -204,6 +243,17 @@ with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
     z.writestr("META-INF/MANIFEST.MF", manifest)
 os.replace(tmp, jar)
 EOF
+  # The Kafka expansion service: the same class path, Beam's ExpansionService as main class.
+  "$PYTHON" - "$jar" "$(expansion_jar "$v")" "$EXPANSION_MAIN_CLASS" <<'EOF'
+import os, sys, zipfile
+src, dst, main_class = sys.argv[1:]
+with zipfile.ZipFile(src) as z:
+    lines = z.read("META-INF/MANIFEST.MF").decode().split("\r\n")
+lines = [f"Main-Class: {main_class}" if l.startswith("Main-Class: ") else l for l in lines]
+with zipfile.ZipFile(dst + ".tmp", "w", zipfile.ZIP_DEFLATED) as z:
+    z.writestr("META-INF/MANIFEST.MF", "\r\n".join(lines))
+os.replace(dst + ".tmp", dst)
+EOF
   touch "$jar.complete"
   echo "$jar"
 }
@@ -218,4 +268,4 @@ else
   die "no Flink $FLINK_VERSION job server for Beam $BEAM${FALLBACK:+ or $FALLBACK} resolved (see messages above)"
 fi
 log "ready in $(( $(date +%s) - start )) s: $jar"
-echo "$jar"
+answer "$jar"

@@ -54,11 +54,16 @@ from frontierflow.connectors.kafka import (
 from frontierflow.pipelines.beam.coders import UrlUpdate
 from frontierflow.pipelines.beam.event_time import ClockWindows
 from frontierflow.pipelines.beam.io import DEAD, with_dead_letters
+from frontierflow.pipelines.beam.kafka_io import ReadFromKafkaIO, check_log_append_time
+from frontierflow.pipelines.beam.kafka_records import (
+    dead_record,
+    position_of,
+    unless_from_the_future,
+)
 from frontierflow.pipelines.beam.replay import beam_strategy, update_frontier
 from frontierflow.pipelines.beam.stream import stream_frontier
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.pipelines.core.validate import checked
-from frontierflow.schemas.codecs import encode_record
 from frontierflow.schemas.records import DeadLetter, FetchEvent
 
 _MAX_OFFSET = 2**63 - 1
@@ -149,7 +154,7 @@ class _ReadPartition(beam.DoFn):
                 raw = record.value or b""
                 item = checked(decode_fetch_event(record.value or None))
                 if isinstance(item, FetchEvent):
-                    item = _unless_from_the_future(item, record.timestamp)
+                    item = unless_from_the_future(item, record.timestamp)
                 yield self._stamped(topic, partition, record.offset, item, raw, estimator)
 
     def _stamped(
@@ -195,21 +200,6 @@ class _ReadPartitionUnbounded(_ReadPartition):
 
 LATE_EVENT = "LateEvent"
 """Dead-letter error class of an event already behind the source's watermark."""
-FUTURE_EVENT = "FutureEvent"
-"""Dead-letter error class of an event fetched (it says) after Kafka received it."""
-MAX_CLOCK_SKEW_MS = 3_600_000
-"""How far `fetched_at` may be ahead of the record's Kafka timestamp (fetcher clocks
-drift): a later one would move the watermark past every honest event and make them late."""
-
-
-def _unless_from_the_future(event: FetchEvent, record_ms: int) -> FetchEvent | Failed:
-    if event.fetched_at <= record_ms + MAX_CLOCK_SKEW_MS:
-        return event
-    message = (
-        f"fetched_at {event.fetched_at} is {event.fetched_at - record_ms} ms after the "
-        f"record's Kafka timestamp {record_ms} (more than {MAX_CLOCK_SKEW_MS} ms of clock skew)"
-    )
-    return Failed(FUTURE_EVENT, message, b"")
 
 
 def _late(event_ms: int, watermark: Timestamp, lateness_ms: int) -> Failed:
@@ -361,23 +351,6 @@ class WriteUpdatesToKafka(beam.PTransform):
         return updates | "Send" >> beam.ParDo(_SendUpdates(self.settings, self.state_topic))
 
 
-def position_of(partition: int, offset: int) -> int:
-    """A record's position in the pipelines' input order: by offset, then partition (with
-    one partition, exactly the topic's order)."""
-    return offset * _PARTITION_SLOTS + partition
-
-
-_PARTITION_SLOTS = 1 << 12
-
-
-KafkaRecord = tuple[str, bytes | None, bytes | None]
-"""(topic, key, value) as `WriteToKafka` sends it."""
-
-
-def dead_record(letter: DeadLetter, topic: str) -> KafkaRecord:
-    return topic, None, encode_record(letter)
-
-
 def build_kafka_pipeline(
     pipeline: beam.Pipeline,
     settings: KafkaSettings,
@@ -402,14 +375,23 @@ def build_kafka_stream(
     *,
     lateness_ms: int = 0,
     state_topic: str | None = None,
+    kafka_io: str | None = None,
 ) -> None:
     """fetch-events in event time → the unbounded form (`beam.stream.stream_frontier`) →
     frontier (and state) and dead-letter topics. Every URL's changes leave as soon as the
-    watermark passes their clock window; only a bound (`ends`) ends the run."""
+    watermark passes their clock window; only a bound (`ends`) ends the run. With
+    `kafka_io` (an expansion service: `HOST:PORT` or its launcher jar) the events come
+    through Java's KafkaIO in arrival time (`beam.kafka_io`), without end."""
     t = settings.topics
-    read = ReadFromKafkaPartitions(settings, ends=ends, lateness_ms=lateness_ms)
+    read: beam.PTransform
+    if kafka_io is not None:
+        if ends is not None:
+            raise ValueError("the Java Kafka source reads without end: no bounded run")
+        read = ReadFromKafkaIO(settings, kafka_io)
+    else:
+        read = ReadFromKafkaPartitions(settings, ends=ends, lateness_ms=lateness_ms)
     events, dead = pipeline | "ReadKafka" >> read
-    updates = stream_frontier(events, strategy, windows)
+    updates = stream_frontier(events, strategy, windows, by_arrival=kafka_io is not None)
     updates | "WriteFrontier" >> WriteUpdatesToKafka(settings, state_topic)
     letters = dead | "DeadToRecords" >> beam.Map(dead_record, t.dead_letter)
     letters | "WriteDead" >> WriteToKafka(settings)
@@ -443,25 +425,64 @@ def run_beam_kafka_stream(
     lateness_ms: int = 0,
     state_topic: str | None = None,
     strategy: Strategy[Any] | None = None,
+    kafka_io: str | None = None,
 ) -> None:
     """Run the unbounded form from Kafka to Kafka and wait for it. With
     `until_current_end` the read is bounded to the topic's current end offsets (the run
     then ends once everything read has been applied); otherwise it reads on until the
-    runner cancels it."""
+    runner cancels it (or Flink stops it with a savepoint). `kafka_io`: read through Java's
+    KafkaIO (`build_kafka_stream`)."""
+    result = start_beam_kafka_stream(
+        settings,
+        strategy_name=strategy_name,
+        budget=budget,
+        windows=windows,
+        beam_args=beam_args,
+        until_current_end=until_current_end,
+        lateness_ms=lateness_ms,
+        state_topic=state_topic,
+        strategy=strategy,
+        kafka_io=kafka_io,
+    )
+    result.wait_until_finish()
+
+
+def start_beam_kafka_stream(
+    settings: KafkaSettings,
+    *,
+    strategy_name: str,
+    budget: int,
+    windows: ClockWindows,
+    beam_args: list[str],
+    until_current_end: bool = True,
+    lateness_ms: int = 0,
+    state_topic: str | None = None,
+    strategy: Strategy[Any] | None = None,
+    kafka_io: str | None = None,
+) -> Any:
+    """`run_beam_kafka_stream` without waiting: the runner's `PipelineResult`."""
     strategy = beam_strategy(strategy_name, budget=budget, strategy=strategy)
     if lateness_ms < 0:
         raise ValueError(f"allowed lateness must be >= 0 ms, got {lateness_ms}")
+    if kafka_io is not None:
+        if until_current_end or lateness_ms:
+            raise ValueError(
+                "the Java Kafka source reads without end, in arrival time: "
+                "no bounded run and no allowed lateness"
+            )
+        check_log_append_time(settings)
     if state_topic is not None:
         ensure_compacted_topic(settings, state_topic)
     ends = end_offsets(settings) if until_current_end else None
-    options = PipelineOptions(beam_args)
-    with beam.Pipeline(options=options) as pipeline:
-        build_kafka_stream(
-            pipeline,
-            settings,
-            strategy,
-            windows,
-            ends,
-            lateness_ms=lateness_ms,
-            state_topic=state_topic,
-        )
+    pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
+    build_kafka_stream(
+        pipeline,
+        settings,
+        strategy,
+        windows,
+        ends,
+        lateness_ms=lateness_ms,
+        state_topic=state_topic,
+        kafka_io=kafka_io,
+    )
+    return pipeline.run()

@@ -87,18 +87,23 @@ from frontierflow.schemas.records import FetchEvent
 class DecideRepeatFetches(beam.PTransform):
     """(position, event) → (crawl id, (position, repeat, event)) of first fetches, and
     with `keep_repeats` of repeats too, timestamped at the end of the event's clock
-    window. Keyed by URL: the step core keeps a page's last cycle per URL."""
+    window. Keyed by URL: the step core keeps a page's last cycle per URL. An event's
+    window is that of its `fetched_at`, or with `by_arrival` that of the time its source
+    stamped it with (`beam.kafka_io`: the broker's append time)."""
 
-    def __init__(self, windows: ClockWindows, keep_repeats: bool = False) -> None:
+    def __init__(
+        self, windows: ClockWindows, keep_repeats: bool = False, by_arrival: bool = False
+    ) -> None:
         super().__init__()
         self.windows = windows
         self.keep_repeats = keep_repeats
+        self.by_arrival = by_arrival
 
     def expand(self, events: Any) -> Any:
         return (
             events
             | "KeyByPage"
-            >> beam.ParDo(_KeyByPage(self.windows)).with_output_types(
+            >> beam.ParDo(_KeyByPage(self.windows, self.by_arrival)).with_output_types(
                 typehints.KV[str, typehints.Tuple[int, int, int, FetchEvent]]
             )
             | "FirstFetches"
@@ -109,12 +114,18 @@ class DecideRepeatFetches(beam.PTransform):
 
 
 class _KeyByPage(beam.DoFn):
-    def __init__(self, windows: ClockWindows) -> None:
+    def __init__(self, windows: ClockWindows, by_arrival: bool) -> None:
         self.windows = windows
+        self.by_arrival = by_arrival
 
-    def process(self, item: tuple[int, FetchEvent]) -> Iterator[Any]:
+    def process(
+        self,
+        item: tuple[int, FetchEvent],
+        stamp: Any = beam.DoFn.TimestampParam,
+    ) -> Iterator[Any]:
         position, event = item
-        due = self.windows.due_micros(event.fetched_at)
+        event_ms = int(stamp.micros) // 1000 if self.by_arrival else event.fetched_at
+        due = self.windows.due_micros(event_ms)
         value = (due, position, event.cycle, event)
         yield TimestampedValue((event.url, value), Timestamp(micros=due))
 
@@ -412,12 +423,15 @@ class _ApplyInEventTime(beam.DoFn):
 # --- the whole pipeline ------------------------------------------------------------------------
 
 
-def stream_frontier(events: Any, strategy: Strategy[Any], windows: ClockWindows) -> Any:
+def stream_frontier(
+    events: Any, strategy: Strategy[Any], windows: ClockWindows, *, by_arrival: bool = False
+) -> Any:
     """Checked `(position, FetchEvent)`s in; one `UrlUpdate` per URL and clock window out
-    (its version: the last message applied). No step waits for the input to end."""
+    (its version: the last message applied). No step waits for the input to end. Clock
+    windows of `fetched_at`, or of arrival with `by_arrival` (`DecideRepeatFetches`)."""
     firsts = (
         events
-        | "Repeats" >> DecideRepeatFetches(windows, strategy.learns_from_repeats)
+        | "Repeats" >> DecideRepeatFetches(windows, strategy.learns_from_repeats, by_arrival)
         | "ClockWindows" >> beam.WindowInto(windows.fixed())
     )
     clock = firsts | "Clock" >> WindowedCrawlClock(windows)

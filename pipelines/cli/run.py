@@ -81,6 +81,15 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         default=None,
         help="with windowed:W: also write every URL's latest state to this compacted topic",
     )
+    beam.add_argument(
+        "--kafka-io",
+        default=None,
+        metavar="JAR|HOST:PORT",
+        help="with windowed:W: read fetch-events through Beam's Java KafkaIO (the form that "
+        "streams on Flink), from this expansion service: its launcher jar (`bash "
+        "infra/flink/fetch-job-server.sh --kafka-expansion-service` prints it) or a running "
+        "one. Clock windows are then of the broker's append time; reads without end",
+    )
     lp.set_defaults(handler=run)
 
 
@@ -99,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
             ("--clock", args.clock != "exact"),
             ("--beam-option", bool(args.beam_option)),
             ("--allowed-lateness-ms", args.allowed_lateness_ms != 0),
+            ("--kafka-io", args.kafka_io is not None),
             ("--topic-state", args.topic_state is not None),
         )
         if given
@@ -148,8 +158,12 @@ def _run_beam(args: argparse.Namespace) -> int:
             "controller; run it with the embedded engine, or `replay --runner beam` over a log"
         )
     windows = parse_clock(args.clock)
-    if windows is None and (args.allowed_lateness_ms or args.topic_state is not None):
-        raise ValueError("--allowed-lateness-ms and --topic-state need --clock windowed:W")
+    if windows is None and (
+        args.allowed_lateness_ms or args.topic_state is not None or args.kafka_io is not None
+    ):
+        raise ValueError(
+            "--allowed-lateness-ms, --topic-state and --kafka-io need --clock windowed:W"
+        )
     if args.allowed_lateness_ms < 0:
         raise ValueError(f"--allowed-lateness-ms must be >= 0, got {args.allowed_lateness_ms}")
     settings = job_kafka_settings(args)
@@ -178,5 +192,6 @@ def _run_beam(args: argparse.Namespace) -> int:
             lateness_ms=args.allowed_lateness_ms,
             state_topic=args.topic_state,
             strategy=strategy,
+            kafka_io=args.kafka_io,
         )
     return 0

@@ -11,11 +11,11 @@ import pytest
 
 from frontierflow.pipelines.beam.event_time import ClockWindows
 from frontierflow.pipelines.beam.kafka import (
-    FUTURE_EVENT,
     LATE_EVENT,
     run_beam_kafka,
     run_beam_kafka_stream,
 )
+from frontierflow.pipelines.beam.kafka_records import FUTURE_EVENT
 from frontierflow.schemas.codecs import AvroCodec
 
 pytestmark = [pytest.mark.kafka, pytest.mark.beam_runner]

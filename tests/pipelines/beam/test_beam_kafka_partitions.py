@@ -11,64 +11,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
-from topical_webs import random_web
+from lafc_recording import FRONTIER_PARTITIONS, frontier_per_partition, lafc, recorded_crawl
 
-from frontierflow.connectors.kafka import KafkaSettings, host_partition
+from frontierflow.connectors.kafka import host_partition
 from frontierflow.pipelines.beam.event_time import ClockWindows
 from frontierflow.pipelines.beam.kafka import ensure_compacted_topic, run_beam_kafka_stream
 from frontierflow.pipelines.embedded.live import LiveOptions, run_live
-from frontierflow.pipelines.evaluation.simulator import simulate_cycles
-from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
-from frontierflow.schemas.records import REPLY_KEY_SEPARATOR, FetchEvent, split_frontier_key
-from frontierflow.state.relevance import Topic
+from frontierflow.schemas.records import REPLY_KEY_SEPARATOR, split_frontier_key
 
 pytestmark = [pytest.mark.kafka, pytest.mark.beam_runner]
-
-TOPIC = "tcp:2,socket:1"
-FRONTIER_PARTITIONS = 4
-
-
-def _lafc() -> Lafc:
-    return Lafc(Topic.parse(TOPIC), LafcSettings(control_threshold=0.3, seed=3))
-
-
-def _recorded_crawl() -> list[FetchEvent]:
-    """Two cycles of a simulated LAFC crawl: reply requests, answers without download
-    (208) and tombstones all occur."""
-    events: list[FetchEvent] = []
-    simulate_cycles(
-        random_web(120, 5), _lafc(), [0], 60, 2, crawl_id="live", on_event=events.append
-    )
-    return events
-
-
-def _per_partition(settings: KafkaSettings) -> dict[int, dict[bytes, bytes | None]]:
-    """The frontier topic, partition by partition: every key written, with its latest value
-    (None: a tombstone)."""
-    topic = settings.topics.frontier
-    consumer = KafkaConsumer(bootstrap_servers=settings.bootstrap_servers, enable_auto_commit=False)
-    try:
-        out: dict[int, dict[bytes, bytes | None]] = {}
-        for p in sorted(consumer.partitions_for_topic(topic) or ()):
-            tp = TopicPartition(topic, p)
-            consumer.assign([tp])
-            consumer.seek_to_beginning(tp)
-            end = consumer.end_offsets([tp])[tp]
-            latest: dict[bytes, bytes | None] = {}
-            while consumer.position(tp) < end:
-                for records in consumer.poll(timeout_ms=500).values():
-                    latest.update((r.key, r.value) for r in records)
-            out[p] = latest
-        return out
-    finally:
-        consumer.close()
 
 
 def test_beam_stream_writes_the_frontier_as_the_embedded_engine(
     kafka_broker: Any, kafka_client: Any, prism_binary: Path, tmp_path: Path
 ) -> None:
-    events = _recorded_crawl()
+    events = recorded_crawl()
     assert all(a.fetched_at <= b.fetched_at for a, b in itertools.pairwise(events))
     engine = kafka_client.settings(kafka_broker.bootstrap)
     beam_side = dataclasses.replace(
@@ -81,7 +38,7 @@ def test_beam_stream_writes_the_frontier_as_the_embedded_engine(
     kafka_client.produce(engine, kafka_client.avro(e.to_avro() for e in events))
 
     options = LiveOptions(step_size=7, exit_when_idle=True, retry_backoff_s=0.2)
-    run_live(engine, _lafc(), tmp_path / "live", options)
+    run_live(engine, lafc(), tmp_path / "live", options)
     run_beam_kafka_stream(
         beam_side,
         strategy_name="lafc",
@@ -92,11 +49,11 @@ def test_beam_stream_writes_the_frontier_as_the_embedded_engine(
             f"--prism_location={prism_binary}",
             "--environment_type=LOOPBACK",
         ],
-        strategy=_lafc(),
+        strategy=lafc(),
     )
 
-    expected = _per_partition(engine)
-    written = _per_partition(beam_side)
+    expected = frontier_per_partition(engine)
+    written = frontier_per_partition(beam_side)
     assert set(expected) == set(range(FRONTIER_PARTITIONS))
     assert written == expected
     # the comparison covers what it should: hosts spread over partitions, reply requests

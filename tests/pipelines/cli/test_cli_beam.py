@@ -74,7 +74,15 @@ def test_run_windowed_clock_reads_on(kafka_calls: Calls, idle: list[str], until_
         "until_current_end": until_end,
         "lateness_ms": 250,
         "state_topic": "st",
+        "kafka_io": None,
     }
+
+
+def test_run_windowed_clock_through_kafka_io(kafka_calls: Calls) -> None:
+    argv = [*RUN, "--clock", "windowed:1000", "--kafka-io", "/x/expansion.jar"]
+    assert main(argv) == 0
+    kw = kafka_calls[1][2]
+    assert (kw["kafka_io"], kw["until_current_end"]) == ("/x/expansion.jar", False)
 
 
 @pytest.mark.parametrize(
@@ -83,6 +91,8 @@ def test_run_windowed_clock_reads_on(kafka_calls: Calls, idle: list[str], until_
         [*RUN, "--speed-controller", "aimd"],  # the Kafka forms run no speed controller
         [*RUN, "--allowed-lateness-ms", "5"],  # only the windowed form has lateness
         [*RUN, "--topic-state", "st"],  # ... and a state topic
+        [*RUN, "--kafka-io", "/x/e.jar"],  # ... and the Java source
+        ["run", "--bootstrap-servers", "127.0.0.1:9", "--state-dir", "s", "--kafka-io", "e"],
         [*RUN, "--clock", "windowed:5", "--allowed-lateness-ms", "-1"],
         [*RUN, "--clock", "windowed:0"],
         [*RUN, "--clock", "hourly"],
