@@ -32,6 +32,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from polling import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 CLUSTER = REPO / "infra" / "flink" / "cluster.sh"
@@ -109,6 +110,20 @@ class FlinkCluster:
         """GET a path of Flink's REST API, decoded from JSON."""
         with urllib.request.urlopen(f"http://{self.rest_address}{path}", timeout=10) as resp:
             return json.load(resp)
+
+    def cancel_job(self, job_id: str) -> None:
+        """Cancel a job and return once the cluster lists it as ended (its slots free)."""
+        request = urllib.request.Request(
+            f"http://{self.rest_address}/jobs/{job_id}?mode=cancel", method="PATCH"
+        )
+        with urllib.request.urlopen(request, timeout=10):
+            pass
+        wait_for(
+            lambda: self.jobs().get(job_id) in ("CANCELED", "FAILED", "FINISHED"),
+            f"job {job_id} to end",
+            COMMAND_TIMEOUT_S,
+            0.5,
+        )
 
     def jobs(self) -> dict[str, str]:
         """Every job the cluster knows: id -> state."""

@@ -53,13 +53,16 @@ CP_CACHE="${FLINK_CLUSTER_CLASSPATH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/front
 
 # Memory, in MiB: what Flink's jobmanager.sh / taskmanager.sh compute from a process size
 # (BashJavaUtils), written out here because the entrypoints are started directly. Small: the
-# whole cluster (JobManager + 2 TaskManagers) stays within ~2.5 GB of JVM limits.
+# whole cluster (JobManager + 2 TaskManagers) stays within ~3.5 GB of JVM limits.
 JM_HEAP=384; JM_OFF_HEAP=64; JM_METASPACE=192; JM_OVERHEAD=128
 TM_FRAMEWORK_HEAP=64; TM_TASK_HEAP=256            # JVM heap = framework + task heap
 TM_FRAMEWORK_OFF_HEAP=128; TM_TASK_OFF_HEAP=128   # direct memory: Netty, Beam's gRPC
 TM_NETWORK=128                                    # shuffle buffers (min = max)
 TM_MANAGED=128                                    # RocksDB, shared by the slots
-TM_METASPACE=256; TM_OVERHEAD=128
+# Metaspace: each job loads the runner and, for the streaming form, KafkaIO and an embedded
+# Java SDK harness into its own class loader (a TaskManager ran out at 256 MiB after a few
+# such jobs).
+TM_METASPACE=768; TM_OVERHEAD=128
 
 # What Flink's own launcher opens and exports for Java 17 (env.java.opts.all of a 1.19
 # distribution), the same list as fetch-job-server.sh's manifest.

@@ -42,7 +42,6 @@ with `fetched_at` and turns events already behind its watermark into dead letter
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -70,13 +69,12 @@ from frontierflow.pipelines.beam.event_time import (
     take_due,
 )
 from frontierflow.pipelines.beam.io import ReadFetchEventLog, write_results
-from frontierflow.pipelines.beam.replay import apply_to_state_cell, beam_strategy, message_tuple
+from frontierflow.pipelines.beam.replay import apply_to_state_cell, beam_strategy
+from frontierflow.pipelines.beam.routing import AttachClock
 from frontierflow.pipelines.core.step import (
     LatestChanges,
-    crawl_clock,
     is_repeat_fetch,
     keep_latest,
-    keyed_messages,
 )
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.schemas.records import FetchEvent
@@ -256,88 +254,6 @@ class _RunningPageCount(beam.DoFn):
             yield TimestampedValue((key, before), Timestamp(micros=window_end))
             before += pages
         total.write(before)
-
-
-# --- 3. clock and routing ----------------------------------------------------------------------
-
-
-ROUTE_SHARDS = 8
-"""Keys per crawl over which a window's fetches are grouped before routing (by a hash of
-the URL): the routing of one window runs on this many workers at most."""
-
-
-class AttachClock(beam.PTransform):
-    """Windowed first fetches + the clock side input → (key, ordered keyed message).
-
-    A window's fetches are grouped (per crawl and shard of the URL) before they meet the
-    side input, so the routing step sees a window only once its upstream watermark passed
-    it. Fed straight from the repeat step, Prism ran fetches of windows ahead of that
-    watermark (emitted by other keys' timers) with the clock side input as it was at that
-    moment: under load whole windows read an empty clock (crawled = 1) and IECA's δ_t and α
-    went wrong (`docs/RESULTS.md`). A fetch that still finds no clock value for its crawl
-    (every window holding a fetch has one: `WindowedCrawlClock`) stops the job with
-    `ClockMissing` rather than routing with a wrong clock."""
-
-    def __init__(self, strategy: Strategy[Any]) -> None:
-        super().__init__()
-        self.strategy = strategy
-
-    def expand(self, pcolls: Any) -> Any:
-        firsts, clock = pcolls
-        return (
-            firsts
-            | "ByShard"
-            >> beam.Map(_by_shard).with_output_types(
-                typehints.KV[typehints.Tuple[str, int], typehints.Tuple[int, bool, FetchEvent]]
-            )
-            | "WindowByShard" >> beam.GroupByKey()
-            | "Route"
-            >> beam.ParDo(
-                _RouteWithClock(self.strategy), beam.pvalue.AsDict(clock)
-            ).with_output_types(typehints.KV[str, typehints.Any])
-        )
-
-
-def route_shard(url: str) -> int:
-    """The routing shard of a page: CRC-32 of its URL, stable across processes."""
-    return zlib.crc32(url.encode()) % ROUTE_SHARDS
-
-
-def _by_shard(
-    first: tuple[str, tuple[int, bool, FetchEvent]],
-) -> tuple[tuple[str, int], tuple[int, bool, FetchEvent]]:
-    return (first[0], route_shard(first[1][2].url)), first[1]
-
-
-class ClockMissing(RuntimeError):
-    """Fetches of a window met no clock value in the side input: the runner ran them before
-    the side input was ready for their window. Raised rather than routing with a wrong
-    clock."""
-
-
-class _RouteWithClock(beam.DoFn):
-    def __init__(self, strategy: Strategy[Any]) -> None:
-        self.strategy = strategy
-
-    def process(
-        self,
-        element: tuple[tuple[str, int], Iterable[tuple[int, bool, FetchEvent]]],
-        before: dict[str, int],
-        window: Any = beam.DoFn.WindowParam,
-    ) -> Iterator[Any]:
-        (crawl_id, _), fetches = element
-        due = due_of(window)
-        pages_before = before.get(crawl_id)
-        if pages_before is None:
-            raise ClockMissing(f"crawl {crawl_id!r}: no clock value for the window due {due} µs")
-        for position, repeat, event in fetches:
-            clock = crawl_clock(pages_before, repeat, event.fetched_at)
-            messages = keyed_messages(self.strategy, event, repeat)
-            for index, (key, message) in enumerate(messages):
-                yield (
-                    key,
-                    (due, position, index, clock.crawled, clock.now_ms, message_tuple(message)),
-                )
 
 
 # --- 4. per-URL state --------------------------------------------------------------------------

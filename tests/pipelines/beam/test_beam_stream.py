@@ -20,12 +20,8 @@ from apache_beam.utils.timestamp import Timestamp
 from frontierflow.pipelines.beam.event_time import ClockWindows, parse_clock
 from frontierflow.pipelines.beam.io import one_log_file, read_log_items
 from frontierflow.pipelines.beam.replay import build_replay
-from frontierflow.pipelines.beam.stream import (
-    ClockMissing,
-    _RouteWithClock,
-    build_stream_replay,
-    run_beam_stream_replay,
-)
+from frontierflow.pipelines.beam.routing import ClockMissing, _RouteWithClock
+from frontierflow.pipelines.beam.stream import build_stream_replay, run_beam_stream_replay
 from frontierflow.pipelines.core.step import is_repeat_fetch
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.records import FetchEvent
