@@ -99,14 +99,18 @@ class FrontierEntryEncoder:
                 if emitted is None:
                     emitted = times[entry.emitted_at] = _long(entry.emitted_at)
                 echo = entry.echo
-                if echo:
-                    parts = [avro_long(len(echo))]
+                if echo:  # one block of len(echo) pairs, then the empty block that ends it
+                    parts = [sizes[len(echo)] if len(echo) < 8192 else avro_long(len(echo))]
                     for name, value in echo.items():
                         key = keys.get(name)
                         if key is None:
                             key = keys[name] = sized(name.encode())
-                        parts.append(key)
-                        parts.append(sized(value.encode()))
+                        text = value.encode()
+                        parts += (
+                            key,
+                            sizes[len(text)] if len(text) < 8192 else avro_long(len(text)),
+                            text,
+                        )
                     parts.append(b"\x00")
                     tail = b"".join(parts)
                 else:

@@ -56,17 +56,22 @@ def test_bench_rows_agree_with_the_log(tmp_path: Path, capsys: pytest.CaptureFix
         name: _figures(_cells(out, name))
         for name in ("raw fastavro", "pass-through", "ieca+rocksdb")
     }
-    # events, events/s, entries, link updates/s, seconds, peak RSS MiB, vs ceiling
-    assert all(len(r) == 7 for r in rows.values())
+    # events, events/s, entries, link updates/s, seconds, CPU s, peak RSS MiB, vs ceiling,
+    # vs ceiling per CPU second
+    assert all(len(r) == 9 for r in rows.values())
     raw, passed, ieca = rows["raw fastavro"], rows["pass-through"], rows["ieca+rocksdb"]
     assert raw[0] == passed[0] == ieca[0] == 200
     assert raw[2] == passed[2] == 6_000
     assert 0 < ieca[2] <= 6_000
-    assert raw[6] == 1.0
-    for _, rate, _, _, seconds, _, ratio in rows.values():
+    assert raw[7] == raw[8] == 1.0
+    for _, rate, _, _, seconds, cpu, _, ratio, cpu_ratio in rows.values():
         # seconds are printed to 0.01 and events/s to 1
         assert 200 / (seconds + 0.005) - 1 <= rate <= 200 / max(seconds - 0.005, 1e-9) + 1
         assert ratio == pytest.approx(rate / raw[1], rel=0.01, abs=0.001)
+        assert cpu > 0  # CPU seconds to 0.01: the per-CPU ratio is that of the printed ones
+        assert cpu_ratio == pytest.approx(raw[5] / cpu, rel=0.15, abs=0.01)
+    per_cpu = re.search(r"per CPU second: (\d+\.\d{3}) \((met|NOT met)\)", out)
+    assert per_cpu and float(per_cpu.group(1)) == ieca[8]
     assert ieca[3] >= ieca[1]  # link updates/s: every event changes some of its 30 links
     ratio = re.search(r"ratio ieca / pass-through: (\d+\.\d\d)", out)
     assert ratio and float(ratio.group(1)) == pytest.approx(ieca[1] / passed[1], abs=0.011)
