@@ -69,13 +69,15 @@ class FrontierEntryEncoder:
     (timestamp-millis as a long), echo (map of strings, one block then its end).
 
     The parts that repeat within a block are kept in small dicts that `bodies` starts
-    empty, so memory stays bounded by one block."""
+    empty, so memory stays bounded by one block; a run of entries of one strategy, crawl
+    and cycle (a step's, mostly) encodes those three once."""
 
     def bodies(self, entries: Iterable[FrontierEntry]) -> list[bytes]:
         """One encoded record per entry, in order; CodecError for an entry the schema
         cannot hold (a wrong type, a number out of range, text that is not UTF-8)."""
         sizes, pack, sized = _SIZES, _pack_double, _sized
-        middles: dict[tuple[str, str, int], bytes] = {}
+        middle = b""
+        middle_of: tuple[str | None, str | None, int] = (None, None, 0)  # the last encoded
         vias: dict[str | None, bytes] = {None: b"\x00"}
         times: dict[int, bytes] = {}
         keys: dict[str, bytes] = {}
@@ -86,21 +88,33 @@ class FrontierEntryEncoder:
             for entry in entries:
                 url = entry.url.encode()
                 host = entry.host.encode()
-                middle_key = (entry.strategy, entry.crawl_id, entry.cycle)
-                middle = middles.get(middle_key)
-                if middle is None:
-                    middle = sized(entry.strategy.encode()) + sized(entry.crawl_id.encode())
-                    middle += _int(entry.cycle)
-                    middles[middle_key] = middle
+                strategy, crawl_id, cycle = entry.strategy, entry.crawl_id, entry.cycle
+                if (
+                    strategy is not middle_of[0]
+                    or crawl_id is not middle_of[1]
+                    or cycle != middle_of[2]
+                ):
+                    middle = sized(strategy.encode()) + sized(crawl_id.encode()) + _int(cycle)
+                    middle_of = (strategy, crawl_id, cycle)
                 via = vias.get(entry.via)
                 if via is None:
                     via = vias[entry.via] = b"\x02" + sized(entry.via.encode())
                 emitted = times.get(entry.emitted_at)
                 if emitted is None:
                     emitted = times[entry.emitted_at] = _long(entry.emitted_at)
+                parts = [
+                    sizes[len(url)] if len(url) < 8192 else avro_long(len(url)),
+                    url,
+                    sizes[len(host)] if len(host) < 8192 else avro_long(len(host)),
+                    host,
+                    pack(entry.priority),
+                    middle,
+                    via,
+                    emitted,
+                ]
                 echo = entry.echo
                 if echo:  # one block of len(echo) pairs, then the empty block that ends it
-                    parts = [sizes[len(echo)] if len(echo) < 8192 else avro_long(len(echo))]
+                    parts.append(sizes[len(echo)] if len(echo) < 8192 else avro_long(len(echo)))
                     for name, value in echo.items():
                         key = keys.get(name)
                         if key is None:
@@ -111,25 +125,8 @@ class FrontierEntryEncoder:
                             sizes[len(text)] if len(text) < 8192 else avro_long(len(text)),
                             text,
                         )
-                    parts.append(b"\x00")
-                    tail = b"".join(parts)
-                else:
-                    tail = b"\x00"
-                append(
-                    b"".join(
-                        (
-                            sizes[len(url)] if len(url) < 8192 else avro_long(len(url)),
-                            url,
-                            sizes[len(host)] if len(host) < 8192 else avro_long(len(host)),
-                            host,
-                            pack(entry.priority),
-                            middle,
-                            via,
-                            emitted,
-                            tail,
-                        )
-                    )
-                )
+                parts.append(b"\x00")
+                append(b"".join(parts))
         except CodecError as exc:
             raise CodecError(f"cannot encode FrontierEntry {_url_of(entry)}: {exc}") from exc
         except _ENCODE_ERRORS as exc:

@@ -11,7 +11,7 @@ approximate LRU at O(1) per operation with no per-hit reordering.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
@@ -68,18 +68,18 @@ class HotStates(Generic[V]):
             self._young = {}
         return found, missing
 
-    def put_many(self, items: Iterable[tuple[str, V | None]]) -> None:
-        """Record committed values (None: the key was deleted). The young generation may
-        pass its size by one step's writes before it becomes the old one."""
+    def put_many(
+        self, values: Mapping[str, V] | Iterable[tuple[str, V]], deleted: Iterable[str] = ()
+    ) -> None:
+        """Record committed values and forget the keys whose value was deleted. The young
+        generation may pass its size by one step's writes before it becomes the old one."""
         if not self.capacity:
             return
         young, old = self._young, self._old
-        for key, value in items:
-            if value is None:
-                young.pop(key, None)
-                old.pop(key, None)
-            else:
-                young[key] = value  # shadows any older value in the old generation
+        young.update(values)  # shadows any older value in the old generation
+        for key in deleted:
+            young.pop(key, None)
+            old.pop(key, None)
         if len(young) > self._generation:
             self._old = young
             self._young = {}

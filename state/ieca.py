@@ -180,5 +180,4 @@ def decode_ieca(data: bytes) -> IecaDistance:
     """The state in the 12 bytes of `encode_ieca`; StateCodecError for anything else."""
     if len(data) != _STATE.size:
         raise StateCodecError(f"an IECA state needs {_STATE.size} bytes, got {len(data)}")
-    distance, cycle = _STATE.unpack(data)
-    return IecaDistance(distance, cycle)
+    return _new_state(IecaDistance, _STATE.unpack(data))

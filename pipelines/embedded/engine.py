@@ -202,6 +202,7 @@ class Engine(Generic[S]):
                 else:
                     step.event(event)
             self._commit(step, checkpoint, started=started)
+            del step  # its objects go now, not through the collector when it is back
 
     def _commit(
         self,
@@ -230,14 +231,14 @@ class Engine(Generic[S]):
         out_position = self.sink.flush()
         self._before_commit("flushed")
         txn = step.txn
-        committed = step.write_states()
+        committed, deleted = step.write_states()
         if checkpoint is not None:
             txn.put(META_FAMILY, INPUT_POSITION, checkpoint)
         if seeds_checkpoint is not None:
             txn.put(META_FAMILY, SEEDS_POSITION, seeds_checkpoint)
         txn.put(META_FAMILY, OUTPUT_POSITION, out_position)
         txn.commit()
-        self.hot.put_many(committed)
+        self.hot.put_many(committed, deleted)
         self._before_commit("committed")
         self.stats.steps += 1
         self.stats.decisions += len(step.decisions)

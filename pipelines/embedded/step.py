@@ -107,7 +107,9 @@ class Step(Generic[S]):
         values where it has them (decoded states, or bytes to decode for a strategy that
         changes states in place), the rest in one batched read."""
         states, decode = self.states, self.strategy.decode_state
-        found, wanted = self.engine.hot.get_many([key for key in keys if key not in states])
+        if states:
+            keys = [key for key in keys if key not in states]
+        found, wanted = self.engine.hot.get_many(keys)
         if self.strategy.immutable_states:
             states.update(found)
         else:
@@ -271,23 +273,21 @@ class Step(Generic[S]):
         stats.dead_letters += 1
         stats.dead_reasons[error_class] = stats.dead_reasons.get(error_class, 0) + 1
 
-    def write_states(self) -> list[tuple[str, Any]]:
+    def write_states(self) -> tuple[dict[str, Any], list[str]]:
         """Put every state, crawl counter and speed state the step changed into its
         transaction; returns what the engine's cache keeps of the strategy states written
-        (the states themselves when the strategy never changes one in place, else their
-        bytes; None for a deleted state)."""
+        (key → the state itself when the strategy never changes one in place, else its
+        bytes) and the keys whose state was deleted."""
         encode = self.strategy.encode_state
         states = self.states
-        dirty = list(self.dirty)
-        encoded = [None if (state := states[key]) is None else encode(state) for key in dirty]
-        self.txn.put_many(
-            self.strategy.family, zip([key.encode() for key in dirty], encoded, strict=True)
-        )
-        written: list[tuple[str, Any]]
-        if self.strategy.immutable_states:
-            written = [(key, states[key]) for key in dirty]
-        else:
-            written = list(zip(dirty, encoded, strict=True))
+        kept = {key: states[key] for key in self.dirty}
+        deleted = [key for key, state in kept.items() if state is None]
+        for key in deleted:
+            del kept[key]
+        encoded = dict(zip(kept, map(encode, kept.values()), strict=True))
+        writes: list[tuple[bytes, bytes | None]] = [(k.encode(), v) for k, v in encoded.items()]
+        writes += [(key.encode(), None) for key in deleted]
+        self.txn.put_many(self.strategy.family, writes)
         self.txn.put_many(
             CRAWLED_FAMILY,
             (
@@ -307,4 +307,4 @@ class Step(Generic[S]):
                     if state is not None
                 ),
             )
-        return written
+        return (kept if self.strategy.immutable_states else encoded), deleted

@@ -32,7 +32,7 @@ def test_keeps_values_until_two_generations_fill() -> None:
 def test_a_deleted_key_is_forgotten() -> None:
     cache = HotStates(8)
     cache.put_many([("a", b"1")])
-    cache.put_many([("a", None)])
+    cache.put_many([], deleted=["a"])
     assert cache.get("a") is None
 
 
