@@ -69,8 +69,8 @@ class FrontierEntryEncoder:
     (timestamp-millis as a long), echo (map of strings, one block then its end).
 
     The parts that repeat within a block are kept in small dicts that `bodies` starts
-    empty, so memory stays bounded by one block; a run of entries of one strategy, crawl
-    and cycle (a step's, mostly) encodes those three once."""
+    empty, so memory stays bounded by one block (hosts, parents, times, echo keys); a run
+    of entries of one strategy, crawl and cycle (a step's, mostly) encodes those once."""
 
     def bodies(self, entries: Iterable[FrontierEntry]) -> list[bytes]:
         """One encoded record per entry, in order; CodecError for an entry the schema
@@ -81,13 +81,16 @@ class FrontierEntryEncoder:
         vias: dict[str | None, bytes] = {None: b"\x00"}
         times: dict[int, bytes] = {}
         keys: dict[str, bytes] = {}
+        hosts: dict[str, bytes] = {}
         out: list[bytes] = []
         append = out.append
         entry: FrontierEntry | None = None
         try:
             for entry in entries:
                 url = entry.url.encode()
-                host = entry.host.encode()
+                host = hosts.get(entry.host)
+                if host is None:
+                    host = hosts[entry.host] = sized(entry.host.encode())
                 strategy, crawl_id, cycle = entry.strategy, entry.crawl_id, entry.cycle
                 if (
                     strategy is not middle_of[0]
@@ -105,7 +108,6 @@ class FrontierEntryEncoder:
                 parts = [
                     sizes[len(url)] if len(url) < 8192 else avro_long(len(url)),
                     url,
-                    sizes[len(host)] if len(host) < 8192 else avro_long(len(host)),
                     host,
                     pack(entry.priority),
                     middle,

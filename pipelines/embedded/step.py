@@ -278,16 +278,18 @@ class Step(Generic[S]):
         transaction; returns what the engine's cache keeps of the strategy states written
         (key → the state itself when the strategy never changes one in place, else its
         bytes) and the keys whose state was deleted."""
-        encode = self.strategy.encode_state
-        states = self.states
-        kept = {key: states[key] for key in self.dirty}
-        deleted = [key for key, state in kept.items() if state is None]
-        for key in deleted:
-            del kept[key]
-        encoded = dict(zip(kept, map(encode, kept.values()), strict=True))
-        writes: list[tuple[bytes, bytes | None]] = [(k.encode(), v) for k, v in encoded.items()]
-        writes += [(key.encode(), None) for key in deleted]
-        self.txn.put_many(self.strategy.family, writes)
+        dirty = self.dirty
+        kept = dict(zip(dirty, map(self.states.__getitem__, dirty), strict=True))
+        deleted: list[str] = []
+        if None in kept.values():
+            deleted = [key for key, state in kept.items() if state is None]
+            for key in deleted:
+                del kept[key]
+        encoded = dict(zip(kept, map(self.strategy.encode_state, kept.values()), strict=True))
+        family = self.strategy.family
+        self.txn.put_many(family, zip(map(str.encode, encoded), encoded.values(), strict=True))
+        if deleted:
+            self.txn.put_many(family, ((key.encode(), None) for key in deleted))
         self.txn.put_many(
             CRAWLED_FAMILY,
             (
