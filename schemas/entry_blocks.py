@@ -101,7 +101,8 @@ class FrontierEntryEncoder:
                     middle_of = (strategy, crawl_id, cycle)
                 via = vias.get(entry.via)
                 if via is None:
-                    via = vias[entry.via] = b"\x02" + sized(entry.via.encode())
+                    parent = entry.via or ""  # not None: None is in `vias` from the start
+                    via = vias[entry.via] = b"\x02" + sized(parent.encode())
                 emitted = times.get(entry.emitted_at)
                 if emitted is None:
                     emitted = times[entry.emitted_at] = _long(entry.emitted_at)

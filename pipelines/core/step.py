@@ -121,7 +121,7 @@ def apply_pending(
     `apply_batch` key by key), and the changes are folded into `latest`. Each key's state
     depends on its own messages only, so the keys may go in any order."""
     for changes in strategy.apply_keys(pending, states):
-        if type(changes) is tuple:
+        if isinstance(changes, tuple):
             keep_latest(latest, changes)
         else:  # `keep_latest` of one change, inline: there is one per changed key
             latest[change_key(changes)] = changes

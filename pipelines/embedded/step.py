@@ -285,7 +285,8 @@ class Step(Generic[S]):
             deleted = [key for key, state in kept.items() if state is None]
             for key in deleted:
                 del kept[key]
-        encoded = dict(zip(kept, map(self.strategy.encode_state, kept.values()), strict=True))
+        encode = self.strategy.encode_state
+        encoded = {key: encode(state) for key, state in kept.items() if state is not None}
         family = self.strategy.family
         self.txn.put_many(family, zip(map(str.encode, encoded), encoded.values(), strict=True))
         if deleted:

@@ -73,7 +73,7 @@ class IecaStrategy(Strategy[IecaDistance]):
 
     def apply(
         self, key: str, state: IecaDistance | None, message: Message, clock: CrawlClock
-    ) -> tuple[IecaDistance | None, FrontierChange | None]:
+    ) -> tuple[IecaDistance | None, Changes | None]:
         """One message: the batch fold of one (the rules are written once, in `apply_keys`)."""
         states = {key: state}
         changes = self.apply_keys({key: ((clock, message),)}, states)
