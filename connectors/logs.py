@@ -20,16 +20,19 @@ from frontierflow.schemas.codecs import CodecError, record_from_dict
 from frontierflow.schemas.container import (
     SNIFF_BYTES,
     LogItem,
+    container_sync,
     iter_log_from,
     log_format,
+    start_container,
     write_container,
 )
+from frontierflow.schemas.entry_blocks import FrontierEntryEncoder, write_entry_block
 from frontierflow.schemas.jsonl import record_to_json
 from frontierflow.schemas.records import (
     DeadLetter,
     FetchEvent,
     FrontierChange,
-    Removal,
+    FrontierEntry,
     ScalingDecision,
 )
 from frontierflow.state.codec import StateCodecError, decode_positions, encode_positions
@@ -109,7 +112,9 @@ class FileSink(DecisionSink):
         self._out: IO[bytes] | None = None
         self._dead: IO[bytes] | None = None
         self._decisions: IO[bytes] | None = None
-        self._has_header = False
+        self._container_sync: bytes | None = None
+        """The sync marker of the frontier container's header, once it has one."""
+        self._encoder = FrontierEntryEncoder()
 
     def rewind(self, position: bytes | None) -> None:
         """Cut the files back to `position` (None: start them empty) and open them."""
@@ -133,7 +138,9 @@ class FileSink(DecisionSink):
         self._dead = self.dead_path.open("ab")
         if self.decisions_path is not None:
             self._decisions = self.decisions_path.open("ab")
-        self._has_header = sizes[0] > 0
+        self._container_sync = None
+        if self.avro and sizes[0] > 0:  # blocks go on with the header's sync marker
+            self._container_sync = container_sync(self._out)
 
     def write_decisions(self, decisions: Sequence[ScalingDecision]) -> None:
         if self._decisions is None:
@@ -144,13 +151,16 @@ class FileSink(DecisionSink):
     def write(self, changes: Sequence[FrontierChange], dead: Sequence[DeadLetter]) -> None:
         if self._out is None or self._dead is None:
             raise RuntimeError("FileSink.write before rewind")
-        entries = [c.to_avro() for c in changes if not isinstance(c, Removal)]
+        entries = [c for c in changes if isinstance(c, FrontierEntry)]
         if entries:
             if self.avro:
-                write_container(self._out, "FrontierEntry", entries, append=self._has_header)
-                self._has_header = True
+                if self._container_sync is None:
+                    self._container_sync = start_container(self._out, "FrontierEntry")
+                write_entry_block(self._out, self._encoder, entries, self._container_sync)
             else:
-                lines = "".join(record_to_json(e, "FrontierEntry") + "\n" for e in entries)
+                lines = "".join(
+                    record_to_json(e.to_avro(), "FrontierEntry") + "\n" for e in entries
+                )
                 self._out.write(lines.encode())
         if dead:
             text = "".join(record_to_json(d.to_avro(), "DeadLetter") + "\n" for d in dead)

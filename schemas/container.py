@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Final, Literal, TypeAlias
 
 import fastavro
+from fastavro.write import Writer
 
 from frontierflow.schemas.codecs import (
     FASTAVRO_ERRORS,
@@ -271,6 +272,23 @@ def read_container(source: PathOrFile, kind: RecordKind | None = None) -> Iterat
             if isinstance(item, CodecError):
                 raise item
             yield item
+
+
+def start_container(handle: IO[bytes], kind: RecordKind) -> bytes:
+    """Write the header of an empty container of `kind` ("null" codec) at the handle's
+    position and return its sync marker, for blocks written after it (`entry_blocks`)."""
+    header = io.BytesIO()
+    Writer(header, load_schema(kind_name(kind)), codec="null").flush()
+    data = header.getvalue()
+    handle.write(data)
+    return data[-16:]  # a header ends with the file's sync marker (Avro spec)
+
+
+def container_sync(handle: IO[bytes]) -> bytes:
+    """The sync marker in the header of the container file `handle`, read from its start
+    (the handle's position is left after the header); CodecError if it has none."""
+    handle.seek(0)
+    return _read_container_header(handle, None).sync
 
 
 # --- logs: container or JSON lines, with errors as items -------------------------------------

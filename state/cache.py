@@ -2,33 +2,38 @@
 
 RocksDB stays the truth: the cache holds only values a step has committed (or read from
 the store), so a crash or an aborted step cannot leave anything in it that the store does
-not hold. Eviction is generational (two dicts: a hit in the old generation moves the key
+not hold. The values are whatever the engine keeps: decoded states when the strategy never
+changes a state in place (`Strategy.immutable_states`), else their encoded bytes.
+Eviction is generational (two dicts: a hit in the old generation moves the key
 to the young one; when the young one is full the old one is dropped whole), an
 approximate LRU at O(1) per operation with no per-hit reordering.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
 
 
-class HotStates:
-    """key → encoded committed value for at most `capacity` keys (0: no caching)."""
+class HotStates(Generic[V]):
+    """key → committed value for at most `capacity` keys (0: no caching)."""
 
     def __init__(self, capacity: int) -> None:
         if capacity < 0:
             raise ValueError(f"cache capacity must be >= 0, got {capacity}")
         self.capacity = capacity
         self._generation = max(1, capacity // 2)
-        self._young: dict[str, bytes] = {}
-        self._old: dict[str, bytes] = {}
+        self._young: dict[str, V] = {}
+        self._old: dict[str, V] = {}
         self.hits = 0
         self.misses = 0
 
     def __len__(self) -> int:
         return len(self._young) + len(self._old)
 
-    def get(self, key: str) -> bytes | None:
+    def get(self, key: str) -> V | None:
         """The cached value of `key`, or None when the store must be asked."""
         value = self._young.get(key)
         if value is not None:
@@ -42,18 +47,39 @@ class HotStates:
         self._keep(key, value)
         return value
 
-    def put_many(self, items: Iterable[tuple[str, bytes | None]]) -> None:
-        """Record committed values (None: the key was deleted). The young generation may
-        pass its size by one step's writes before it becomes the old one."""
+    def get_many(self, keys: Iterable[str]) -> tuple[dict[str, V], list[str]]:
+        """`get` for many keys: (key → value for the cached ones, the keys not cached)."""
+        young, old = self._young, self._old
+        found: dict[str, V] = {}
+        missing: list[str] = []
+        for key in keys:
+            value = young.get(key)
+            if value is None:
+                value = old.pop(key, None)
+                if value is None:
+                    missing.append(key)
+                    continue
+                young[key] = value
+            found[key] = value
+        self.hits += len(found)
+        self.misses += len(missing)
+        if len(young) > self._generation:
+            self._old = young
+            self._young = {}
+        return found, missing
+
+    def put_many(
+        self, values: Mapping[str, V] | Iterable[tuple[str, V]], deleted: Iterable[str] = ()
+    ) -> None:
+        """Record committed values and forget the keys whose value was deleted. The young
+        generation may pass its size by one step's writes before it becomes the old one."""
         if not self.capacity:
             return
         young, old = self._young, self._old
-        for key, value in items:
-            if value is None:
-                young.pop(key, None)
-                old.pop(key, None)
-            else:
-                young[key] = value  # shadows any older value in the old generation
+        young.update(values)  # shadows any older value in the old generation
+        for key in deleted:
+            young.pop(key, None)
+            old.pop(key, None)
         if len(young) > self._generation:
             self._old = young
             self._young = {}
@@ -62,7 +88,7 @@ class HotStates:
         self._young.clear()
         self._old.clear()
 
-    def _keep(self, key: str, value: bytes) -> None:
+    def _keep(self, key: str, value: V) -> None:
         young = self._young
         young[key] = value
         if len(young) > self._generation:

@@ -147,12 +147,17 @@ class IecaDistance(NamedTuple):
 
         A page already crawled in this cycle keeps its state (Algorithm 1, line 16).
         """
-        if self.crawled_cycle >= cycle:
+        distance, crawled_cycle = self
+        if crawled_cycle >= cycle:
             return self
-        if self.distance == UNKNOWN:
-            return IecaDistance(new_distance(d_parent, weight, delta), self.crawled_cycle)
-        d = updated_distance(self.distance, d_parent, weight, delta, a)
-        return IecaDistance(d, self.crawled_cycle)
+        if distance == UNKNOWN:
+            return _new_state(IecaDistance, (new_distance(d_parent, weight, delta), crawled_cycle))
+        d = updated_distance(distance, d_parent, weight, delta, a)
+        return _new_state(IecaDistance, (d, crawled_cycle))
+
+
+_new_state = tuple.__new__
+"""`IecaDistance(d, c)` without the Python-level `__new__` of a NamedTuple: one per link."""
 
 
 def clock_coefficients(crawled: int, p: IecaParams) -> tuple[float, float]:
@@ -175,5 +180,4 @@ def decode_ieca(data: bytes) -> IecaDistance:
     """The state in the 12 bytes of `encode_ieca`; StateCodecError for anything else."""
     if len(data) != _STATE.size:
         raise StateCodecError(f"an IECA state needs {_STATE.size} bytes, got {len(data)}")
-    distance, cycle = _STATE.unpack(data)
-    return IecaDistance(distance, cycle)
+    return _new_state(IecaDistance, _STATE.unpack(data))

@@ -291,13 +291,14 @@ class RocksDBStore:
         """Write all `changes` in one `WriteBatch` across column families (those of
         `handles` when given, else the store's own)."""
         batch = WriteBatch(raw_mode=True)
+        put, delete = batch.put, batch.delete
         for family, family_changes in changes.items():
             handle = self._handle(family) if handles is None else handles[family]
             for key, value in family_changes.items():
                 if value is None:
-                    batch.delete(key, handle)
+                    delete(key, handle)
                 else:
-                    batch.put(key, value, handle)
+                    put(key, value, handle)
         if batch.is_empty():
             return
         try:

@@ -12,7 +12,7 @@ import enum
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Protocol
+from typing import Final, Protocol
 
 Changes = Mapping[str, Mapping[bytes, bytes | None]]
 """What a transaction hands its store on commit: family → key → value (None deletes)."""
@@ -104,6 +104,10 @@ def check_bytes(what: str, data: object) -> None:
         raise TypeError(f"{what} must be bytes, not {type(data).__name__}")
 
 
+_KEY_TYPES: Final = frozenset({bytes})
+_VALUE_TYPES: Final = frozenset({bytes, type(None)})
+
+
 class TransactionStatus(enum.Enum):
     """Where a transaction is in its life; only an OPEN one may be used."""
 
@@ -157,15 +161,18 @@ class BufferedTransaction(ABC):
         self._overlay.setdefault(family, {})[key] = value
 
     def put_many(self, family: str, items: Iterable[tuple[bytes, bytes | None]]) -> None:
-        """Buffer many writes at once (None: delete); one check for the whole batch."""
+        """Buffer many writes at once (None: delete; a later write of a key wins); one check
+        of the types for the whole batch."""
         self._check_usable(family)
-        overlay = self._overlay.setdefault(family, {})
-        for key, value in items:
-            if type(key) is not bytes or (value is not None and type(value) is not bytes):
+        writes = dict(items)
+        if not _KEY_TYPES.issuperset(map(type, writes)) or not _VALUE_TYPES.issuperset(
+            map(type, writes.values())
+        ):
+            for key, value in writes.items():
                 check_bytes("key", key)
                 if value is not None:
                     check_bytes("value", value)
-            overlay[key] = value
+        self._overlay.setdefault(family, {}).update(writes)
 
     def delete(self, family: str, key: bytes) -> None:
         """Buffer the deletion of `key` from `family` (a missing key is fine)."""

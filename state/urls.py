@@ -11,21 +11,25 @@ import functools
 import re
 
 
-def _url_pattern(group: str, port_digits: int) -> str:
+def _url_pattern(group: str, port_digits: int, possessive: bool = False) -> str:
     """An absolute http(s) URL; `group` opens the host and port groups ("(" to capture
-    them, "(?:" not to)."""
-    userinfo = r"(?:[^/?#@\s]*@)?"
-    host = group + r"\[[0-9A-Fa-f:.]+\]|[^/?#:@\s\[\]]+)"  # bracketed IPv6 or a name / IPv4
-    port = r"(?::" + group + rf"\d{{0,{port_digits}}}))?"
-    rest = r"(?:[/?#]\S*)?"  # path, query, fragment: anything but whitespace
+    them, "(?:" not to); `possessive` makes its character runs possessive (same language)."""
+    plus = "+" if possessive else ""
+    userinfo = rf"(?:[^/?#@\s]*{plus}@)?"
+    host = group + rf"\[[0-9A-Fa-f:.]+{plus}\]|[^/?#:@\s\[\]]+{plus})"  # [IPv6], name, IPv4
+    port = r"(?::" + group + rf"\d{{0,{port_digits}}}{plus}))?"
+    rest = rf"(?:[/?#]\S*{plus})?"  # path, query, fragment: anything but whitespace
     return r"https?://" + userinfo + host + port + rest
 
 
 _HTTP_URL = re.compile(_url_pattern("(", 5), re.IGNORECASE)
-_SHORT_PORT_URL = _url_pattern("(?:", 4)
-_HTTP_URL_LINES = re.compile(rf"(?:{_SHORT_PORT_URL}\n)*{_SHORT_PORT_URL}", re.IGNORECASE)
+_SHORT_PORT_URL = _url_pattern("(?:", 4, possessive=True)
+_HTTP_URL_LINES = re.compile(rf"{_SHORT_PORT_URL}(?:\n{_SHORT_PORT_URL})*", re.IGNORECASE)
 """Newline-separated URLs, each a `_HTTP_URL` whose port (if any) has at most 4 digits, so
-it cannot pass 65535: one match checks a page's outlinks, since no URL holds whitespace."""
+it cannot pass 65535: one match checks a page's outlinks, since no URL holds whitespace.
+Its runs are possessive (what a run takes is never given back: the character after each
+run is one the run cannot hold, so giving back could not help a match) and each URL after
+the first is matched after its newline, so no URL is scanned twice."""
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -79,27 +79,31 @@ def scale_report(
 
     rate = {u: statistics.median(r["events"] / r["seconds"] for r in runs[u]) for u in runs}
     links = {u: statistics.median(r["links"] / r["seconds"] for r in runs[u]) for u in runs}
+    per_cpu = {u: statistics.median(r["events"] / r["cpu_seconds"] for r in runs[u]) for u in runs}
     small, large = min(setup.populations), max(setup.populations)
     lines = [
         f"scale: IECA + RocksDB, {setup.events:,} FetchEvents per log, {setup.outlinks} "
         f"outlinks each, step {setup.step_size}; median of {setup.repeats} run(s) per "
         "population, in turn, each in its own process",
         f"{'URLs':>12}{'in log':>12}{'log MB':>9}{'events/s':>10}{'link upd/s':>12}"
-        f"{'seconds':>9}{'peak RSS MiB':>14}{'vs smallest':>13}",
+        f"{'seconds':>9}{'CPU s':>8}{'peak RSS MiB':>14}{'vs smallest':>13}{'(CPU)':>7}",
     ]
     for urls in sorted(setup.populations):
         lines.append(
             f"{urls:>12,}{logs[urls].distinct_urls:>12,}{logs[urls].megabytes:>9.0f}"
             f"{rate[urls]:>10,.0f}{links[urls]:>12,.0f}{med(urls, 'seconds'):>9.1f}"
-            f"{med(urls, 'peak_rss_mib'):>14.0f}{rate[urls] / rate[small]:>13.3f}"
+            f"{med(urls, 'cpu_seconds'):>8.1f}{med(urls, 'peak_rss_mib'):>14.0f}"
+            f"{rate[urls] / rate[small]:>13.3f}{per_cpu[urls] / per_cpu[small]:>7.3f}"
         )
     ratio = rate[large] / rate[small]
+    cpu_ratio = per_cpu[large] / per_cpu[small]
     rss_mb = med(large, "peak_rss_mib") * 1024 * 1024 / 1e6
     lines += [
         "URLs: the population the outlinks are drawn from; in log: distinct URLs the log "
         "really holds (pages and outlinks), which is what the state grows to",
         f"events/s at {large:,} URLs / at {small:,}: {ratio:.3f} "
-        f"(target >= {RATE_TARGET}: {_verdict(ratio >= RATE_TARGET)})",
+        f"(target >= {RATE_TARGET}: {_verdict(ratio >= RATE_TARGET)}); events per CPU "
+        f"second: {cpu_ratio:.3f} ({_verdict(cpu_ratio >= RATE_TARGET)})",
         f"worker peak RSS at {large:,} URLs: {rss_mb:.0f} MB "
         f"(target < {RSS_TARGET_MB:.0f} MB: {_verdict(rss_mb < RSS_TARGET_MB)})",
     ]

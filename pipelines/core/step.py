@@ -12,7 +12,7 @@ crawler or a WARC, its echo is filled from state when it carries none: `echo_fil
    `fresh=False`, and only for a strategy that `learns_from_repeats` (`keyed_messages`);
 3. **apply**: a key's messages go through `Strategy.apply_batch` (by default `apply`
    message by message) in input order, one state read and one state written per batch
-   (`apply_messages`);
+   (`apply_messages`; `apply_pending` for many keys, through `Strategy.apply_keys`);
 4. **keep the latest change** per `change_key` (`keep_latest`).
 
 The embedded engine calls them per event over its step's states; the bounded Beam
@@ -22,7 +22,7 @@ Beam form counts per URL and window. All of them are pure: no I/O, no wall clock
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -110,6 +110,23 @@ def keep_latest(latest: LatestChanges, changes: Changes | None) -> None:
     latest[change_key(changes)] = changes
 
 
+def apply_pending(
+    strategy: Strategy[S],
+    pending: Mapping[str, Sequence[tuple[CrawlClock, Message]]],
+    states: dict[str, S | None],
+    latest: LatestChanges,
+) -> None:
+    """Rules 3 and 4 for many keys at once: each key of `pending` has its (clock, message)s
+    applied in order to its state in `states` (`Strategy.apply_keys`, by default
+    `apply_batch` key by key), and the changes are folded into `latest`. Each key's state
+    depends on its own messages only, so the keys may go in any order."""
+    for changes in strategy.apply_keys(pending, states):
+        if isinstance(changes, tuple):
+            keep_latest(latest, changes)
+        else:  # `keep_latest` of one change, inline: there is one per changed key
+            latest[change_key(changes)] = changes
+
+
 def apply_messages(
     strategy: Strategy[S],
     key: str,
@@ -117,9 +134,8 @@ def apply_messages(
     messages: Iterable[tuple[CrawlClock, Message]],
     latest: LatestChanges,
 ) -> S | None:
-    """`key`'s state after its (clock, message)s, in order (`Strategy.apply_batch`);
-    changes folded into `latest`."""
-    state, changes = strategy.apply_batch(key, state, messages)
-    for change in changes:
-        keep_latest(latest, change)
-    return state
+    """`key`'s state after its (clock, message)s, in order; changes folded into `latest`
+    (`apply_pending` for one key)."""
+    states: dict[str, S | None] = {key: state}
+    apply_pending(strategy, {key: tuple(messages)}, states, latest)
+    return states[key]

@@ -10,9 +10,11 @@ simulator and Beam run the very same function and a replay is bit-for-bit repeat
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from itertools import repeat
+from operator import itemgetter
 from typing import ClassVar, Generic, NamedTuple, TypeAlias, TypeVar
 
 from frontierflow.schemas.records import (
@@ -141,7 +143,7 @@ class Routed:
         if self.reinforce is not None:
             head.append((self.reinforce.parent, self.reinforce))
         head.extend((credit.parent, credit) for credit in self.credits)
-        return (*head, *((link.child, link) for link in self.links))
+        return (*head, *zip(map(_CHILD, self.links), self.links, strict=True))
 
 
 class EchoFill(Enum):
@@ -173,6 +175,9 @@ class Strategy(ABC, Generic[S]):
     """Whether a repeated fetch still carries news: its Reinforce goes to the parent."""
     echo_fill: ClassVar[EchoFill] = EchoFill.NONE
     """Whose state `echo_from_state` reads when an event carries no echo."""
+    immutable_states: ClassVar[bool] = False
+    """Whether `apply` never changes a state object in place (each change makes a new one,
+    as NamedTuple states do), so an engine may keep decoded states across steps."""
     judges_pages: ClassVar[bool] = False
     """Whether a first fetch's `Fetched.value` is the page's topic similarity (eqs. 4–5
     of seed 000), so an onlooker can tell the harvest rate from it."""
@@ -199,10 +204,9 @@ class Strategy(ABC, Generic[S]):
         outlinks = distinct_outlinks(event.outlinks)
         fetched = Fetched(event.url, event.crawl_id, event.cycle, outlinks)
         value, weight = self.link_payload(event, len(outlinks))
-        links = tuple(
-            Link(child, event.url, event.crawl_id, event.cycle, value, weight) for child in outlinks
+        return Routed(
+            fetched, links_to(outlinks, event.url, event.crawl_id, event.cycle, value, weight)
         )
-        return Routed(fetched, links)
 
     def link_payload(self, event: FetchEvent, outdegree: int) -> tuple[float, float]:
         """What every Link of this event carries; (0, 0) unless the strategy says more."""
@@ -231,6 +235,26 @@ class Strategy(ABC, Generic[S]):
             if changes is not None:
                 out.append(changes)
         return state, out
+
+    def apply_keys(
+        self,
+        batches: Mapping[str, Sequence[tuple[CrawlClock, Message]]],
+        states: dict[str, S | None],
+    ) -> list[Changes]:
+        """Every key's batch of (clock, message)s applied in order, as `apply_batch` would:
+        each key's new state replaces its entry in `states` (which holds every key of
+        `batches`), and the changes come back key after key.
+
+        The step core's `apply_pending` calls this for a step's keys (every engine), so a
+        strategy may fold many keys in one loop, with what is set up per call done once per
+        step rather than once per key, as long as its result equals `apply_batch` per key.
+        """
+        out: list[Changes] = []
+        apply_batch = self.apply_batch
+        for key, batch in batches.items():
+            states[key], changes = apply_batch(key, states[key], batch)
+            out += changes
+        return out
 
     @abstractmethod
     def encode_state(self, state: S) -> bytes: ...
@@ -262,6 +286,25 @@ def as_changes(changes: Changes | None) -> tuple[FrontierChange, ...]:
     if isinstance(changes, tuple):
         return changes
     return (changes,)
+
+
+def links_to(
+    children: Iterable[str], parent: str, crawl_id: str, cycle: int, value: float, weight: float
+) -> tuple[Link, ...]:
+    """One `Link` from `parent` to each of `children`, all with the same payload.
+
+    Built as `tuple.__new__(Link, fields)` mapped over the children, which is what
+    `Link(...)` does without its Python-level `__new__`: a page's dozens of links cost
+    no Python frame each.
+    """
+    fields = zip(
+        children, repeat(parent), repeat(crawl_id), repeat(cycle), repeat(value), repeat(weight)
+    )
+    return tuple(map(tuple.__new__, repeat(Link), fields))
+
+
+_CHILD = itemgetter(0)
+"""A Link's key: its `child`, the first field."""
 
 
 def distinct_outlinks(outlinks: Iterable[str]) -> tuple[str, ...]:

@@ -10,12 +10,13 @@ what changed into the step's transaction; `Engine._commit` (engine.py) commits i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from frontierflow.connectors.base import InputItem, Position
 from frontierflow.pipelines.core.step import (
     LatestChanges,
     apply_messages,
+    apply_pending,
     crawl_clock,
     echo_fill_key,
     is_repeat_fetch,
@@ -102,18 +103,17 @@ class Step(Generic[S]):
             self.last_crawled[url] = None if value is None else decode_i32(value)
 
     def _load_states(self, keys: list[str]) -> None:
-        """Decode the states of `keys` not loaded yet: from the engine's cache of committed
-        values where it has them, the rest in one batched read."""
-        states, hot, decode = self.states, self.engine.hot, self.strategy.decode_state
-        wanted: list[str] = []
-        for key in keys:
-            if key in states:
-                continue
-            value = hot.get(key)
-            if value is None:
-                wanted.append(key)
-            else:
-                states[key] = decode(value)
+        """Load the states of `keys` not loaded yet: from the engine's cache of committed
+        values where it has them (decoded states, or bytes to decode for a strategy that
+        changes states in place), the rest in one batched read."""
+        states, decode = self.states, self.strategy.decode_state
+        if states:
+            keys = [key for key in keys if key not in states]
+        found, wanted = self.engine.hot.get_many(keys)
+        if self.strategy.immutable_states:
+            states.update(found)
+        else:
+            states.update((key, decode(value)) for key, value in found.items())
         if not wanted:
             return
         raw = self.txn.get_many(self.strategy.family, [k.encode() for k in wanted])
@@ -155,14 +155,15 @@ class Step(Generic[S]):
                 if isinstance(own, Fetched):
                     self.similarities.append(own.value)
         pending = self.pending
+        links = 0
         for key, message in messages:
             batch = pending.get(key)
             if batch is None:
                 pending[key] = [(clock, message)]
             else:
                 batch.append((clock, message))
-            if type(message) is Link:
-                stats.links += 1
+            links += type(message) is Link
+        stats.links += links
         glob = self.engine._global
         if not repeat and glob is not None and clock.crawled % glob.interval == 0:
             self.recompute(glob, clock)
@@ -222,16 +223,14 @@ class Step(Generic[S]):
 
     def apply_pending(self) -> None:
         """Apply every key's queued messages, in order, as one batch per key (the step
-        core's `apply_messages`): each key's state is independent of the others', so
+        core's `apply_pending`): each key's state is independent of the others', so
         grouping by key keeps every result and makes one state update per key and step."""
         pending, states = self.pending, self.states
         missing = [key for key in pending if key not in states]
         if missing:
             self._load_states(missing)
-        strategy, changes, dirty = self.strategy, self.changes, self.dirty
-        for key, batch in pending.items():
-            states[key] = apply_messages(strategy, key, states[key], batch, changes)
-            dirty.add(key)
+        apply_pending(self.strategy, pending, states, self.changes)
+        self.dirty.update(pending)
         pending.clear()
 
     def recompute(self, glob: GlobalStrategy[S], clock: CrawlClock) -> None:
@@ -274,15 +273,24 @@ class Step(Generic[S]):
         stats.dead_letters += 1
         stats.dead_reasons[error_class] = stats.dead_reasons.get(error_class, 0) + 1
 
-    def write_states(self) -> list[tuple[str, bytes | None]]:
+    def write_states(self) -> tuple[dict[str, Any], list[str]]:
         """Put every state, crawl counter and speed state the step changed into its
-        transaction; returns the strategy states written, for the engine's cache."""
+        transaction; returns what the engine's cache keeps of the strategy states written
+        (key → the state itself when the strategy never changes one in place, else its
+        bytes) and the keys whose state was deleted."""
+        dirty = self.dirty
+        kept = dict(zip(dirty, map(self.states.__getitem__, dirty), strict=True))
+        deleted: list[str] = []
+        if None in kept.values():
+            deleted = [key for key, state in kept.items() if state is None]
+            for key in deleted:
+                del kept[key]
         encode = self.strategy.encode_state
-        states = self.states
-        written = [
-            (key, None if (state := states[key]) is None else encode(state)) for key in self.dirty
-        ]
-        self.txn.put_many(self.strategy.family, ((k.encode(), v) for k, v in written))
+        encoded = {key: encode(state) for key, state in kept.items() if state is not None}
+        family = self.strategy.family
+        self.txn.put_many(family, zip(map(str.encode, encoded), encoded.values(), strict=True))
+        if deleted:
+            self.txn.put_many(family, ((key.encode(), None) for key in deleted))
         self.txn.put_many(
             CRAWLED_FAMILY,
             (
@@ -302,4 +310,4 @@ class Step(Generic[S]):
                     if state is not None
                 ),
             )
-        return written
+        return (kept if self.strategy.immutable_states else encoded), deleted

@@ -32,7 +32,7 @@ def test_keeps_values_until_two_generations_fill() -> None:
 def test_a_deleted_key_is_forgotten() -> None:
     cache = HotStates(8)
     cache.put_many([("a", b"1")])
-    cache.put_many([("a", None)])
+    cache.put_many([], deleted=["a"])
     assert cache.get("a") is None
 
 
@@ -52,10 +52,12 @@ class _Boom(RuntimeError):
     pass
 
 
-def test_a_failed_commit_leaves_the_cache_as_the_store() -> None:
+@pytest.mark.parametrize("name", ["ieca", "bfs"])
+def test_a_failed_commit_leaves_the_cache_as_the_store(name: str) -> None:
     """A step that dies after its outputs were flushed but before its state committed must
-    not leave its states in the cache: the redone step must start from the store's."""
-    strategy = build_strategy("ieca", budget=100)
+    not leave its states in the cache: the redone step must start from the store's. IECA
+    (states never changed in place) keeps decoded states, breadth-first their bytes."""
+    strategy = build_strategy(name, budget=100)
     store = InMemoryStore(Engine.families_for(strategy))
     sink = MemoryFrontier()
     fail = {"on": False}
@@ -64,21 +66,51 @@ def test_a_failed_commit_leaves_the_cache_as_the_store() -> None:
         if fail["on"] and phase == "flushed":
             raise _Boom(phase)
 
+    def cached(key: str, stored: bytes) -> object:
+        return strategy.decode_state(stored) if strategy.immutable_states else stored
+
     engine = Engine(strategy, store, sink, before_commit=hook)
     a = "https://example.org/a"
     b = "https://example.org/b"
     engine.run_step([(Position(None, 0), _event(a, (b,), 1), b"")])
     committed = {k: v for k, v in store.items(strategy.family)}
-    assert engine.hot.get(b) == committed[b.encode()]
+    assert engine.hot.get(b) == cached(b, committed[b.encode()])
     fail["on"] = True
     with pytest.raises(_Boom):
         engine.run_step([(Position(None, 1), _event(b, (a,), 2), b"")])
-    assert engine.hot.get(a) == committed[a.encode()]
-    assert engine.hot.get(b) == committed[b.encode()]
+    assert engine.hot.get(a) == cached(a, committed[a.encode()])
+    assert engine.hot.get(b) == cached(b, committed[b.encode()])
     fail["on"] = False
     engine.run_step([(Position(None, 1), _event(b, (a,), 2), b"")])
     after = {k: v for k, v in store.items(strategy.family)}
-    assert engine.hot.get(a) == after[a.encode()]
-    assert engine.hot.get(b) == after[b.encode()]
+    assert engine.hot.get(a) == cached(a, after[a.encode()])
+    assert engine.hot.get(b) == cached(b, after[b.encode()])
     assert after[a.encode()] == committed[a.encode()]  # a is crawled: b's link is ignored
     assert after[b.encode()] != committed[b.encode()]  # b is now crawled
+
+
+def test_get_many_is_get_for_each_key() -> None:
+    cache = HotStates(4)
+    cache.put_many([("a", b"1"), ("b", b"2"), ("c", b"3")])  # overflows: all in old
+    found, missing = cache.get_many(["a", "x", "c"])
+    assert found == {"a": b"1", "c": b"3"} and missing == ["x"]
+    assert (cache.hits, cache.misses) == (2, 1)
+    cache.put_many([("d", b"4"), ("e", b"5")])  # young {a, c, d, e} overflows: b dropped
+    assert cache.get_many(["b", "a"]) == ({"a": b"1"}, ["b"])
+
+
+def test_the_engine_collector_is_back_as_it_was_after_a_step() -> None:
+    import gc
+
+    strategy = build_strategy("ieca", budget=100)
+    engine = Engine(strategy, InMemoryStore(Engine.families_for(strategy)), MemoryFrontier())
+    event = _event("https://example.org/a", ("https://example.org/b",), 1)
+    assert gc.isenabled()
+    engine.run_step([(Position(None, 0), event, b"")])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        engine.run_step([(Position(None, 1), event, b"")])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

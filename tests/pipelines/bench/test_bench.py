@@ -56,17 +56,24 @@ def test_bench_rows_agree_with_the_log(tmp_path: Path, capsys: pytest.CaptureFix
         name: _figures(_cells(out, name))
         for name in ("raw fastavro", "pass-through", "ieca+rocksdb")
     }
-    # events, events/s, entries, link updates/s, seconds, peak RSS MiB, vs ceiling
-    assert all(len(r) == 7 for r in rows.values())
+    # events, events/s, entries, link updates/s, seconds, CPU s, peak RSS MiB, vs ceiling,
+    # vs ceiling per CPU second
+    assert all(len(r) == 9 for r in rows.values())
     raw, passed, ieca = rows["raw fastavro"], rows["pass-through"], rows["ieca+rocksdb"]
     assert raw[0] == passed[0] == ieca[0] == 200
     assert raw[2] == passed[2] == 6_000
     assert 0 < ieca[2] <= 6_000
-    assert raw[6] == 1.0
-    for _, rate, _, _, seconds, _, ratio in rows.values():
+    assert raw[7] == raw[8] == 1.0
+    for _, rate, _, _, seconds, cpu, _, ratio, cpu_ratio in rows.values():
         # seconds are printed to 0.01 and events/s to 1
         assert 200 / (seconds + 0.005) - 1 <= rate <= 200 / max(seconds - 0.005, 1e-9) + 1
         assert ratio == pytest.approx(rate / raw[1], rel=0.01, abs=0.001)
+        # CPU seconds are printed to 0.01: the per-CPU ratio lies within what they allow
+        assert cpu > 0
+        low, high = (raw[5] - 0.005) / (cpu + 0.005), (raw[5] + 0.005) / max(cpu - 0.005, 1e-9)
+        assert low - 0.001 <= cpu_ratio <= high + 0.001
+    per_cpu = re.search(r"per CPU second: (\d+\.\d{3}) \((met|NOT met)\)", out)
+    assert per_cpu and float(per_cpu.group(1)) == ieca[8]
     assert ieca[3] >= ieca[1]  # link updates/s: every event changes some of its 30 links
     ratio = re.search(r"ratio ieca / pass-through: (\d+\.\d\d)", out)
     assert ratio and float(ratio.group(1)) == pytest.approx(ieca[1] / passed[1], abs=0.011)
@@ -93,21 +100,26 @@ def test_scale_mode_reports_each_population(tmp_path: Path, capsys: pytest.Captu
     argv = ["bench", "--scale", "--scale-urls", "500,5000", "--events", "100"]
     assert main([*argv, "--step-size", "25", "--work-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    # in log, log MB, events/s, link updates/s, seconds, peak RSS MiB, vs smallest
+    # in log, log MB, events/s, link updates/s, seconds, CPU s, peak RSS MiB, vs smallest,
+    # vs smallest per CPU second
     small, large = _figures(_cells(out, "500")), _figures(_cells(out, "5,000"))
     # distinct URLs: at most the population, and at most 100 pages + 100 × 30 outlinks
     assert 30 < small[0] <= 500
     assert small[0] < large[0] <= 100 + 100 * 30
-    assert small[6] == 1.0
-    assert large[6] == pytest.approx(large[2] / small[2], rel=0.01, abs=0.001)
+    assert small[7] == small[8] == 1.0
+    assert large[7] == pytest.approx(large[2] / small[2], rel=0.01, abs=0.001)
     ratio = re.search(
-        r"^events/s at 5,000 URLs / at 500: (\d\.\d{3}) \(target >= 0\.9: ", out, re.M
+        r"^events/s at 5,000 URLs / at 500: (\d\.\d{3}) \(target >= 0\.9: (NOT )?met\); "
+        r"events per CPU second: (\d\.\d{3})",
+        out,
+        re.M,
     )
-    assert ratio and float(ratio.group(1)) == large[6]
+    assert ratio and float(ratio.group(1)) == large[7]
+    assert float(ratio.group(3)) == large[8]
     rss = re.search(
         r"^worker peak RSS at 5,000 URLs: (\d+) MB \(target < 400 MB: (NOT )?met\)", out, re.M
     )
-    assert rss and int(rss.group(1)) == pytest.approx(large[5] * 1.048576, abs=1.5)
+    assert rss and int(rss.group(1)) == pytest.approx(large[6] * 1.048576, abs=1.5)
     assert (rss.group(2) is None) == (int(rss.group(1)) < 400)
 
 
