@@ -4,10 +4,13 @@ on the Flink cluster)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from kafka import KafkaConsumer, TopicPartition
 from topical_webs import random_web
 
 from frontierflow.connectors.kafka import KafkaSettings
+from frontierflow.pipelines.beam.kafka import ensure_compacted_topic
 from frontierflow.pipelines.evaluation.simulator import simulate_cycles
 from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
 from frontierflow.schemas.records import FetchEvent
@@ -49,3 +52,15 @@ def frontier_per_partition(settings: KafkaSettings) -> dict[int, dict[bytes, byt
         return out
     finally:
         consumer.close()
+
+
+def engine_and_beam_settings(engine: KafkaSettings) -> tuple[KafkaSettings, KafkaSettings]:
+    """The live engine's settings and the Beam job's: the same fetch-events topic, each its
+    own frontier topic of `FRONTIER_PARTITIONS` partitions, both created here."""
+    beam_side = dataclasses.replace(
+        engine, topics=dataclasses.replace(engine.topics, frontier=engine.topics.frontier + "-b")
+    )
+    for settings in (engine, beam_side):
+        wide = dataclasses.replace(settings, partitions=FRONTIER_PARTITIONS)
+        ensure_compacted_topic(wide, settings.topics.frontier)
+    return engine, beam_side

@@ -426,41 +426,14 @@ def run_beam_kafka_stream(
     state_topic: str | None = None,
     strategy: Strategy[Any] | None = None,
     kafka_io: str | None = None,
-) -> None:
+    wait: bool = True,
+) -> Any:
     """Run the unbounded form from Kafka to Kafka and wait for it. With
     `until_current_end` the read is bounded to the topic's current end offsets (the run
     then ends once everything read has been applied); otherwise it reads on until the
     runner cancels it (or Flink stops it with a savepoint). `kafka_io`: read through Java's
-    KafkaIO (`build_kafka_stream`)."""
-    result = start_beam_kafka_stream(
-        settings,
-        strategy_name=strategy_name,
-        budget=budget,
-        windows=windows,
-        beam_args=beam_args,
-        until_current_end=until_current_end,
-        lateness_ms=lateness_ms,
-        state_topic=state_topic,
-        strategy=strategy,
-        kafka_io=kafka_io,
-    )
-    result.wait_until_finish()
-
-
-def start_beam_kafka_stream(
-    settings: KafkaSettings,
-    *,
-    strategy_name: str,
-    budget: int,
-    windows: ClockWindows,
-    beam_args: list[str],
-    until_current_end: bool = True,
-    lateness_ms: int = 0,
-    state_topic: str | None = None,
-    strategy: Strategy[Any] | None = None,
-    kafka_io: str | None = None,
-) -> Any:
-    """`run_beam_kafka_stream` without waiting: the runner's `PipelineResult`."""
+    KafkaIO (`build_kafka_stream`). With `wait=False` it returns the runner's
+    `PipelineResult` as soon as the job is submitted."""
     strategy = beam_strategy(strategy_name, budget=budget, strategy=strategy)
     if lateness_ms < 0:
         raise ValueError(f"allowed lateness must be >= 0 ms, got {lateness_ms}")
@@ -485,4 +458,7 @@ def start_beam_kafka_stream(
         state_topic=state_topic,
         kafka_io=kafka_io,
     )
-    return pipeline.run()
+    result = pipeline.run()
+    if wait:
+        result.wait_until_finish()
+    return result

@@ -5,17 +5,22 @@ fetchers sharing the frontier as one consumer group relies on it."""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from pathlib import Path
 from typing import Any
 
 import pytest
-from lafc_recording import FRONTIER_PARTITIONS, frontier_per_partition, lafc, recorded_crawl
+from lafc_recording import (
+    FRONTIER_PARTITIONS,
+    engine_and_beam_settings,
+    frontier_per_partition,
+    lafc,
+    recorded_crawl,
+)
 
 from frontierflow.connectors.kafka import host_partition
 from frontierflow.pipelines.beam.event_time import ClockWindows
-from frontierflow.pipelines.beam.kafka import ensure_compacted_topic, run_beam_kafka_stream
+from frontierflow.pipelines.beam.kafka import run_beam_kafka_stream
 from frontierflow.pipelines.embedded.live import LiveOptions, run_live
 from frontierflow.schemas.records import REPLY_KEY_SEPARATOR, split_frontier_key
 
@@ -27,14 +32,7 @@ def test_beam_stream_writes_the_frontier_as_the_embedded_engine(
 ) -> None:
     events = recorded_crawl()
     assert all(a.fetched_at <= b.fetched_at for a, b in itertools.pairwise(events))
-    engine = kafka_client.settings(kafka_broker.bootstrap)
-    beam_side = dataclasses.replace(
-        engine, topics=dataclasses.replace(engine.topics, frontier=engine.topics.frontier + "-b")
-    )
-    # one fetch-events partition (one input order for both), four frontier partitions
-    for settings in (engine, beam_side):
-        wide = dataclasses.replace(settings, partitions=FRONTIER_PARTITIONS)
-        ensure_compacted_topic(wide, settings.topics.frontier)
+    engine, beam_side = engine_and_beam_settings(kafka_client.settings(kafka_broker.bootstrap))
     kafka_client.produce(engine, kafka_client.avro(e.to_avro() for e in events))
 
     options = LiveOptions(step_size=7, exit_when_idle=True, retry_backoff_s=0.2)

@@ -17,17 +17,22 @@ crawl clock, so the result does not depend on how arrivals fall into clock windo
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 from flink_cluster import FlinkCluster
-from lafc_recording import FRONTIER_PARTITIONS, frontier_per_partition, lafc, recorded_crawl
+from lafc_recording import (
+    FRONTIER_PARTITIONS,
+    engine_and_beam_settings,
+    frontier_per_partition,
+    lafc,
+    recorded_crawl,
+)
 from polling import wait_for
 
 from frontierflow.pipelines.beam.event_time import ClockWindows
-from frontierflow.pipelines.beam.kafka import ensure_compacted_topic, start_beam_kafka_stream
+from frontierflow.pipelines.beam.kafka import run_beam_kafka_stream
 from frontierflow.pipelines.embedded.live import LiveOptions, run_live
 
 pytestmark = [pytest.mark.kafka, pytest.mark.beam_runner, pytest.mark.slow]
@@ -51,18 +56,12 @@ def test_stream_on_the_cluster_survives_a_killed_taskmanager(
 ) -> None:
     events = recorded_crawl()
     half = len(events) // 2
-    engine = kafka_client.settings(kafka_broker.bootstrap)
-    beam_side = dataclasses.replace(
-        engine, topics=dataclasses.replace(engine.topics, frontier=engine.topics.frontier + "-b")
-    )
-    for settings in (engine, beam_side):
-        wide = dataclasses.replace(settings, partitions=FRONTIER_PARTITIONS)
-        ensure_compacted_topic(wide, settings.topics.frontier)
+    engine, beam_side = engine_and_beam_settings(kafka_client.settings(kafka_broker.bootstrap))
     avro = kafka_client.avro([e.to_avro() for e in events])
     kafka_client.produce(engine, avro[:half])
 
     before = flink_cluster.jobs()
-    result = start_beam_kafka_stream(
+    result = run_beam_kafka_stream(
         beam_side,
         strategy_name="lafc",
         budget=1000,
@@ -74,6 +73,7 @@ def test_stream_on_the_cluster_survives_a_killed_taskmanager(
         until_current_end=False,
         strategy=lafc(),
         kafka_io=str(kafka_expansion_jar),
+        wait=False,
     )
     jid = None
     try:
