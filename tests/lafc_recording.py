@@ -10,7 +10,7 @@ from kafka import KafkaConsumer, TopicPartition
 from topical_webs import random_web
 
 from frontierflow.connectors.kafka import KafkaSettings
-from frontierflow.pipelines.beam.kafka import ensure_compacted_topic
+from frontierflow.pipelines.beam.kafka_sink import ensure_compacted_topic
 from frontierflow.pipelines.evaluation.simulator import simulate_cycles
 from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
 from frontierflow.schemas.records import FetchEvent
