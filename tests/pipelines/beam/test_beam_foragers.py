@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crash_hook import CHILD_PRELUDE
 from news_recording import write_recording
 
 from frontierflow.pipelines.beam.replay import Seeds, run_beam_replay
@@ -145,8 +146,11 @@ def test_engine_replay_repeats_the_closed_loop_and_beam_equals_it(
     assert len(beam_dead) == 1
 
 
-_CHILD = """
-import os, signal, sys
+_CHILD = (
+    CHILD_PRELUDE
+    + """
+import sys
+from crash_hook import kill_at
 from pathlib import Path
 from frontierflow.pipelines.embedded.replay import replay_log
 from frontierflow.pipelines.evaluation.forager_engine import fleet_strategy
@@ -156,18 +160,13 @@ phase, nth, news, state, out, start, days, seed = sys.argv[1:]
 news = Path(news)
 setup = ForagerSetup(news=news, start=start, days=float(days), topic=("Europe",))
 site = build_site(setup)
-seen = 0
-def hook(p):
-    global seen
-    if p == phase:
-        seen += 1
-        if seen == int(nth):
-            os.kill(os.getpid(), signal.SIGKILL)
+hook = kill_at(phase, int(nth))
 replay_log(news / "events.avro", strategy_name="forager-wlrl",
            strategy=fleet_strategy(site, setup, Variant.WLRL, int(seed)),
            state_dir=Path(state), out=Path(out), step_size=37, before_commit=hook,
            seeds=site.seeds(setup.params.start_list), crawl_id="news", seed_ms=site.start_ms)
 """
+)
 
 
 def test_killed_again_and_again_the_fleet_ends_as_in_one_run(

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crash_hook import CHILD_PRELUDE
 from polling import wait_for
 
 from frontierflow.connectors.kafka import KafkaSettings
@@ -55,8 +56,11 @@ def test_end_to_end_equals_replay(kafka_broker: Any, kafka_client: Any, tmp_path
     assert kafka_client.state(tmp_path / "state", budget=BUDGET) == expected_state
 
 
-_CHILD = """
-import os, signal, sys
+_CHILD = (
+    CHILD_PRELUDE
+    + """
+import sys
+from crash_hook import kill_at
 from pathlib import Path
 from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
 from frontierflow.pipelines.embedded.live import LiveMetrics, LiveOptions, run_live
@@ -65,16 +69,11 @@ bootstrap, prefix, state, phase, nth = sys.argv[1:6]
 topics = KafkaTopics(prefix + "-fetch-events", prefix + "-frontier", prefix + "-control",
                      prefix + "-dead")
 settings = KafkaSettings(bootstrap, topics, group_id="g-" + prefix)
-seen = 0
-def hook(p):
-    global seen
-    if p == phase:
-        seen += 1
-        if seen == int(nth):
-            os.kill(os.getpid(), signal.SIGKILL)
+hook = kill_at(phase, int(nth))
 run_live(settings, build_strategy("ieca", budget=int(sys.argv[6])), Path(state),
          LiveOptions(step_size=int(sys.argv[7]), exit_when_idle=True), before_commit=hook)
 """
+)
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crash_hook import CHILD_PRELUDE
 
 from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.embedded.engine import Engine
@@ -80,21 +81,19 @@ def _replay_args(log: Path, state: Path, out: Path) -> list[str]:
     ]
 
 
-_CHILD = """
-import os, signal, sys
+_CHILD = (
+    CHILD_PRELUDE
+    + """
+import sys
+from crash_hook import kill_at
 from pathlib import Path
 from frontierflow.pipelines.embedded.replay import replay_log
 phase, nth = sys.argv[1], int(sys.argv[2])
-seen = 0
-def hook(p):
-    global seen
-    if p == phase:
-        seen += 1
-        if seen == nth:
-            os.kill(os.getpid(), signal.SIGKILL)
+hook = kill_at(phase, nth)
 replay_log(Path(sys.argv[3]), strategy_name="ieca", state_dir=Path(sys.argv[4]),
            out=Path(sys.argv[5]), budget=1000, step_size=int(sys.argv[6]), before_commit=hook)
 """
+)
 
 
 def _killed_run(phase: str, nth: int, log: Path, state: Path, out: Path) -> int:
