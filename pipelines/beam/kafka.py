@@ -45,15 +45,14 @@ from kafka import KafkaConsumer, TopicPartition
 from frontierflow.connectors.base import Failed
 from frontierflow.connectors.kafka import (
     KafkaSettings,
-    decode_fetch_event,
 )
 from frontierflow.pipelines.beam.event_time import ClockWindows
 from frontierflow.pipelines.beam.io import DEAD, with_dead_letters
 from frontierflow.pipelines.beam.kafka_io import ReadFromKafkaIO, check_log_append_time
 from frontierflow.pipelines.beam.kafka_records import (
+    checked_record,
     dead_record,
     position_of,
-    unless_from_the_future,
 )
 from frontierflow.pipelines.beam.kafka_sink import (
     WriteToKafka,
@@ -63,7 +62,6 @@ from frontierflow.pipelines.beam.kafka_sink import (
 from frontierflow.pipelines.beam.replay import beam_strategy, update_frontier
 from frontierflow.pipelines.beam.stream import stream_frontier
 from frontierflow.pipelines.core.strategy import Strategy
-from frontierflow.pipelines.core.validate import checked
 from frontierflow.schemas.records import DeadLetter, FetchEvent
 
 _MAX_OFFSET = 2**63 - 1
@@ -152,9 +150,7 @@ class _ReadPartition(beam.DoFn):
                 if not tracker.try_claim(record.offset):
                     return
                 raw = record.value or b""
-                item = checked(decode_fetch_event(record.value or None))
-                if isinstance(item, FetchEvent):
-                    item = unless_from_the_future(item, record.timestamp)
+                item = checked_record(record.value, record.timestamp)
                 yield self._stamped(topic, partition, record.offset, item, raw, estimator)
 
     def _stamped(

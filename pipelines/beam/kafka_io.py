@@ -38,10 +38,9 @@ from apache_beam.transforms.external import (
 )
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
-from frontierflow.connectors.kafka import KafkaSettings, decode_fetch_event
+from frontierflow.connectors.kafka import KafkaSettings
 from frontierflow.pipelines.beam.io import DEAD, with_dead_letters
-from frontierflow.pipelines.beam.kafka_records import position_of, unless_from_the_future
-from frontierflow.pipelines.core.validate import checked
+from frontierflow.pipelines.beam.kafka_records import checked_record, position_of
 from frontierflow.schemas.records import DeadLetter, FetchEvent
 
 READ_WITH_METADATA = "beam:transform:org.apache.beam:kafka_read_with_metadata:v1"
@@ -141,9 +140,7 @@ def record_item(
     topic: str, partition: int, offset: int, value: bytes | None, record_ms: int
 ) -> Any:
     raw = value or b""
-    item = checked(decode_fetch_event(value or None))
-    if isinstance(item, FetchEvent):
-        item = unless_from_the_future(item, record_ms)
+    item = checked_record(value, record_ms)
     if isinstance(item, FetchEvent):
         return position_of(partition, offset), item
     letter = DeadLetter(topic, partition, offset, item.error_class, item.message, raw, 0)

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 from frontierflow.connectors.base import Failed
+from frontierflow.connectors.kafka import decode_fetch_event
+from frontierflow.pipelines.core.validate import checked
 from frontierflow.schemas.codecs import encode_record
 from frontierflow.schemas.records import DeadLetter, FetchEvent
 
@@ -12,6 +14,13 @@ FUTURE_EVENT = "FutureEvent"
 MAX_CLOCK_SKEW_MS = 3_600_000
 """How far `fetched_at` may be ahead of the record's Kafka timestamp (fetcher clocks
 drift): a later one would move the watermark past every honest event and make them late."""
+
+
+def checked_record(value: bytes | None, record_ms: int) -> FetchEvent | Failed:
+    """A fetch-events record's value as a checked event, or why it cannot be one:
+    undecodable, invalid, or fetched (it says) after Kafka received it."""
+    item = checked(decode_fetch_event(value or None))
+    return unless_from_the_future(item, record_ms) if isinstance(item, FetchEvent) else item
 
 
 def unless_from_the_future(event: FetchEvent, record_ms: int) -> FetchEvent | Failed:
