@@ -9,9 +9,11 @@ due in order (`take_due`), so results do not depend on processing speed or bundl
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Any
 
+from apache_beam.coders.coders import Coder, ListCoder, NullableCoder, TupleCoder
 from apache_beam.transforms.window import FixedWindows
 from apache_beam.utils.timestamp import Duration, Timestamp
 
@@ -58,40 +60,53 @@ def parse_clock(text: str) -> ClockWindows | None:
 
 # --- ordering by event-time timers ------------------------------------------------------------
 
-DUE_STATE = "due"
-# Each timer-ordered step below declares its own BAG, DUE and TIMER specs and its own
+HELD_STATE = "held"
+# Each timer-ordered step below declares its own HELD cell and TIMER specs and its own
 # `process`: Beam keeps one on_timer callback per TimerSpec object, so the steps cannot
-# share one spec (and a shared `process` would have to name it). `buffer_until_due` and `take_due`
-# are the shared part.
+# share one spec (and a shared `process` would have to name it). `buffer_until_due` and
+# `take_due` are the shared part.
 
 
-def buffer_until_due(item: tuple[Any, ...], bag: Any, due: Any, timer: Any) -> None:
-    """Keep `item` (its first field: the microsecond it is due) until the watermark passes."""
-    bag.add(item)
-    pending = due.read()
-    if pending is None or item[0] < pending:
-        due.write(item[0])
+def held_coder(value: Coder, item: Coder) -> Coder:
+    """The coder of a timer-ordered step's one state cell per key: (the step's own value or
+    None, the items waiting for the watermark, in order). One cell, not a bag, a due time
+    and a value: each state cell a key touches is a request to the runner (on Flink a
+    round trip of a fraction of a millisecond, most of the unbounded form's cost), and a
+    key new to the step costs one read instead of three."""
+    return TupleCoder([NullableCoder(value), ListCoder(item)])
+
+
+def _due_order(item: tuple[Any, ...]) -> tuple[Any, Any]:
+    return item[0], item[1]
+
+
+def buffer_until_due(item: tuple[Any, ...], cell: Any, timer: Any) -> None:
+    """Keep `item` (its first field: the microsecond it is due; its second: its position)
+    in the key's cell until the watermark passes; the timer is set for the earliest item."""
+    value, pending = cell.read() or (None, [])
+    if not pending or item[0] < pending[0][0]:
         timer.set(Timestamp(micros=item[0]))
+    bisect.insort(pending, item, key=_due_order)  # after equal ones: arrival order
+    cell.write((value, pending))
 
 
-def take_due(fired: Timestamp, bag: Any, due: Any, timer: Any) -> list[tuple[Any, ...]]:
-    """The buffered items due by `fired`, in order; the rest stay, with the timer re-armed.
+def take_due(
+    fired: Timestamp, cell: Any, timer: Any
+) -> tuple[Any, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """(the step's value, the items due by `fired` in order, the rest); the timer is
+    re-armed for the first of the rest. The caller writes the cell back:
+    `cell.write((new value, rest))`.
 
     The timer fired, so the watermark passed `fired`: no item due by then can still come.
     """
-    ready: list[tuple[Any, ...]] = []
-    rest: list[tuple[Any, ...]] = []
-    for item in sorted(bag.read(), key=lambda i: (i[0], i[1])):
-        (ready if item[0] <= fired.micros else rest).append(item)
-    bag.clear()
-    for item in rest:
-        bag.add(item)
+    value, pending = cell.read() or (None, [])
+    pending = list(pending)
+    cut = bisect.bisect_right([item[0] for item in pending], fired.micros)
+    ready: list[tuple[Any, ...]] = pending[:cut]
+    rest: list[tuple[Any, ...]] = pending[cut:]
     if rest:
-        due.write(rest[0][0])
         timer.set(Timestamp(micros=rest[0][0]))
-    else:
-        due.clear()
-    return ready
+    return value, ready, rest
 
 
 def cheap_state_cache_accounting() -> None:

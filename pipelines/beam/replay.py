@@ -326,17 +326,16 @@ def fold_with_probes(
     yield UrlUpdate(url, encoded, tuple(latest.values()))
 
 
-def apply_to_state_cell(
+def apply_encoded(
     strategy: Strategy[Any],
     key: str,
-    state: Any,
+    raw: bytes | None,
     messages: Iterable[tuple[int, int, tuple[Any, ...]]],
 ) -> tuple[bytes | None, LatestChanges]:
-    """Apply (crawled, now_ms, message tuple)s in order to `key`'s state held in the Beam
-    state cell `state` (read once, written once) with the step core's `apply_messages`:
-    the per-URL step of both Beam forms. Returns the encoded new state and the latest
-    change per change key."""
-    raw = state.read()
+    """Apply (crawled, now_ms, message tuple)s in order to `key`'s encoded state `raw`
+    (None: no state yet) with the step core's `apply_messages`: the per-URL step of the
+    unbounded form, whose Beam state holds encoded states. Returns the encoded new state
+    (None while the key still has none) and the latest change per change key."""
     current = None if raw is None else strategy.decode_state(raw)
     latest: LatestChanges = {}
     current = apply_messages(
@@ -346,10 +345,7 @@ def apply_to_state_cell(
         ((CrawlClock(crawled, now_ms), message_of(m)) for crawled, now_ms, m in messages),
         latest,
     )
-    encoded = None if current is None else strategy.encode_state(current)
-    if encoded is not None:
-        state.write(encoded)
-    return encoded, latest
+    return (None if current is None else strategy.encode_state(current)), latest
 
 
 def update_frontier(events: Any, strategy: Strategy[Any], seeds: Seeds | None = None) -> Any:

@@ -51,7 +51,6 @@ from apache_beam.coders import BytesCoder, FastPrimitivesCoder, TupleCoder, VarI
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import (
-    BagStateSpec,
     ReadModifyWriteStateSpec,
     TimerSpec,
     on_timer,
@@ -61,15 +60,16 @@ from apache_beam.utils.timestamp import Timestamp
 
 from frontierflow.pipelines.beam.coders import FetchEventCoder, UrlUpdate
 from frontierflow.pipelines.beam.event_time import (
-    DUE_STATE,
+    HELD_STATE,
     ClockWindows,
     buffer_until_due,
     cheap_state_cache_accounting,
     due_of,
+    held_coder,
     take_due,
 )
 from frontierflow.pipelines.beam.io import ReadFetchEventLog, write_results
-from frontierflow.pipelines.beam.replay import apply_to_state_cell, beam_strategy
+from frontierflow.pipelines.beam.replay import apply_encoded, beam_strategy
 from frontierflow.pipelines.beam.routing import AttachClock
 from frontierflow.pipelines.core.step import (
     LatestChanges,
@@ -133,11 +133,13 @@ FirstFetch = typehints.KV[str, typehints.Tuple[int, bool, FetchEvent]]
 
 
 class _FirstFetches(beam.DoFn):
-    BAG = BagStateSpec(
-        "pending", TupleCoder([VarIntCoder(), VarIntCoder(), VarIntCoder(), FetchEventCoder()])
+    HELD = ReadModifyWriteStateSpec(
+        HELD_STATE,  # the page's last crawled cycle, and its fetches not yet due
+        held_coder(
+            VarIntCoder(),
+            TupleCoder([VarIntCoder(), VarIntCoder(), VarIntCoder(), FetchEventCoder()]),
+        ),
     )
-    DUE = ReadModifyWriteStateSpec(DUE_STATE, VarIntCoder())
-    LAST = ReadModifyWriteStateSpec("last_cycle", VarIntCoder())
     TIMER = TimerSpec("due", TimeDomain.WATERMARK)
 
     def setup(self) -> None:
@@ -149,32 +151,27 @@ class _FirstFetches(beam.DoFn):
     def process(
         self,
         element: tuple[str, tuple[int, int, int, FetchEvent]],
-        bag: Any = beam.DoFn.StateParam(BAG),  # noqa: B008 (Beam's idiom)
-        due: Any = beam.DoFn.StateParam(DUE),  # noqa: B008
+        held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        buffer_until_due(element[1], bag, due, timer)
+        buffer_until_due(element[1], held, timer)
 
     @on_timer(TIMER)
     def fire(
         self,
-        key: Any = beam.DoFn.KeyParam,
         fired: Any = beam.DoFn.TimestampParam,
-        bag: Any = beam.DoFn.StateParam(BAG),  # noqa: B008
-        due: Any = beam.DoFn.StateParam(DUE),  # noqa: B008
+        held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
-        last: Any = beam.DoFn.StateParam(LAST),  # noqa: B008
     ) -> Iterator[Any]:
-        last_cycle = last.read()
-        for _, position, cycle, event in take_due(fired, bag, due, timer):
+        last_cycle, ready, rest = take_due(fired, held, timer)
+        for _, position, cycle, event in ready:
             repeat = is_repeat_fetch(last_cycle, cycle)
             if repeat and not self.keep_repeats:
                 continue
             if not repeat:
                 last_cycle = cycle
             yield event.crawl_id, (position, repeat, event)
-        if last_cycle is not None:
-            last.write(last_cycle)
+        held.write((last_cycle, rest))
 
 
 # --- 2. the clock ------------------------------------------------------------------------------
@@ -222,9 +219,10 @@ class _WithWindowEnd(beam.DoFn):
 class _RunningPageCount(beam.DoFn):
     """Per crawl: before(w) for each window w, summing the windows in event-time order."""
 
-    BAG = BagStateSpec("pending", FastPrimitivesCoder())
-    DUE = ReadModifyWriteStateSpec(DUE_STATE, VarIntCoder())
-    TOTAL = ReadModifyWriteStateSpec("total", VarIntCoder())
+    HELD = ReadModifyWriteStateSpec(
+        HELD_STATE,  # pages counted so far, and (window end, pages) of windows not yet due
+        held_coder(VarIntCoder(), TupleCoder([VarIntCoder(), VarIntCoder()])),
+    )
     TIMER = TimerSpec("due", TimeDomain.WATERMARK)
 
     def setup(self) -> None:
@@ -233,27 +231,25 @@ class _RunningPageCount(beam.DoFn):
     def process(
         self,
         element: tuple[str, tuple[int, int]],
-        bag: Any = beam.DoFn.StateParam(BAG),  # noqa: B008
-        due: Any = beam.DoFn.StateParam(DUE),  # noqa: B008
+        held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        buffer_until_due(element[1], bag, due, timer)
+        buffer_until_due(element[1], held, timer)
 
     @on_timer(TIMER)
     def fire(
         self,
         key: Any = beam.DoFn.KeyParam,
         fired: Any = beam.DoFn.TimestampParam,
-        bag: Any = beam.DoFn.StateParam(BAG),  # noqa: B008
-        due: Any = beam.DoFn.StateParam(DUE),  # noqa: B008
+        held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
-        total: Any = beam.DoFn.StateParam(TOTAL),  # noqa: B008
     ) -> Iterator[Any]:
-        before = total.read() or 0
-        for window_end, pages in take_due(fired, bag, due, timer):
+        total, ready, rest = take_due(fired, held, timer)
+        before = total or 0
+        for window_end, pages in ready:
             yield TimestampedValue((key, before), Timestamp(micros=window_end))
             before += pages
-        total.write(before)
+        held.write((before, rest))
 
 
 # --- 4. per-URL state --------------------------------------------------------------------------
@@ -296,9 +292,10 @@ def message_batch(messages: Iterable[tuple[Any, ...]]) -> tuple[int, int, list[t
 
 
 class _ApplyInEventTime(beam.DoFn):
-    BAG = BagStateSpec("pending", FastPrimitivesCoder())
-    DUE = ReadModifyWriteStateSpec(DUE_STATE, VarIntCoder())
-    STATE = ReadModifyWriteStateSpec("state", BytesCoder())
+    HELD = ReadModifyWriteStateSpec(
+        HELD_STATE,  # the URL's encoded state, and its message batches not yet due
+        held_coder(BytesCoder(), FastPrimitivesCoder()),
+    )
     TIMER = TimerSpec("due", TimeDomain.WATERMARK)
 
     def setup(self) -> None:
@@ -310,28 +307,28 @@ class _ApplyInEventTime(beam.DoFn):
     def process(
         self,
         element: tuple[str, tuple[Any, ...]],
-        bag: Any = beam.DoFn.StateParam(BAG),  # noqa: B008
-        due: Any = beam.DoFn.StateParam(DUE),  # noqa: B008
+        held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        buffer_until_due(element[1], bag, due, timer)
+        buffer_until_due(element[1], held, timer)
 
     @on_timer(TIMER)
     def fire(
         self,
         key: Any = beam.DoFn.KeyParam,
         fired: Any = beam.DoFn.TimestampParam,
-        bag: Any = beam.DoFn.StateParam(BAG),  # noqa: B008
-        due: Any = beam.DoFn.StateParam(DUE),  # noqa: B008
+        held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
-        state: Any = beam.DoFn.StateParam(STATE),  # noqa: B008
     ) -> Iterator[Any]:
-        ready = [message for batch in take_due(fired, bag, due, timer) for message in batch[2]]
+        state, batches, rest = take_due(fired, held, timer)
+        ready = [message for batch in batches for message in batch[2]]
         if not ready:
+            held.write((state, rest))
             return
-        encoded, latest = apply_to_state_cell(
+        encoded, latest = apply_encoded(
             self.strategy, key, state, ((crawled, now_ms, m) for *_, crawled, now_ms, m in ready)
         )
+        held.write((encoded, rest))
         due_micros, position, index = ready[-1][:3]
         yield UrlUpdate(key, encoded, tuple(latest.values()), (due_micros, position, index))
 

@@ -254,7 +254,7 @@ def _infra_path(infra: Path, script: str) -> RunnerLookup:
     return RunnerLookup(lines[0], f"from infra/{script}")
 
 
-def _beam_version() -> str:
+def beam_version() -> str:
     """The installed Beam's version: the one pyproject.toml pins, which the infra scripts
     build for."""
     import apache_beam
@@ -288,11 +288,11 @@ def run_beam_bench(
     notes: list[str] = []
     home, env = Path.home(), dict(os.environ)
     if "prism" in runners and prism_location is None:
-        found = find_runner("prism", _beam_version(), env=env, home=home)
+        found = find_runner("prism", beam_version(), env=env, home=home)
         prism_location = found.path
         notes.append(f"prism: {found.note}")
     if any(r.startswith("flink") for r in runners) and flink_jar is None:
-        found = find_runner("flink", _beam_version(), env=env, home=home)
+        found = find_runner("flink", beam_version(), env=env, home=home)
         flink_jar = found.path
         notes.append(f"flink: {found.note}")
     if "flink" in runners and flink_jar and flink_conf_dir is None:

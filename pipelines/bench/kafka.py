@@ -67,9 +67,9 @@ def run_kafka_bench(setup: KafkaBenchSetup) -> str:
     codec = AvroCodec.for_name("FetchEvent")
     values = [codec.encode(e) for e in generated_events(gen, seed=1)]
     with tempfile.TemporaryDirectory() as tmp:
-        job = _settings(setup.bootstrap_servers)
-        _produce(job, values)
-        seconds, entries = _timed_job(job, Path(tmp) / "state", setup.step_size, len(values))
+        job = fresh_settings(setup.bootstrap_servers)
+        produce_events(job, values)
+        seconds, entries = timed_job(job, Path(tmp) / "state", setup.step_size, len(values))
         outputs = _read_all(job, job.topics.frontier)
         ceiling = _ceiling(setup.bootstrap_servers, job, outputs, len(values))
         rate = len(values) / seconds
@@ -142,9 +142,9 @@ def _page_run(
     setup: KafkaBenchSetup, values: list[bytes], state: Path, page: bool
 ) -> tuple[float, float, int]:
     """One job over `values` on fresh topics, with the page open or not: (seconds as
-    `_timed_job` counts them, CPU seconds of the job's process, summaries served)."""
-    job = _settings(setup.bootstrap_servers)
-    _produce(job, values)
+    `timed_job` counts them, CPU seconds of the job's process, summaries served)."""
+    job = fresh_settings(setup.bootstrap_servers)
+    produce_events(job, values)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     extra: list[str] = []
     answers = 0
@@ -152,10 +152,10 @@ def _page_run(
         port = _free_port()
         extra = ["--ui-port", str(port)]
         with _PagePoller(port) as poller:
-            seconds = _timed_job(job, state, setup.step_size, len(values), extra)[0]
+            seconds = timed_job(job, state, setup.step_size, len(values), extra)[0]
         answers = poller.answers
     else:
-        seconds = _timed_job(job, state, setup.step_size, len(values))[0]
+        seconds = timed_job(job, state, setup.step_size, len(values))[0]
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return seconds, cpu, answers
@@ -195,7 +195,8 @@ class _PagePoller:
         self._thread.join()
 
 
-def _settings(bootstrap: str) -> KafkaSettings:
+def fresh_settings(bootstrap: str) -> KafkaSettings:
+    """Topics and a consumer group of their own for one measured run."""
     prefix = "bench-" + uuid.uuid4().hex[:8]
     topics = KafkaTopics(
         f"{prefix}-fetch-events", f"{prefix}-frontier", f"{prefix}-control", f"{prefix}-dead"
@@ -203,7 +204,8 @@ def _settings(bootstrap: str) -> KafkaSettings:
     return KafkaSettings(bootstrap, topics, group_id=prefix)
 
 
-def _produce(settings: KafkaSettings, values: list[bytes]) -> None:
+def produce_events(settings: KafkaSettings, values: list[bytes]) -> None:
+    """The job's topics created, then `values` produced to its fetch-events topic."""
     ensure_topics(settings)
     producer = KafkaProducer(
         bootstrap_servers=settings.bootstrap_servers,
@@ -246,7 +248,7 @@ def _job_command(settings: KafkaSettings, state: Path, step: int, idle_exit: boo
     return [*cmd, "--exit-when-idle"] if idle_exit else cmd
 
 
-def _timed_job(
+def timed_job(
     settings: KafkaSettings, state: Path, step: int, n: int, extra: list[str] | None = None
 ) -> tuple[float, int]:
     """Run the job to the end of the input; (seconds per event × n, output records).
@@ -259,16 +261,17 @@ def _timed_job(
     subprocess.run(command, check=True, capture_output=True)
     if n == 0:  # nothing to time (a run that measures the job's start-up)
         return 0.0, 0
-    times = [ts for ts, _, _ in _consume(settings.bootstrap_servers, settings.topics.frontier)]
+    times = [ts for ts, _, _ in read_topic(settings.bootstrap_servers, settings.topics.frontier)]
     span_s = (max(times) - min(times)) / 1000
     return span_s * n / max(1, n - step), len(times)
 
 
 def _read_all(settings: KafkaSettings, topic: str) -> list[tuple[bytes | None, bytes | None]]:
-    return [(k, v) for _, k, v in _consume(settings.bootstrap_servers, topic)]
+    return [(k, v) for _, k, v in read_topic(settings.bootstrap_servers, topic)]
 
 
-def _consume(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
+def read_topic(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(timestamp, key, value) of every record of `topic` up to its current end."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
     consumer.assign(parts)
@@ -320,7 +323,7 @@ def _ceiling(bootstrap: str, job: KafkaSettings, outputs: list[Any], n_in: int) 
 
 def _latency(setup: KafkaBenchSetup, state: Path, rate: float, values: list[bytes]) -> list[int]:
     """Per frontier entry: ms from the event's produce time to the entry's send time."""
-    settings = _settings(setup.bootstrap_servers)
+    settings = fresh_settings(setup.bootstrap_servers)
     ensure_topics(settings)
     job = subprocess.Popen(
         _job_command(settings, state, setup.step_size, False),
@@ -349,7 +352,7 @@ def _latency(setup: KafkaBenchSetup, state: Path, rate: float, values: list[byte
         producer.close()
     entry_codec = AvroCodec.for_name("FrontierEntry")
     out = []
-    for ts, _key, value in _consume(setup.bootstrap_servers, settings.topics.frontier):
+    for ts, _key, value in read_topic(setup.bootstrap_servers, settings.topics.frontier):
         if value is not None:
             out.append(ts - entry_codec.decode(value)["emitted_at"])
     return out

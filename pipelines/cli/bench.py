@@ -5,6 +5,7 @@ Beam runners, of reading a WARC, and of the forager fleet operator."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,16 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "(a client polling the page's endpoint once a second), alternating runs, ratio",
     )
     kp.add_argument("--repeats", type=int, default=3, help="with --ui: runs of each kind")
+    kp.add_argument(
+        "--beam-stream",
+        choices=("flink", "flink-cluster", "flink-cluster-2"),
+        default=None,
+        help="measure instead the unbounded Beam form (--clock windowed:W, KafkaIO) on this "
+        "runner beside the embedded engine, to an equal frontier, net of its start-up",
+    )
+    kp.add_argument("--urls", type=int, default=200_000, help="URLs in the population")
+    kp.add_argument("--clock-window-ms", type=int, default=1_000, help="with --beam-stream: W")
+    _flink_arguments(kp)
     kp.set_defaults(handler=bench_kafka)
     bb = sub.add_parser("bench-beam", help="one log: embedded engine vs Beam local/Prism/Flink")
     bb.add_argument("--events", type=int, default=2_000)
@@ -61,24 +72,12 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "(parallelism 1), flink-cluster-2 (parallelism 2)",
     )
     bb.add_argument(
-        "--flink-master", default=None, help="HOST:PORT of a session cluster (cluster.sh start)"
-    )
-    bb.add_argument(
-        "--worker-pool", default=None, help="HOST:PORT of infra/flink/worker_pool.py (p2)"
-    )
-    bb.add_argument(
         "--prism-location",
         default=None,
         help="default: what infra/prism/build.sh cached (~/.cache/frontierflow/prism), "
         "else the script when run from a checkout",
     )
-    bb.add_argument(
-        "--flink-job-server-jar",
-        default=None,
-        help="default: what infra/flink/fetch-job-server.sh cached "
-        "(~/.cache/frontierflow/flink), else the script when run from a checkout",
-    )
-    bb.add_argument("--flink-conf-dir", default=None, help="default: infra/flink")
+    _flink_arguments(bb)
     bb.add_argument("--work-dir", type=Path, default=None)
     bb.set_defaults(handler=bench_beam)
     wb = sub.add_parser(
@@ -94,6 +93,22 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     fb.add_argument("--days", type=float, default=1.0)
     fb.add_argument("--variants", type=csv_list, default=("wl", "rl", "wlrl"))
     fb.set_defaults(handler=bench_foragers)
+
+
+def _flink_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--flink-master", default=None, help="HOST:PORT of a session cluster (cluster.sh start)"
+    )
+    parser.add_argument(
+        "--worker-pool", default=None, help="HOST:PORT of infra/flink/worker_pool.py (p2)"
+    )
+    parser.add_argument(
+        "--flink-job-server-jar",
+        default=None,
+        help="default: what infra/flink/fetch-job-server.sh cached "
+        "(~/.cache/frontierflow/flink), else the script when run from a checkout",
+    )
+    parser.add_argument("--flink-conf-dir", default=None, help="default: infra/flink")
 
 
 def bench(args: argparse.Namespace) -> int:
@@ -133,6 +148,8 @@ def bench_scale(args: argparse.Namespace) -> int:
 def bench_kafka(args: argparse.Namespace) -> int:
     from frontierflow.pipelines.bench.kafka import KafkaBenchSetup, run_kafka_bench, run_ui_bench
 
+    if args.beam_stream:
+        return bench_kafka_stream(args)
     setup = KafkaBenchSetup(
         bootstrap_servers=args.bootstrap_servers,
         events=args.events,
@@ -141,6 +158,46 @@ def bench_kafka(args: argparse.Namespace) -> int:
         ui_repeats=args.repeats,
     )
     print(run_ui_bench(setup) if args.ui else run_kafka_bench(setup))
+    return 0
+
+
+def bench_kafka_stream(args: argparse.Namespace) -> int:
+    from frontierflow.pipelines.bench.beam import INFRA, beam_version, find_runner
+    from frontierflow.pipelines.bench.kafka_stream import (
+        StreamBenchSetup,
+        kafka_expansion_jar,
+        run_stream_bench,
+    )
+
+    jar = args.flink_job_server_jar
+    if jar is None:
+        found = find_runner("flink", beam_version(), env=os.environ, home=Path.home())
+        if found.path is None:
+            raise ValueError(f"--beam-stream: no Flink job server ({found.note})")
+        jar = found.path
+    expansion = kafka_expansion_jar(jar)
+    if not expansion.is_file():
+        raise ValueError(
+            f"--beam-stream: no KafkaIO expansion service at {expansion}; "
+            "`bash infra/flink/fetch-job-server.sh --kafka-expansion-service` assembles it"
+        )
+    conf = args.flink_conf_dir
+    if conf is None and args.beam_stream == "flink" and (INFRA / "flink" / "config.yaml").is_file():
+        conf = str(INFRA / "flink")
+    setup = StreamBenchSetup(
+        bootstrap_servers=args.bootstrap_servers,
+        runner=args.beam_stream,
+        flink_jar=jar,
+        expansion_jar=str(expansion),
+        events=args.events,
+        urls=args.urls,
+        step_size=args.step_size,
+        window_ms=args.clock_window_ms,
+        flink_conf_dir=conf,
+        flink_master=args.flink_master,
+        worker_pool=args.worker_pool,
+    )
+    print(run_stream_bench(setup))
     return 0
 
 

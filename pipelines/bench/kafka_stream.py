@@ -1,0 +1,231 @@
+"""`frontierflow bench-kafka --beam-stream RUNNER`: the unbounded Beam form, Kafka → Beam →
+Kafka, beside the live embedded engine on the same events.
+
+N generated FetchEvents (as `frontierflow bench` makes them) are produced first to one
+fetch-events topic, stamped on arrival (LogAppendTime, as the form requires). Then, each in
+a process of its own and writing a frontier topic of its own:
+
+1. the embedded engine, `frontierflow run --exit-when-idle` (IECA, RocksDB), timed as
+   `bench-kafka` times it (from its first frontier record to its last);
+2. the Beam form, `frontierflow run --runner beam --clock windowed:W --kafka-io JAR` on the
+   runner (`--streaming`, the SDK's state cache on), timed from its submission until its
+   frontier topic, compacted, holds the same live keys as the engine's: the same pages
+   discovered and not yet fetched (IECA's priorities may differ within the windowed
+   clock's staleness bound, so only keys are compared). It reads on, so it is stopped
+   then, with the job server it started (its own process group).
+3. the Beam form's fixed cost: the same on `STARTUP_EVENTS` events and topics of their own
+   (job server start, upload, the first windows' wait for the watermark); the net rate is
+   events over the difference.
+
+The Beam form's latency is at least one clock window plus the source's idle-watermark
+delay by construction; it is not measured here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafka import KafkaConsumer
+
+from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics, ensure_topics
+from frontierflow.pipelines.bench.beam import beam_args
+from frontierflow.pipelines.bench.engine import BenchSetup, generated_events
+from frontierflow.pipelines.bench.kafka import (
+    fresh_settings,
+    produce_events,
+    read_topic,
+    timed_job,
+)
+from frontierflow.schemas.codecs import AvroCodec
+
+STREAM_RUNNERS = ("flink", "flink-cluster", "flink-cluster-2")
+STARTUP_EVENTS = 10
+STOP_S = 30
+STATE_CACHE_MB = 256
+"""`--max_cache_memory_usage_mb` of the Beam run: the SDK's user-state cache, off by default."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamBenchSetup:
+    bootstrap_servers: str
+    runner: str
+    flink_jar: str
+    expansion_jar: str
+    events: int = 2_000
+    outlinks: int = 30
+    urls: int = 200_000
+    step_size: int = 500
+    window_ms: int = 1_000
+    timeout_s: float = 1_800.0
+    flink_conf_dir: str | None = None
+    flink_master: str | None = None
+    worker_pool: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.runner not in STREAM_RUNNERS:
+            raise ValueError(f"--beam-stream: one of {', '.join(STREAM_RUNNERS)}")
+        if self.events <= STARTUP_EVENTS:
+            raise ValueError(f"--events must be > {STARTUP_EVENTS} (the start-up run's)")
+
+
+def kafka_expansion_jar(job_server_jar: str) -> Path:
+    """The KafkaIO expansion service `infra/flink/fetch-job-server.sh` assembles beside an
+    assembled job-server launcher (`…-launcher.jar` → `…-kafka-expansion-launcher.jar`)."""
+    if not job_server_jar.endswith("-launcher.jar"):
+        raise ValueError(f"{job_server_jar}: not an assembled job-server launcher")
+    return Path(job_server_jar[: -len("-launcher.jar")] + "-kafka-expansion-launcher.jar")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRun:
+    seconds: float
+    """From submission until the frontier topic held the expected live keys."""
+    first_output_s: float
+    records: int
+
+
+def run_stream_bench(setup: StreamBenchSetup) -> str:
+    gen = BenchSetup(events=setup.events, outlinks=setup.outlinks, urls=setup.urls)
+    codec = AvroCodec.for_name("FetchEvent")
+    values = [codec.encode(e) for e in generated_events(gen, seed=1)]
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = {}
+        for label, batch in (("startup", values[:STARTUP_EVENTS]), ("full", values)):
+            job = fresh_settings(setup.bootstrap_servers)
+            produce_events(job, batch)
+            state = Path(tmp) / f"state-{label}"
+            seconds, _ = timed_job(job, state, setup.step_size, len(batch))
+            expected = _live_keys(setup.bootstrap_servers, job.topics.frontier)
+            runs[label] = (seconds, _beam_run(setup, job, expected))
+    engine_s, full = runs["full"]
+    startup = runs["startup"][1]
+    engine_rate = setup.events / engine_s
+    net_s = full.seconds - startup.seconds
+    beam_rate = (setup.events - STARTUP_EVENTS) / net_s if net_s > 0 else float("nan")
+    gross_rate = setup.events / full.seconds
+    return "\n".join(
+        [
+            f"{setup.events:,} FetchEvents ({setup.outlinks} outlinks each, {setup.urls:,} "
+            f"URLs in the population) through one broker; Beam on {setup.runner}, clock "
+            f"windows of {setup.window_ms} ms",
+            f"{'run':<40}{'seconds':>9}{'events/s':>10}{'ratio':>8}",
+            f"{'frontierflow run (embedded, ieca)':<40}{engine_s:>9.1f}{engine_rate:>10,.0f}"
+            f"{1:>8.3f}",
+            f"{'Beam stream, to an equal frontier':<40}{full.seconds:>9.1f}"
+            f"{gross_rate:>10,.1f}{gross_rate / engine_rate:>8.4f}",
+            f"{'Beam stream, ' + str(STARTUP_EVENTS) + ' events (fixed cost)':<40}"
+            f"{startup.seconds:>9.1f}",
+            f"{'Beam stream, net of the fixed cost':<40}{net_s:>9.1f}{beam_rate:>10,.1f}"
+            f"{beam_rate / engine_rate:>8.4f}",
+            f"Beam: first frontier record after {full.first_output_s:.1f} s, "
+            f"{full.records:,} records in all (one per URL and clock window it changed in)",
+            "embedded: from its first frontier record to its last (bench-kafka's measure); "
+            "ratio: events/s over the embedded engine's",
+        ]
+    )
+
+
+def _live_keys(bootstrap: str, topic: str) -> set[bytes]:
+    """The keys a compacted copy of `topic` would hold with a value (not a tombstone)."""
+    latest: dict[bytes | None, bytes | None] = {}
+    for _, key, value in read_topic(bootstrap, topic):
+        latest[key] = value
+    return {k for k, v in latest.items() if k is not None and v is not None}
+
+
+def _beam_run(setup: StreamBenchSetup, job: KafkaSettings, expected: set[bytes]) -> StreamRun:
+    """Submit the form over `job`'s fetch-events and time it to an equal frontier."""
+    t = job.topics
+    beam = KafkaTopics(
+        t.fetch_events, t.frontier + "-beam", t.fetcher_control + "-beam", t.dead_letter + "-beam"
+    )
+    ensure_topics(KafkaSettings(setup.bootstrap_servers, beam))
+    options = beam_args(
+        setup.runner,
+        None,
+        setup.flink_jar,
+        setup.flink_conf_dir,
+        setup.flink_master,
+        setup.worker_pool,
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "frontierflow.pipelines.cli",
+        "run",
+        "--bootstrap-servers",
+        setup.bootstrap_servers,
+        "--strategy",
+        "ieca",
+        "--topic-fetch-events",
+        beam.fetch_events,
+        "--topic-frontier",
+        beam.frontier,
+        "--topic-fetcher-control",
+        beam.fetcher_control,
+        "--topic-dead-letter",
+        beam.dead_letter,
+        "--runner",
+        "beam",
+        "--clock",
+        f"windowed:{setup.window_ms}",
+        "--kafka-io",
+        setup.expansion_jar,
+        *[f"--beam-option={o}" for o in options],
+        "--beam-option=--streaming",
+        f"--beam-option=--max_cache_memory_usage_mb={STATE_CACHE_MB}",
+    ]
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    consumer = KafkaConsumer(
+        bootstrap_servers=setup.bootstrap_servers,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    consumer.subscribe([beam.frontier])
+    live: set[bytes] = set()
+    first, records = float("nan"), 0
+    try:
+        while live != expected:
+            if time.monotonic() - started > setup.timeout_s:
+                raise TimeoutError(
+                    f"the Beam frontier held {len(live):,} of {len(expected):,} keys "
+                    f"after {setup.timeout_s:.0f} s"
+                )
+            if proc.poll() is not None:
+                raise RuntimeError(f"the Beam job ended ({proc.returncode}) before its frontier")
+            for batch in consumer.poll(timeout_ms=500).values():
+                for record in batch:
+                    if records == 0:
+                        first = time.monotonic() - started
+                    records += 1
+                    if record.value is None:
+                        live.discard(record.key)
+                    else:
+                        live.add(record.key)
+        return StreamRun(time.monotonic() - started, first, records)
+    finally:
+        consumer.close()
+        _stop_group(proc)
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the submitting process, then whatever else of its process group is left (the
+    job server it started, which otherwise outlives it)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGINT)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=STOP_S)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()

@@ -1,0 +1,82 @@
+"""The timer-ordered steps' one state cell: items held until their due time, taken in order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apache_beam.coders import BytesCoder, FastPrimitivesCoder, VarIntCoder
+from apache_beam.utils.timestamp import Timestamp
+
+from frontierflow.pipelines.beam.event_time import buffer_until_due, held_coder, take_due
+
+
+class Cell:
+    """A ReadModifyWriteState as the SDK's user state gives it: read, write, counted."""
+
+    def __init__(self) -> None:
+        self.value: Any = None
+        self.reads = 0
+        self.writes = 0
+
+    def read(self) -> Any:
+        self.reads += 1
+        return self.value
+
+    def write(self, value: Any) -> None:
+        self.writes += 1
+        self.value = value
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.sets: list[int] = []
+
+    def set(self, at: Timestamp) -> None:
+        self.sets.append(int(at.micros))
+
+
+def test_items_wait_in_due_order_and_the_timer_follows_the_earliest() -> None:
+    cell, timer = Cell(), Timer()
+    buffer_until_due((2_000, 5, "b"), cell, timer)
+    buffer_until_due((1_000, 9, "a"), cell, timer)  # earlier: the timer moves to it
+    buffer_until_due((2_000, 3, "c"), cell, timer)  # same due, earlier position
+    buffer_until_due((3_000, 1, "d"), cell, timer)  # later: the timer stays
+    assert timer.sets == [2_000, 1_000]
+    assert cell.value == (
+        None,
+        [(1_000, 9, "a"), (2_000, 3, "c"), (2_000, 5, "b"), (3_000, 1, "d")],
+    )
+    assert (cell.reads, cell.writes) == (4, 4)  # one cell per key: one read, one write an item
+
+
+def test_take_due_returns_the_value_the_ready_items_and_rearms_for_the_rest() -> None:
+    cell, timer = Cell(), Timer()
+    cell.value = (b"state", [(1_000, 1, "a"), (2_000, 1, "b"), (2_000, 2, "c"), (3_000, 1, "d")])
+    value, ready, rest = take_due(Timestamp(micros=2_000), cell, timer)
+    assert value == b"state"
+    assert ready == [(1_000, 1, "a"), (2_000, 1, "b"), (2_000, 2, "c")]  # due by 2,000 µs
+    assert rest == [(3_000, 1, "d")]
+    assert timer.sets == [3_000]
+    assert cell.writes == 0  # the caller writes its new value with the rest
+
+
+def test_take_due_on_an_empty_cell_takes_nothing_and_sets_no_timer() -> None:
+    cell, timer = Cell(), Timer()
+    assert take_due(Timestamp(micros=5_000), cell, timer) == (None, [], [])
+    assert timer.sets == []
+
+
+def test_equal_items_keep_their_arrival_order() -> None:
+    cell, timer = Cell(), Timer()
+    for tag in "xyz":
+        buffer_until_due((1_000, 4, tag), cell, timer)
+    _, ready, _ = take_due(Timestamp(micros=1_000), cell, timer)
+    assert [item[2] for item in ready] == ["x", "y", "z"]
+
+
+def test_held_coder_round_trips_a_value_or_none_with_its_items() -> None:
+    coder = held_coder(BytesCoder(), FastPrimitivesCoder())
+    for held in ((None, []), (b"\x00\x01", [(1, 2, [("link", 0.5)])])):
+        assert coder.decode(coder.encode(held)) == held
+    counts = held_coder(VarIntCoder(), VarIntCoder())
+    assert counts.decode(counts.encode((7, [1, 2]))) == (7, [1, 2])

@@ -1,0 +1,54 @@
+"""`bench-kafka --beam-stream`: what it needs is found or named (the run itself is measured
+by hand, docs/RESULTS.md: two Flink jobs take minutes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from frontierflow.pipelines.bench.kafka_stream import (
+    STARTUP_EVENTS,
+    StreamBenchSetup,
+    kafka_expansion_jar,
+)
+from frontierflow.pipelines.cli import main
+
+
+def test_the_expansion_service_sits_beside_the_assembled_job_server() -> None:
+    jar = "/c/beam-runners-flink-1.19-job-server-2.62.0-launcher.jar"
+    assert kafka_expansion_jar(jar) == Path(
+        "/c/beam-runners-flink-1.19-job-server-2.62.0-kafka-expansion-launcher.jar"
+    )
+    with pytest.raises(ValueError, match="not an assembled job-server launcher"):
+        kafka_expansion_jar("/c/beam-runners-flink-1.19-job-server-2.62.0.jar")
+
+
+@pytest.mark.parametrize(
+    ("runner", "events", "message"),
+    [("prism", 100, "one of flink, flink-cluster"), ("flink", STARTUP_EVENTS, "must be >")],
+)
+def test_setup_refuses_what_it_cannot_measure(runner: str, events: int, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        StreamBenchSetup("127.0.0.1:9", runner, "j", "e", events=events)
+
+
+def test_cli_names_the_script_when_the_expansion_service_is_missing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    jar = tmp_path / "beam-runners-flink-1.19-job-server-2.62.0-launcher.jar"
+    jar.write_bytes(b"")
+    code = main(
+        [
+            "bench-kafka",
+            "--bootstrap-servers",
+            "127.0.0.1:9",
+            "--beam-stream",
+            "flink",
+            f"--flink-job-server-jar={jar}",
+        ]
+    )
+    assert code == 2
+    err = caplog.text
+    assert "no KafkaIO expansion service at" in err
+    assert "fetch-job-server.sh --kafka-expansion-service" in err
