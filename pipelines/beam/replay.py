@@ -4,12 +4,9 @@ Composite transforms with labelled steps, three shuffles in all:
 
 - `ReadFetchEventLog` (`beam.io`): a log file read through Beam's `FileSystems`, each
   record decoded and checked once: typed `(position, FetchEvent)`s and `DeadLetter`s;
-- `DecideRepeatFetches`: per URL, its fetches in input order through the step core's
-  `is_repeat_fetch`. A repeat is dropped, or, for a strategy that `learns_from_repeats`
-  (LAFC), kept and marked;
-- `CountCrawledPages`: IECA's global clock, exact and distributed: first fetches counted
-  per (crawl, bucket of `CLOCK_BUCKET` positions), prefix sums over the buckets as one
-  small side input;
+- `DecideRepeatFetches` and `CountCrawledPages` (`beam.exact_clock`): per URL, the step
+  core's repeat verdict on its fetches in input order; IECA's global clock, exact and
+  distributed, as prefix sums of first fetches per (crawl, bucket of positions);
 - `RouteFetchEvents`: per bucket, fetches in input order get the step core's
   `crawl_clock` and become its `keyed_messages`, tagged with (position, index) so every
   key applies them in input order;
@@ -18,16 +15,10 @@ Composite transforms with labelled steps, three shuffles in all:
   out comes a `UrlUpdate`: the final state and the latest change per change key (a key
   owns every change key it emits, so per key is the whole story).
 
-With `fill_echo` (a WARC, another crawler's log: events without echo), the echo of such
-an event comes from the state of the key its strategy names (the step core's
-`echo_fill_key`) as it stood at the event's position. That state depends on the echoes of
-earlier events, so the fill is found in rounds, each a run of the pipeline: round r routes
-with the echoes found in round r − 1 (joined to their events by bucket, `FillEchoes`), and
-each key's fold reads its state at every such event's position (a probe message before the
-event's own) and outputs the echo it implies. When a round finds the echoes it was given,
-its output is the embedded engine's; the rounds needed are at most the longest chain of
-events without echo each filled from one before it (the crawl depth, for a crawl logged
-without echoes). Events that carry an echo take the fast path unchanged.
+With `fill_echo` (a WARC, another crawler's log: events without echo), the pipeline runs in
+rounds (`beam.echo_fill`): routing also sends each event without echo a probe to the key
+whose state fills it, with the echo found for it in the round before (`FillEchoes`), and
+the fold answers each probe with the echo the key's state implies at that position.
 
 Records cross stages through the coders of `beam.coders` (Avro bytes; no pickling, no
 JSON inside the pipeline). The result equals the embedded engine's on the same log: same
@@ -38,8 +29,6 @@ the unbounded form.
 
 from __future__ import annotations
 
-import json
-import logging
 import typing
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -48,19 +37,28 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam import typehints
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from frontierflow.pipelines.beam.coders import UrlUpdate
+from frontierflow.pipelines.beam.echo_fill import (
+    FILLS,
+    MAX_FILL_ROUNDS,
+    PROBE,
+    Fills,
+    echo_at_probe,
+    given_fills,
+    probe_message,
+    run_fill_rounds,
+    write_fills,
+)
+from frontierflow.pipelines.beam.exact_clock import CountCrawledPages, DecideRepeatFetches
 from frontierflow.pipelines.beam.io import ReadFetchEventLog, write_results
 from frontierflow.pipelines.core.step import (
     LatestChanges,
     apply_messages,
     crawl_clock,
     echo_fill_key,
-    is_repeat_fetch,
     keyed_messages,
-    with_echo_from_state,
 )
 from frontierflow.pipelines.core.strategy import (
     CrawlClock,
@@ -71,88 +69,6 @@ from frontierflow.pipelines.core.strategy import (
 )
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.records import FetchEvent
-
-logger = logging.getLogger(__name__)
-
-CLOCK_BUCKET = 4096
-"""Input positions per bucket of the distributed crawl clock (`CountCrawledPages`)."""
-
-PROBE = "Probe"
-"""The type name of a probe message: read the key's state for an event without echo."""
-FILLS = "fills"
-"""The tag of the folds' echo output when echoes are filled."""
-MAX_FILL_ROUNDS = 64
-
-Fetch = typehints.Tuple[int, bool, FetchEvent]
-"""(position, repeat, event): a fetch with the step core's repeat verdict."""
-BucketKey = typehints.Tuple[str, int]
-"""(crawl id, position // CLOCK_BUCKET): where a fetch's clock is computed."""
-
-
-class DecideRepeatFetches(beam.PTransform):
-    """Per URL, its fetches in input order through the step core's `is_repeat_fetch`:
-    ((crawl id, bucket), (position, repeat, event)) for every first fetch, and, with
-    `keep_repeats` (a strategy that learns from repeats), for every repeat too."""
-
-    def __init__(self, keep_repeats: bool, bucket: int | None = None) -> None:
-        super().__init__()
-        self.keep_repeats = keep_repeats
-        self.bucket = CLOCK_BUCKET if bucket is None else bucket
-
-    def expand(self, events: Any) -> Any:
-        return (
-            events
-            | "ByPage"
-            >> beam.MapTuple(lambda p, e: (e.url, (p, e))).with_output_types(
-                typehints.KV[str, typehints.Tuple[int, FetchEvent]]
-            )
-            | "PageFetches" >> beam.GroupByKey()
-            | "InOrder"
-            >> beam.FlatMap(decide_repeats, self.keep_repeats, self.bucket).with_output_types(
-                typehints.KV[BucketKey, Fetch]
-            )
-        )
-
-
-def decide_repeats(
-    grouped: tuple[str, Iterable[tuple[int, FetchEvent]]], keep_repeats: bool, bucket: int
-) -> Iterator[tuple[tuple[str, int], tuple[int, bool, FetchEvent]]]:
-    """One URL's fetches in input order, each with the step core's repeat verdict."""
-    _, fetches = grouped
-    last: int | None = None
-    for position, event in sorted(fetches, key=lambda f: f[0]):
-        repeat = is_repeat_fetch(last, event.cycle)
-        if not repeat:
-            last = event.cycle
-        elif not keep_repeats:
-            continue
-        yield (event.crawl_id, position // bucket), (position, repeat, event)
-
-
-class CountCrawledPages(beam.PTransform):
-    """The exact crawl clock as a distributed count: first fetches per (crawl, bucket of
-    positions), then, as one small dict, the pages of each crawl fetched before each
-    bucket (prefix sums). No worker holds more than one bucket's fetches."""
-
-    def expand(self, fetches: Any) -> Any:
-        return (
-            fetches
-            | "FirstFetches" >> beam.Filter(lambda kv: not kv[1][1])
-            | "One" >> beam.MapTuple(lambda key, _: (key, 1))
-            | "PerBucket" >> beam.CombinePerKey(sum)
-            | "AllBuckets" >> beam.combiners.ToDict()
-            | "PagesBefore" >> beam.Map(pages_before_buckets)
-        )
-
-
-def pages_before_buckets(counts: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
-    """(crawl, bucket) → pages of that crawl first fetched in earlier buckets."""
-    before: dict[tuple[str, int], int] = {}
-    totals: dict[str, int] = {}
-    for crawl_id, bucket in sorted(counts):
-        before[(crawl_id, bucket)] = totals.get(crawl_id, 0)
-        totals[crawl_id] = totals.get(crawl_id, 0) + counts[(crawl_id, bucket)]
-    return before
 
 
 class RouteFetchEvents(beam.PTransform):
@@ -228,8 +144,7 @@ def _route_fetches(
         if fills is not None:
             fill_key = echo_fill_key(strategy, event)
             if fill_key is not None:
-                probe = (PROBE, event.url, event.via, event.crawl_id, event.cycle, event.fetched_at)
-                by_url.setdefault(fill_key, []).append((position, -1, now, probe))
+                by_url.setdefault(fill_key, []).append((position, -1, now, probe_message(event)))
                 echo = fills.get(position)
                 if echo:
                     event = replace(event, echo=echo)
@@ -313,9 +228,7 @@ def fold_with_probes(
     state = None
     for position, _, clock, message in messages:
         if message[0] == PROBE:
-            _, page, via, crawl_id, cycle, fetched_at = message
-            event = FetchEvent(page, fetched_at, 0, "", "", via, crawl_id, cycle)
-            echo = with_echo_from_state(strategy, event, state).echo
+            crawl_id, echo = echo_at_probe(strategy, message, state)
             if echo:
                 yield beam.pvalue.TaggedOutput(FILLS, (crawl_id, position, echo))
             continue
@@ -398,7 +311,7 @@ def build_replay(
     log: Path | str,
     strategy: Strategy[Any],
     out_prefix: str,
-    fills: dict[tuple[str, int], dict[str, str]] | None = None,
+    fills: Fills | None = None,
     seeds: Seeds | None = None,
 ) -> None:
     """Read `log`, update the frontier, write `<out>-frontier*.jsonl`, `<out>-state*.jsonl`
@@ -410,40 +323,9 @@ def build_replay(
         return
     if seeds is not None and seeds.urls:
         raise ValueError("seeds and the echo fill together are not supported")
-    given = pipeline | "GivenEchoes" >> beam.Create(
-        [
-            ((crawl, position // CLOCK_BUCKET), (position, echo))
-            for (crawl, position), echo in fills.items()
-        ]
-    )
-    updates, found = update_frontier_filling(events, strategy, given)
+    updates, found = update_frontier_filling(events, strategy, given_fills(pipeline, fills))
     write_results(updates, dead, out_prefix)
-    (
-        found
-        | "FillLines"
-        >> beam.MapTuple(lambda c, p, e: json.dumps({"crawl_id": c, "position": p, "echo": e}))
-        | "WriteFills" >> beam.io.WriteToText(out_prefix + "-echo-fills", ".jsonl")
-    )
-
-
-def read_fills(out_prefix: str) -> dict[tuple[str, int], dict[str, str]]:
-    """The echoes a round wrote under `out_prefix`: (crawl id, position) → echo."""
-    fills: dict[tuple[str, int], dict[str, str]] = {}
-    for match in FileSystems.match([out_prefix + "-echo-fills*"])[0].metadata_list:
-        with FileSystems.open(match.path) as handle:
-            for line in handle.read().decode().splitlines():
-                row = json.loads(line)
-                fills[(row["crawl_id"], row["position"])] = row["echo"]
-    return fills
-
-
-def delete_outputs(out_prefix: str) -> None:
-    """Remove what an earlier round wrote under `out_prefix` (shard counts may differ)."""
-    parts = ("frontier", "state", "dead-letters", "echo-fills")
-    patterns = [f"{out_prefix}-{part}*" for part in parts]
-    paths = [m.path for result in FileSystems.match(patterns) for m in result.metadata_list]
-    if paths:
-        FileSystems.delete(paths)
+    write_fills(found, out_prefix)
 
 
 def run_beam_replay(
@@ -473,22 +355,12 @@ def run_beam_replay(
         with beam.Pipeline(options=options) as pipeline:
             build_replay(pipeline, log, strategy, out_prefix, seeds=seeds)
         return 1
-    fills: dict[tuple[str, int], dict[str, str]] = {}
-    for round_ in range(1, max_fill_rounds + 1):
-        delete_outputs(out_prefix)
+
+    def run_round(fills: Fills) -> None:
         with beam.Pipeline(options=options) as pipeline:
             build_replay(pipeline, log, strategy, out_prefix, fills)
-        found = read_fills(out_prefix)
-        changed = sum(found.get(k) != fills.get(k) for k in found.keys() | fills.keys())
-        logger.info("echo fill round %d: %d events filled, %d changed", round_, len(found), changed)
-        if found == fills:
-            return round_
-        fills = found
-    logger.warning(
-        "echo fill still changing after %d rounds: the output is the last round's, not exact",
-        max_fill_rounds,
-    )
-    return max_fill_rounds
+
+    return run_fill_rounds(run_round, out_prefix, max_fill_rounds)
 
 
 def beam_strategy(

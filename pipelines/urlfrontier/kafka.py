@@ -29,7 +29,8 @@ from frontierflow.connectors.kafka import (
     ensure_topics,
 )
 from frontierflow.pipelines.core.strategy import CrawlClock, Strategy, as_changes
-from frontierflow.pipelines.urlfrontier.frontier import Frontier, FrontierSettings, Op
+from frontierflow.pipelines.urlfrontier.frontier import Frontier, FrontierSettings
+from frontierflow.pipelines.urlfrontier.records import Op
 from frontierflow.schemas.codecs import AvroCodec, CodecError
 from frontierflow.schemas.records import FetchEvent, FrontierChange, FrontierEntry
 from frontierflow.state.store import META_FAMILY, StateStore
@@ -95,7 +96,7 @@ class KafkaFrontier(Frontier):
             raise PublishError(f"FetchEvent not acknowledged: {exc}") from exc
         if not future.is_done or future.failed():
             raise PublishError(f"FetchEvent not written: {future.exception}")
-        self._write(ops)
+        self.records.write(ops)
 
     def _seed(self, crawl_id: str, urls: Sequence[str], ops: list[Op]) -> None:
         clock = CrawlClock(0, int(self.clock() * 1000))
@@ -104,7 +105,7 @@ class KafkaFrontier(Frontier):
         for url in urls:
             _, out = strategy.apply(url, None, strategy.seed(url, crawl_id, 0), clock)
             changes += as_changes(out)
-        self._write(ops, changes)
+        self.records.write(ops, changes)
 
     def _follow(self) -> None:
         """Apply the frontier topic's entries until `close`; reconnect on broker errors."""
@@ -152,5 +153,5 @@ class KafkaFrontier(Frontier):
                     self.bad_entries += 1
                     log.warning("frontier record at %s/%d unusable: %s", tp, record.offset, exc)
         with self.lock:
-            self._write([], entries, (FRONTIER_OFFSETS, encode_offsets(offsets)))
+            self.records.write([], entries, (FRONTIER_OFFSETS, encode_offsets(offsets)))
             self.followed += len(entries)

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from frontierflow.pipelines.beam import replay as beam_replay
 from frontierflow.pipelines.beam.replay import run_beam_replay
 from frontierflow.pipelines.beam.speed import read_beam_decisions
 from frontierflow.pipelines.cli import main
@@ -19,26 +18,6 @@ from frontierflow.schemas.records import ScalingDecision
 @pytest.mark.parametrize("strategy", ["ieca", "bfs", "opic"])
 def test_local_runner_equals_embedded(beam_replay_case: Any, tmp_path: Path, strategy: str) -> None:
     beam_replay_case.check_equal(tmp_path, strategy, ["--runner=FnApiRunner"])
-
-
-def test_clock_over_many_buckets_equals_embedded(
-    beam_replay_case: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Buckets of 7 positions: 301 records make 43 buckets, so every event's clock is the
-    prefix sum of earlier buckets plus its rank in its own (IECA's clock steps every 3
-    pages, so one page off anywhere shows in the distances)."""
-    monkeypatch.setattr(beam_replay, "CLOCK_BUCKET", 7)
-    beam_replay_case.check_equal(tmp_path, "ieca", ["--runner=FnApiRunner"])
-
-
-def test_pages_before_buckets_by_hand() -> None:
-    counts = {("a", 0): 3, ("a", 2): 4, ("b", 1): 5, ("a", 5): 1}
-    assert beam_replay.pages_before_buckets(counts) == {
-        ("a", 0): 0,
-        ("a", 2): 3,
-        ("a", 5): 7,
-        ("b", 1): 0,
-    }
 
 
 @pytest.mark.beam_runner

@@ -1,0 +1,98 @@
+"""Steps 1 and 2 of the bounded replay (`beam.replay`): which fetches are repeats, and IECA's
+crawl clock counted exactly over a log that does not fit one worker.
+
+- `DecideRepeatFetches`: per URL, its fetches in input order through the step core's
+  `is_repeat_fetch`. A repeat is dropped, or, for a strategy that `learns_from_repeats`
+  (LAFC), kept and marked;
+- `CountCrawledPages`: first fetches counted per (crawl, bucket of `CLOCK_BUCKET`
+  positions), prefix sums over the buckets as one small side input.
+
+Out comes every fetch keyed by its (crawl, bucket), and per bucket the pages of its crawl
+fetched before it: `RouteFetchEvents` (step 3) gives each fetch its clock from these. The
+unbounded form counts in event-time windows instead (`beam.stream`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import apache_beam as beam
+from apache_beam import typehints
+
+from frontierflow.pipelines.core.step import is_repeat_fetch
+from frontierflow.schemas.records import FetchEvent
+
+CLOCK_BUCKET = 4096
+"""Input positions per bucket of the distributed crawl clock (`CountCrawledPages`)."""
+
+Fetch = typehints.Tuple[int, bool, FetchEvent]
+"""(position, repeat, event): a fetch with the step core's repeat verdict."""
+BucketKey = typehints.Tuple[str, int]
+"""(crawl id, position // CLOCK_BUCKET): where a fetch's clock is computed."""
+
+
+class DecideRepeatFetches(beam.PTransform):
+    """Per URL, its fetches in input order through the step core's `is_repeat_fetch`:
+    ((crawl id, bucket), (position, repeat, event)) for every first fetch, and, with
+    `keep_repeats` (a strategy that learns from repeats), for every repeat too."""
+
+    def __init__(self, keep_repeats: bool, bucket: int | None = None) -> None:
+        super().__init__()
+        self.keep_repeats = keep_repeats
+        self.bucket = CLOCK_BUCKET if bucket is None else bucket
+
+    def expand(self, events: Any) -> Any:
+        return (
+            events
+            | "ByPage"
+            >> beam.MapTuple(lambda p, e: (e.url, (p, e))).with_output_types(
+                typehints.KV[str, typehints.Tuple[int, FetchEvent]]
+            )
+            | "PageFetches" >> beam.GroupByKey()
+            | "InOrder"
+            >> beam.FlatMap(decide_repeats, self.keep_repeats, self.bucket).with_output_types(
+                typehints.KV[BucketKey, Fetch]
+            )
+        )
+
+
+def decide_repeats(
+    grouped: tuple[str, Iterable[tuple[int, FetchEvent]]], keep_repeats: bool, bucket: int
+) -> Iterator[tuple[tuple[str, int], tuple[int, bool, FetchEvent]]]:
+    """One URL's fetches in input order, each with the step core's repeat verdict."""
+    _, fetches = grouped
+    last: int | None = None
+    for position, event in sorted(fetches, key=lambda f: f[0]):
+        repeat = is_repeat_fetch(last, event.cycle)
+        if not repeat:
+            last = event.cycle
+        elif not keep_repeats:
+            continue
+        yield (event.crawl_id, position // bucket), (position, repeat, event)
+
+
+class CountCrawledPages(beam.PTransform):
+    """The exact crawl clock as a distributed count: first fetches per (crawl, bucket of
+    positions), then, as one small dict, the pages of each crawl fetched before each
+    bucket (prefix sums). No worker holds more than one bucket's fetches."""
+
+    def expand(self, fetches: Any) -> Any:
+        return (
+            fetches
+            | "FirstFetches" >> beam.Filter(lambda kv: not kv[1][1])
+            | "One" >> beam.MapTuple(lambda key, _: (key, 1))
+            | "PerBucket" >> beam.CombinePerKey(sum)
+            | "AllBuckets" >> beam.combiners.ToDict()
+            | "PagesBefore" >> beam.Map(pages_before_buckets)
+        )
+
+
+def pages_before_buckets(counts: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """(crawl, bucket) → pages of that crawl first fetched in earlier buckets."""
+    before: dict[tuple[str, int], int] = {}
+    totals: dict[str, int] = {}
+    for crawl_id, bucket in sorted(counts):
+        before[(crawl_id, bucket)] = totals.get(crawl_id, 0)
+        totals[crawl_id] = totals.get(crawl_id, 0) + counts[(crawl_id, bucket)]
+    return before

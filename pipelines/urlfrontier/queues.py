@@ -1,0 +1,217 @@
+"""The URL Frontier service's schedule, in memory: per crawl and queue the URLs' priorities
+in a heap, the URLs in flight (locked until `delay_requestable` passes), when the queue last
+served, and the queues' settings.
+
+Nothing here is written to the store. The `Frontier` (`frontier.py`) rebuilds the index from
+its records on start and `FrontierRecords` (`records.py`) updates it after every commit, so
+it is always what the committed records say, plus the locks, which are not kept across a
+restart. Callers hold the frontier's lock.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from frontierflow.state.urlfrontier import QueueSettings, UrlRecord, UrlStatus
+
+
+class Slot(NamedTuple):
+    """What the scheduler needs of a URL record."""
+
+    priority: float | None
+    status: UrlStatus
+    refetch_at: int
+    created: int
+
+
+@dataclass(slots=True)
+class Queue:
+    slots: dict[str, Slot] = field(default_factory=dict)
+    heap: list[tuple[float, int, str]] = field(default_factory=list)
+    inflight: dict[str, float] = field(default_factory=dict)
+    """URL → second until which it is locked."""
+    last_served: float = float("-inf")
+    fetched: int = 0
+    """URLs reported fetched (DONE or REVISIT), for the crawl limit."""
+    done: int = 0
+    """URLs that will not be fetched again."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    size: int
+    in_process: int
+    completed: int
+    active_queues: int
+    queues: int
+
+
+class QueueIndex:
+    """The queues of every crawl, their URLs and settings; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.crawls: dict[str, dict[str, Queue]] = {}
+        self.queue_of: dict[tuple[str, str], str] = {}
+        """(crawl id, URL) → the name of its queue."""
+        self.settings: dict[tuple[str, str], QueueSettings] = {}
+        """(crawl id, queue name) → what a client set; the empty name: the crawl's defaults."""
+        self._seq = 0
+
+    def queues_of(self, crawl_id: str) -> dict[str, Queue]:
+        return self.crawls.get(crawl_id, {})
+
+    def priority(self, crawl_id: str, url: str) -> float | None:
+        """The URL's priority; None when it has none or is not indexed."""
+        queue = self.queue_of.get((crawl_id, url))
+        if queue is None:
+            return None
+        return self.crawls[crawl_id][queue].slots[url].priority
+
+    def index(self, crawl_id: str, url: str, record: UrlRecord | None) -> None:
+        """Put the URL where its (committed) record says; None: it was removed."""
+        old = self.queue_of.pop((crawl_id, url), None)
+        if old is not None:
+            queue = self.crawls[crawl_id][old]
+            slot = queue.slots.pop(url)
+            queue.fetched -= slot.status is not UrlStatus.QUEUED
+            queue.done -= slot.status is UrlStatus.DONE
+            if not queue.slots:
+                del self.crawls[crawl_id][old]
+                if not self.crawls[crawl_id]:
+                    del self.crawls[crawl_id]
+        if record is None:
+            return
+        queue = self.crawls.setdefault(crawl_id, {}).setdefault(record.queue, Queue())
+        slot = Slot(record.priority, record.status, record.refetch_at, record.created)
+        queue.slots[url] = slot
+        self.queue_of[(crawl_id, url)] = record.queue
+        queue.fetched += slot.status is not UrlStatus.QUEUED
+        queue.done += slot.status is UrlStatus.DONE
+        if slot.priority is not None and slot.status is not UrlStatus.DONE:
+            self._seq += 1
+            heapq.heappush(queue.heap, (-slot.priority, self._seq, url))
+
+    def pick(
+        self,
+        crawls: Sequence[str] | None,
+        key: str,
+        max_queues: int,
+        max_per_queue: int,
+        now: float,
+        until: float,
+    ) -> list[tuple[str, str]]:
+        """(crawl id, URL)s due for fetching, best queues first (by their best priority),
+        best URLs first within a queue; each locked until `until`."""
+        names = list(self.crawls) if crawls is None else list(crawls)
+        heads: list[tuple[float, str, str]] = []
+        for crawl_id in names:
+            queues = self.crawls.get(crawl_id, {})
+            for name in [key] if key else list(queues):
+                queue = queues.get(name)
+                if queue is None:
+                    continue
+                self._expire_locks(queue, now)
+                if not self._queue_open(crawl_id, name, queue, now):
+                    continue
+                best = self._best(queue, 1, now)
+                if best:
+                    heads.append((queue.slots[best[0]].priority or 0.0, crawl_id, name))
+        heads.sort(key=lambda h: -h[0])
+        if max_queues:
+            heads = heads[:max_queues]
+        picked: list[tuple[str, str]] = []
+        for _, crawl_id, name in heads:
+            queue = self.crawls[crawl_id][name]
+            urls = self._best(queue, max_per_queue or len(queue.slots), now)
+            for url in urls:
+                queue.inflight[url] = until
+            queue.last_served = now
+            picked += [(crawl_id, url) for url in urls]
+        return picked
+
+    def unlock(self, crawl_id: str, url: str) -> None:
+        name = self.queue_of.get((crawl_id, url))
+        if name is not None:
+            self._unlock_in(self.crawls[crawl_id][name], url)
+
+    def crawl_ids(self) -> list[str]:
+        return sorted(c for c, queues in self.crawls.items() if queues)
+
+    def queue_names(self, crawl_id: str, include_inactive: bool, now: float) -> list[str]:
+        out = []
+        for name, queue in sorted(self.crawls.get(crawl_id, {}).items()):
+            if include_inactive or self._queue_active(crawl_id, name, queue, now):
+                out.append(name)
+        return out
+
+    def stats(self, crawl_id: str, key: str, now: float) -> QueueStats:
+        queues = self.crawls.get(crawl_id, {})
+        chosen = [(key, queues[key])] if key in queues else [] if key else list(queues.items())
+        size = in_process = completed = active = 0
+        for _, queue in chosen:
+            self._expire_locks(queue, now)
+            open_ = sum(1 for s in queue.slots.values() if s.status is not UrlStatus.DONE)
+            in_process += len(queue.inflight)
+            size += open_ - len(queue.inflight)
+            completed += queue.done
+            active += 1 if open_ else 0
+        return QueueStats(size, in_process, completed, active, len(chosen))
+
+    def _best(self, queue: Queue, n: int, now: float) -> list[str]:
+        """Up to `n` servable URLs of `queue`, best first; stale heap items dropped."""
+        out: list[str] = []
+        keep: list[tuple[float, int, str]] = []
+        seen: set[str] = set()
+        heap = queue.heap
+        while heap and len(out) < n:
+            item = heapq.heappop(heap)
+            neg, _, url = item
+            slot = queue.slots.get(url)
+            if slot is None or slot.priority != -neg or url in seen:
+                continue  # stale: the URL left, or its priority changed since
+            if slot.status is UrlStatus.DONE or url in queue.inflight:
+                continue  # pushed again when its lock ends
+            seen.add(url)
+            keep.append(item)
+            if slot.status is UrlStatus.QUEUED or slot.refetch_at <= now:
+                out.append(url)
+        for item in keep:
+            heapq.heappush(heap, item)
+        return out
+
+    def _expire_locks(self, queue: Queue, now: float) -> None:
+        for url, until in list(queue.inflight.items()):
+            if until <= now:
+                self._unlock_in(queue, url)
+
+    def _unlock_in(self, queue: Queue, url: str) -> None:
+        if queue.inflight.pop(url, None) is None:
+            return
+        slot = queue.slots.get(url)
+        if slot is not None and slot.priority is not None and slot.status is not UrlStatus.DONE:
+            self._seq += 1
+            heapq.heappush(queue.heap, (-slot.priority, self._seq, url))
+
+    def _settings_of(self, crawl_id: str, name: str) -> tuple[QueueSettings, int]:
+        settings = self.settings.get((crawl_id, name), QueueSettings())
+        default = self.settings.get((crawl_id, ""), QueueSettings())
+        delay = settings.delay if settings.delay is not None else (default.delay or 0)
+        return settings, delay
+
+    def _queue_open(self, crawl_id: str, name: str, queue: Queue, now: float) -> bool:
+        """Whether the queue may serve now: not blocked, its delay since it last served
+        passed, its crawl limit not reached."""
+        settings, delay = self._settings_of(crawl_id, name)
+        if settings.blocked_until > now or now < queue.last_served + delay:
+            return False
+        return not (settings.crawl_limit and queue.fetched >= settings.crawl_limit)
+
+    def _queue_active(self, crawl_id: str, name: str, queue: Queue, now: float) -> bool:
+        """Active: holds URLs not completed and is not blocked (due or not)."""
+        settings, _ = self._settings_of(crawl_id, name)
+        if settings.blocked_until > now:
+            return False
+        return any(s.status is not UrlStatus.DONE for s in queue.slots.values())
