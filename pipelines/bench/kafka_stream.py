@@ -12,7 +12,9 @@ a process of its own and writing a frontier topic of its own:
    frontier topic, compacted, holds the same live keys as the engine's: the same pages
    discovered and not yet fetched (IECA's priorities may differ within the windowed
    clock's staleness bound, so only keys are compared). It reads on, so it is stopped
-   then, with the job server it started (its own process group).
+   then, with the job server it started (its own process group), and on a session
+   cluster its job is cancelled through the cluster's REST API (the cluster keeps a job
+   whose submitter is gone).
 3. the Beam form's fixed cost: the same on `STARTUP_EVENTS` events and topics of their own
    (job server start, upload, the first windows' wait for the watermark); the net rate is
    events over the difference.
@@ -24,14 +26,17 @@ delay by construction; it is not measured here.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kafka import KafkaConsumer
 
@@ -104,7 +109,10 @@ def run_stream_bench(setup: StreamBenchSetup) -> str:
             state = Path(tmp) / f"state-{label}"
             seconds, _ = timed_job(job, state, setup.step_size, len(batch))
             expected = _live_keys(setup.bootstrap_servers, job.topics.frontier)
-            runs[label] = (seconds, _beam_run(setup, job, expected))
+            runs[label] = (
+                seconds,
+                _beam_run(setup, job, expected, Path(tmp) / f"beam-{label}.log"),
+            )
     engine_s, full = runs["full"]
     startup = runs["startup"][1]
     engine_rate = setup.events / engine_s
@@ -141,8 +149,11 @@ def _live_keys(bootstrap: str, topic: str) -> set[bytes]:
     return {k for k, v in latest.items() if k is not None and v is not None}
 
 
-def _beam_run(setup: StreamBenchSetup, job: KafkaSettings, expected: set[bytes]) -> StreamRun:
-    """Submit the form over `job`'s fetch-events and time it to an equal frontier."""
+def _beam_run(
+    setup: StreamBenchSetup, job: KafkaSettings, expected: set[bytes], log: Path
+) -> StreamRun:
+    """Submit the form over `job`'s fetch-events and time it to an equal frontier; the
+    submitting process's output goes to `log`, whose end a failure quotes."""
     t = job.topics
     beam = KafkaTopics(
         t.fetch_events, t.frontier + "-beam", t.fetcher_control + "-beam", t.dead_letter + "-beam"
@@ -183,10 +194,13 @@ def _beam_run(setup: StreamBenchSetup, job: KafkaSettings, expected: set[bytes])
         "--beam-option=--streaming",
         f"--beam-option=--max_cache_memory_usage_mb={STATE_CACHE_MB}",
     ]
+    cluster = setup.flink_master if setup.runner.startswith("flink-cluster") else None
+    before = _cluster_jobs(cluster) if cluster else set()
     started = time.monotonic()
-    proc = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     consumer = KafkaConsumer(
         bootstrap_servers=setup.bootstrap_servers,
         auto_offset_reset="earliest",
@@ -203,7 +217,11 @@ def _beam_run(setup: StreamBenchSetup, job: KafkaSettings, expected: set[bytes])
                     f"after {setup.timeout_s:.0f} s"
                 )
             if proc.poll() is not None:
-                raise RuntimeError(f"the Beam job ended ({proc.returncode}) before its frontier")
+                tail = log.read_text(errors="replace").strip().splitlines()[-15:]
+                raise RuntimeError(
+                    f"the Beam job ended ({proc.returncode}) before its frontier:\n"
+                    + "\n".join(tail)
+                )
             for batch in consumer.poll(timeout_ms=500).values():
                 for record in batch:
                     if records == 0:
@@ -217,6 +235,22 @@ def _beam_run(setup: StreamBenchSetup, job: KafkaSettings, expected: set[bytes])
     finally:
         consumer.close()
         _stop_group(proc)
+        if cluster:  # a session cluster keeps a job its submitter left: cancel it
+            for job_id in _cluster_jobs(cluster) - before:
+                _rest(cluster, f"/jobs/{job_id}?mode=cancel", "PATCH")
+
+
+def _rest(master: str, path: str, method: str = "GET") -> Any:
+    request = urllib.request.Request(f"http://{master}{path}", method=method)
+    with urllib.request.urlopen(request, timeout=30) as response:
+        body = response.read()
+    return json.loads(body) if body else None
+
+
+def _cluster_jobs(master: str) -> set[str]:
+    """The ids of the session cluster's running jobs (its REST API)."""
+    jobs = _rest(master, "/jobs")["jobs"]
+    return {job["id"] for job in jobs if job["status"] in ("RUNNING", "CREATED", "RESTARTING")}
 
 
 def _stop_group(proc: subprocess.Popen[bytes]) -> None:
