@@ -61,9 +61,11 @@ def parse_clock(text: str) -> ClockWindows | None:
 # --- ordering by event-time timers ------------------------------------------------------------
 
 HELD_STATE = "held"
-# Each timer-ordered step below declares its own HELD cell and TIMER specs and its own
-# `process`: Beam keeps one on_timer callback per TimerSpec object, so the steps cannot
-# share one spec (and a shared `process` would have to name it). `buffer_until_due` and
+# Each timer-ordered step declares its own HELD cell and TIMER specs and its own `process`:
+# Beam keeps one on_timer callback per TimerSpec object, so the steps cannot share one spec
+# (and a shared `process` would have to name it). Each timer has a name of its own too: the
+# local runner keeps a stage's written timers in one buffer per timer family name, so two
+# fused steps with a timer of the same name would share it. `buffer_until_due` and
 # `take_due` are the shared part.
 
 

@@ -140,7 +140,7 @@ class _FirstFetches(beam.DoFn):
             TupleCoder([VarIntCoder(), VarIntCoder(), VarIntCoder(), FetchEventCoder()]),
         ),
     )
-    TIMER = TimerSpec("due", TimeDomain.WATERMARK)
+    TIMER = TimerSpec("repeats_due", TimeDomain.WATERMARK)
 
     def setup(self) -> None:
         cheap_state_cache_accounting()
@@ -223,7 +223,7 @@ class _RunningPageCount(beam.DoFn):
         HELD_STATE,  # pages counted so far, and (window end, pages) of windows not yet due
         held_coder(VarIntCoder(), TupleCoder([VarIntCoder(), VarIntCoder()])),
     )
-    TIMER = TimerSpec("due", TimeDomain.WATERMARK)
+    TIMER = TimerSpec("clock_due", TimeDomain.WATERMARK)
 
     def setup(self) -> None:
         cheap_state_cache_accounting()
@@ -296,7 +296,7 @@ class _ApplyInEventTime(beam.DoFn):
         HELD_STATE,  # the URL's encoded state, and its message batches not yet due
         held_coder(BytesCoder(), FastPrimitivesCoder()),
     )
-    TIMER = TimerSpec("due", TimeDomain.WATERMARK)
+    TIMER = TimerSpec("update_due", TimeDomain.WATERMARK)
 
     def setup(self) -> None:
         cheap_state_cache_accounting()
