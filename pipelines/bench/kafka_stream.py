@@ -137,6 +137,15 @@ def run_stream_bench(setup: StreamBenchSetup) -> str:
             f"{full.records:,} records in all (one per URL and clock window it changed in)",
             "embedded: from its first frontier record to its last (bench-kafka's measure); "
             "ratio: events/s over the embedded engine's",
+            *(
+                [
+                    "note: the SDK workers of an EXTERNAL pool ignore the pipeline's state "
+                    "cache size: start infra/flink/worker_pool.py with "
+                    f"--max_cache_memory_usage_mb={STATE_CACHE_MB} (its default, 0, is no cache)"
+                ]
+                if setup.runner == "flink-cluster-2"
+                else []
+            ),
         ]
     )
 
