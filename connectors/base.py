@@ -28,6 +28,13 @@ class Failed:
     message: str
     raw: bytes
 
+    def dead_letter(
+        self, source: str, partition: int | None, offset: int, raw: bytes
+    ) -> DeadLetter:
+        """This failure as the dead letter of the record at (`partition`, `offset`) of
+        `source`, carrying the record's `raw` bytes (`at` 0: the sink stamps it)."""
+        return DeadLetter(source, partition, offset, self.error_class, self.message, raw, 0)
+
 
 class Position(NamedTuple):
     """Where an input item came from: a Kafka partition and offset, or (None, record index)

@@ -203,15 +203,7 @@ def write_event_log(
             nonlocal dead
             for position, item, raw in items:
                 if isinstance(item, Failed):
-                    letter = DeadLetter(
-                        source,
-                        position.partition,
-                        position.offset,
-                        item.error_class,
-                        item.message,
-                        raw,
-                        0,
-                    )
+                    letter = item.dead_letter(source, position.partition, position.offset, raw)
                     line = record_to_json(letter.to_avro(), "DeadLetter") + "\n"
                     dead_file.write(line.encode())
                     dead += 1

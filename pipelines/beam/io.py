@@ -46,8 +46,7 @@ def checked_item(
     checks, else a tagged `DeadLetter` with the reason and the raw bytes."""
     event = checked(decoded)
     if isinstance(event, Failed):
-        letter = DeadLetter(source, partition, position, event.error_class, event.message, raw, 0)
-        return beam.pvalue.TaggedOutput(DEAD, letter)
+        return beam.pvalue.TaggedOutput(DEAD, event.dead_letter(source, partition, position, raw))
     return position, event
 
 

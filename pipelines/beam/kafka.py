@@ -62,7 +62,7 @@ from frontierflow.pipelines.beam.kafka_sink import (
 from frontierflow.pipelines.beam.replay import beam_strategy, update_frontier
 from frontierflow.pipelines.beam.stream import stream_frontier
 from frontierflow.pipelines.core.strategy import Strategy
-from frontierflow.schemas.records import DeadLetter, FetchEvent
+from frontierflow.schemas.records import FetchEvent
 
 _MAX_OFFSET = 2**63 - 1
 
@@ -177,7 +177,7 @@ class _ReadPartition(beam.DoFn):
                 return TimestampedValue((position_of(partition, offset), item), stamp)
         if isinstance(item, FetchEvent):
             return TimestampedValue((position_of(partition, offset), item), at_watermark)
-        letter = DeadLetter(topic, partition, offset, item.error_class, item.message, raw, 0)
+        letter = item.dead_letter(topic, partition, offset, raw)
         return beam.pvalue.TaggedOutput(DEAD, TimestampedValue(letter, at_watermark))
 
 

@@ -41,7 +41,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from frontierflow.connectors.kafka import KafkaSettings
 from frontierflow.pipelines.beam.io import DEAD, with_dead_letters
 from frontierflow.pipelines.beam.kafka_records import checked_record, position_of
-from frontierflow.schemas.records import DeadLetter, FetchEvent
+from frontierflow.schemas.records import FetchEvent
 
 READ_WITH_METADATA = "beam:transform:org.apache.beam:kafka_read_with_metadata:v1"
 BYTES = "org.apache.kafka.common.serialization.ByteArrayDeserializer"
@@ -143,8 +143,7 @@ def record_item(
     item = checked_record(value, record_ms)
     if isinstance(item, FetchEvent):
         return position_of(partition, offset), item
-    letter = DeadLetter(topic, partition, offset, item.error_class, item.message, raw, 0)
-    return beam.pvalue.TaggedOutput(DEAD, letter)
+    return beam.pvalue.TaggedOutput(DEAD, item.dead_letter(topic, partition, offset, raw))
 
 
 def check_log_append_time(settings: KafkaSettings) -> None:
