@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from apache_beam.coders.coders import Coder, ListCoder, NullableCoder, TupleCoder
@@ -78,8 +79,9 @@ def held_coder(value: Coder, item: Coder) -> Coder:
     return TupleCoder([NullableCoder(value), ListCoder(item)])
 
 
-def _due_order(item: tuple[Any, ...]) -> tuple[Any, Any]:
-    return item[0], item[1]
+_DUE = itemgetter(0)
+_DUE_ORDER = itemgetter(0, 1)
+"""An item's due time, and its place among items: (due, position)."""
 
 
 def buffer_until_due(item: tuple[Any, ...], cell: Any, timer: Any) -> None:
@@ -88,7 +90,7 @@ def buffer_until_due(item: tuple[Any, ...], cell: Any, timer: Any) -> None:
     value, pending = cell.read() or (None, [])
     if not pending or item[0] < pending[0][0]:
         timer.set(Timestamp(micros=item[0]))
-    bisect.insort(pending, item, key=_due_order)  # after equal ones: arrival order
+    bisect.insort(pending, item, key=_DUE_ORDER)  # after equal ones: arrival order
     cell.write((value, pending))
 
 
@@ -102,8 +104,7 @@ def take_due(
     The timer fired, so the watermark passed `fired`: no item due by then can still come.
     """
     value, pending = cell.read() or (None, [])
-    pending = list(pending)
-    cut = bisect.bisect_right([item[0] for item in pending], fired.micros)
+    cut = bisect.bisect_right(pending, fired.micros, key=_DUE)
     ready: list[tuple[Any, ...]] = pending[:cut]
     rest: list[tuple[Any, ...]] = pending[cut:]
     if rest:
