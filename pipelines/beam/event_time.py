@@ -98,8 +98,8 @@ def take_due(
     fired: Timestamp, cell: Any, timer: Any
 ) -> tuple[Any, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """(the step's value, the items due by `fired` in order, the rest); the timer is
-    re-armed for the first of the rest. The caller writes the cell back:
-    `cell.write((new value, rest))`.
+    re-armed for the first of the rest. A caller that took items writes the cell back,
+    `cell.write((new value, rest))`; one that took none leaves it as it is (no write).
 
     The timer fired, so the watermark passed `fired`: no item due by then can still come.
     """

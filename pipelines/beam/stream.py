@@ -164,6 +164,8 @@ class _FirstFetches(beam.DoFn):
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
         last_cycle, ready, rest = take_due(fired, held, timer)
+        if not ready:
+            return  # nothing taken: the cell stands as it is
         for _, position, cycle, event in ready:
             repeat = is_repeat_fetch(last_cycle, cycle)
             if repeat and not self.keep_repeats:
@@ -245,6 +247,8 @@ class _RunningPageCount(beam.DoFn):
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
         total, ready, rest = take_due(fired, held, timer)
+        if not ready:
+            return
         before = total or 0
         for window_end, pages in ready:
             yield TimestampedValue((key, before), Timestamp(micros=window_end))
@@ -321,10 +325,9 @@ class _ApplyInEventTime(beam.DoFn):
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
         state, batches, rest = take_due(fired, held, timer)
-        ready = [message for batch in batches for message in batch[2]]
-        if not ready:
-            held.write((state, rest))
+        if not batches:
             return
+        ready = [message for batch in batches for message in batch[2]]
         encoded, latest = apply_encoded(
             self.strategy, key, state, ((crawled, now_ms, m) for *_, crawled, now_ms, m in ready)
         )
