@@ -1,8 +1,11 @@
 """URL checks on the hot path: is this an absolute http(s) URL, and what is its host.
 
 One compiled pattern answers both, about ten times faster than `urllib.parse.urlsplit`,
-which matters when every event brings dozens of outlinks; the answers for the most recent
-URLs are kept (popular pages are linked from many pages).
+which matters when every event brings dozens of outlinks; the check's answers for the most
+recent URLs are kept (popular pages are linked from many pages). `host_of`, for a URL
+already checked, is a few string operations and keeps nothing: on `frontierflow bench` a
+cache of 65,536 answers before it missed half the time (99,522 distinct URLs, in turn)
+and, missing, cost five times the operations it saved.
 """
 
 from __future__ import annotations
@@ -76,7 +79,6 @@ def http_urls(urls: tuple[str, ...], max_chars: int = 8_192) -> tuple[str, ...]:
     return urls if len(good) == len(urls) else good
 
 
-@functools.lru_cache(maxsize=1 << 16)
 def host_of(url: str) -> str:
     """The lowercased host of a URL that already passed `is_http_url` (cheap: no regex).
 
