@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Collection
 from dataclasses import dataclass
+from itertools import starmap
 from typing import NamedTuple
 
 from frontierflow.state.codec import StateCodecError
@@ -174,6 +176,17 @@ def encode_ieca(state: IecaDistance) -> bytes:
         return _STATE.pack(state.distance, state.crawled_cycle)
     except struct.error as exc:
         raise StateCodecError(f"cannot encode {state!r}: {exc}") from exc
+
+
+def encode_ieca_many(states: Collection[IecaDistance]) -> list[bytes]:
+    """`encode_ieca` of each state, in order, packed in one C-level pass (a step writes
+    thousands); a state that cannot be packed raises `encode_ieca`'s StateCodecError."""
+    try:
+        return list(starmap(_STATE.pack, states))
+    except struct.error:
+        for state in states:
+            encode_ieca(state)  # names the state that failed
+        raise
 
 
 def decode_ieca(data: bytes) -> IecaDistance:

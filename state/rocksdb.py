@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
+from itertools import islice, repeat
 from pathlib import Path
 from types import TracebackType
 from typing import cast
@@ -294,6 +295,9 @@ class RocksDBStore:
         put, delete = batch.put, batch.delete
         for family, family_changes in changes.items():
             handle = self._handle(family) if handles is None else handles[family]
+            if None not in family_changes.values():  # puts only: one C-level pass
+                deque(map(put, family_changes, family_changes.values(), repeat(handle)), 0)
+                continue
             for key, value in family_changes.items():
                 if value is None:
                     delete(key, handle)

@@ -10,7 +10,7 @@ simulator and Beam run the very same function and a replay is bit-for-bit repeat
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from itertools import repeat
@@ -258,6 +258,11 @@ class Strategy(ABC, Generic[S]):
 
     @abstractmethod
     def encode_state(self, state: S) -> bytes: ...
+
+    def encode_states(self, states: Collection[S]) -> Iterable[bytes]:
+        """`encode_state` of each of `states`, in order: a step writes its changed states
+        at once (a strategy whose encoding is one `struct` layout does it in one C pass)."""
+        return map(self.encode_state, states)
 
     @abstractmethod
     def decode_state(self, data: bytes) -> S: ...

@@ -285,8 +285,7 @@ class Step(Generic[S]):
             deleted = [key for key, state in kept.items() if state is None]
             for key in deleted:
                 del kept[key]
-        encode = self.strategy.encode_state
-        encoded = {key: encode(state) for key, state in kept.items() if state is not None}
+        encoded = dict(zip(kept, self.strategy.encode_states(kept.values()), strict=True))
         family = self.strategy.family
         self.txn.put_many(family, zip(map(str.encode, encoded), encoded.values(), strict=True))
         if deleted:

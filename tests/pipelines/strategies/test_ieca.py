@@ -29,6 +29,7 @@ from frontierflow.schemas.records import (
     FrontierEntry,
     Removal,
 )
+from frontierflow.state.codec import StateCodecError
 from frontierflow.state.ieca import (
     UNKNOWN,
     IecaDistance,
@@ -37,6 +38,7 @@ from frontierflow.state.ieca import (
     decode_ieca,
     delta_t,
     encode_ieca,
+    encode_ieca_many,
     link_weight,
     new_distance,
     pc_coefficient,
@@ -148,6 +150,16 @@ def test_state_encoding_round_trip() -> None:
     for state in (IecaDistance(), IecaDistance(0.49, 3), IecaDistance(-1.5, -1)):
         assert decode_ieca(encode_ieca(state)) == state
     assert len(encode_ieca(IecaDistance())) == 12
+
+
+def test_many_states_encode_as_each_alone() -> None:
+    states = [IecaDistance(), IecaDistance(0.49, 3), IecaDistance(-1.5, -1)]
+    assert encode_ieca_many(states) == [encode_ieca(s) for s in states]
+    assert list(IecaStrategy(P).encode_states(states)) == [encode_ieca(s) for s in states]
+    assert encode_ieca_many([]) == []
+    # a cycle past int32 cannot be packed: the error names that state, as encode_ieca does
+    with pytest.raises(StateCodecError, match=r"cannot encode.*2147483648"):
+        encode_ieca_many([IecaDistance(0.5, 1), IecaDistance(0.5, 2**31)])
 
 
 def test_operator_skips_pages_crawled_this_cycle() -> None:
