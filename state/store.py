@@ -172,7 +172,11 @@ class BufferedTransaction(ABC):
                 check_bytes("key", key)
                 if value is not None:
                     check_bytes("value", value)
-        self._overlay.setdefault(family, {}).update(writes)
+        overlay = self._overlay.get(family)
+        if overlay is None:  # the family's first writes: the dict is the overlay
+            self._overlay[family] = writes
+        else:
+            overlay.update(writes)
 
     def delete(self, family: str, key: bytes) -> None:
         """Buffer the deletion of `key` from `family` (a missing key is fine)."""

@@ -103,8 +103,12 @@ class Engine(Generic[S]):
         self.source_name = source_name
         self.limits = limits if limits is not None else Limits()
         self.stats = EngineStats()
-        self.hot: HotStates[Any] = HotStates(hot_states)
-        """Committed strategy states of recently touched keys, kept across steps."""
+        self.hot: HotStates[Any] = HotStates(
+            hot_states, complete=next(store.items(strategy.family), None) is None
+        )
+        """Committed strategy states of recently touched keys, kept across steps; on a
+        store that had none of the strategy's states, all of them until it first drops
+        some (`HotStates.complete`)."""
         self._global: GlobalStrategy[S] | None = (
             strategy if isinstance(strategy, GlobalStrategy) else None
         )
@@ -237,7 +241,11 @@ class Engine(Generic[S]):
         if seeds_checkpoint is not None:
             txn.put(META_FAMILY, SEEDS_POSITION, seeds_checkpoint)
         txn.put(META_FAMILY, OUTPUT_POSITION, out_position)
-        txn.commit()
+        try:
+            txn.commit()
+        except BaseException:
+            self.hot.complete = False  # whether the store took the step's writes is unknown
+            raise
         self.hot.put_many(committed, deleted)
         self._before_commit("committed")
         self.stats.steps += 1

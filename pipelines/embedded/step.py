@@ -10,6 +10,7 @@ what changed into the step's transaction; `Engine._commit` (engine.py) commits i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from frontierflow.connectors.base import InputItem, Position
@@ -55,6 +56,9 @@ if TYPE_CHECKING:
     from frontierflow.pipelines.embedded.engine import Engine
 
 S = TypeVar("S")
+
+_MESSAGE = itemgetter(1)
+"""The message of a (key, message) pair."""
 
 SPEED_FAMILY = "speed"
 """Engine-owned when the speed controller runs: fetcher id → its windows and controller."""
@@ -105,16 +109,21 @@ class Step(Generic[S]):
     def _load_states(self, keys: list[str]) -> None:
         """Load the states of `keys` not loaded yet: from the engine's cache of committed
         values where it has them (decoded states, or bytes to decode for a strategy that
-        changes states in place), the rest in one batched read."""
+        changes states in place), the rest in one batched read (none while the cache holds
+        every key of the family: `HotStates.complete`)."""
         states, decode = self.states, self.strategy.decode_state
         if states:
             keys = [key for key in keys if key not in states]
-        found, wanted = self.engine.hot.get_many(keys)
+        hot = self.engine.hot
+        found, wanted = hot.get_many(keys)
         if self.strategy.immutable_states:
             states.update(found)
         else:
             states.update((key, decode(value)) for key, value in found.items())
         if not wanted:
+            return
+        if hot.complete:  # the cache has every key of the family: these have no state
+            states.update(dict.fromkeys(wanted))
             return
         raw = self.txn.get_many(self.strategy.family, [k.encode() for k in wanted])
         for key, value in zip(wanted, raw, strict=True):
@@ -155,15 +164,14 @@ class Step(Generic[S]):
                 if isinstance(own, Fetched):
                     self.similarities.append(own.value)
         pending = self.pending
-        links = 0
+        queued = pending.get
         for key, message in messages:
-            batch = pending.get(key)
+            batch = queued(key)
             if batch is None:
                 pending[key] = [(clock, message)]
             else:
                 batch.append((clock, message))
-            links += type(message) is Link
-        stats.links += links
+        stats.links += list(map(type, map(_MESSAGE, messages))).count(Link)
         glob = self.engine._global
         if not repeat and glob is not None and clock.crawled % glob.interval == 0:
             self.recompute(glob, clock)
@@ -285,9 +293,9 @@ class Step(Generic[S]):
             deleted = [key for key, state in kept.items() if state is None]
             for key in deleted:
                 del kept[key]
-        encoded = dict(zip(kept, self.strategy.encode_states(kept.values()), strict=True))
+        encoded = list(self.strategy.encode_states(kept.values()))
         family = self.strategy.family
-        self.txn.put_many(family, zip(map(str.encode, encoded), encoded.values(), strict=True))
+        self.txn.put_many(family, zip(map(str.encode, kept), encoded, strict=True))
         if deleted:
             self.txn.put_many(family, ((key.encode(), None) for key in deleted))
         self.txn.put_many(
@@ -309,4 +317,6 @@ class Step(Generic[S]):
                     if state is not None
                 ),
             )
-        return (kept if self.strategy.immutable_states else encoded), deleted
+        if self.strategy.immutable_states:
+            return kept, deleted
+        return dict(zip(kept, encoded, strict=True)), deleted

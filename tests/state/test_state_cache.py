@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from frontierflow.connectors.base import Position
@@ -87,6 +89,63 @@ def test_a_failed_commit_leaves_the_cache_as_the_store(name: str) -> None:
     assert engine.hot.get(b) == cached(b, after[b.encode()])
     assert after[a.encode()] == committed[a.encode()]  # a is crawled: b's link is ignored
     assert after[b.encode()] != committed[b.encode()]  # b is now crawled
+
+
+def test_a_complete_cache_stays_complete_until_it_drops_a_generation() -> None:
+    cache = HotStates(4, complete=True)  # generations of 2
+    cache.put_many([("a", b"1"), ("b", b"2"), ("c", b"3")])  # young overflows: old {a,b,c}
+    assert cache.complete  # nothing dropped: the old generation was empty
+    assert cache.get_many(["a", "x"]) == ({"a": b"1"}, ["x"])  # young {a}
+    cache.put_many([("d", b"4"), ("e", b"5")])  # young {a, d, e} overflows: b, c dropped
+    assert not cache.complete
+    assert not HotStates(0, complete=True).complete  # caching nothing, it holds nothing
+    cleared = HotStates(4, complete=True)
+    cleared.clear()
+    assert not cleared.complete
+
+
+def _crawl(engine: Engine[object], pages: int) -> None:
+    """`pages` events over a ring of pages, each linking to the next three."""
+    url = "https://example.org/{}".format
+    for n in range(pages):
+        links = tuple(url((n + k) % pages) for k in (1, 2, 3))
+        engine.run_step([(Position(None, n), _event(url(n), links, n + 1), b"")])
+
+
+def _count_reads(store: InMemoryStore, family: str) -> list[bytes]:
+    """The keys of `family` the store is asked for from now on (a list that grows)."""
+    asked: list[bytes] = []
+    read = store.get_many
+
+    def counted(name: str, keys: Sequence[bytes]) -> list[bytes | None]:
+        if name == family:
+            asked.extend(keys)
+        return read(name, keys)
+
+    store.get_many = counted
+    return asked
+
+
+def test_an_engine_skips_store_reads_only_while_its_cache_holds_every_state() -> None:
+    """A fresh store: every state is in the cache, a key it lacks has none, and the store
+    is never asked for one. A tiny cache drops some and asks the store again, with the
+    same result; a store with states starts by asking it."""
+    strategy = build_strategy("ieca", budget=100)
+    results = []
+    for capacity, resumed in ((1024, False), (4, False), (1024, True)):
+        store = InMemoryStore(Engine.families_for(strategy))
+        if resumed:  # a state written before this engine: the cache cannot be complete
+            _crawl(Engine(strategy, store, MemoryFrontier()), 1)
+        asked = _count_reads(store, strategy.family)
+        engine: Engine[object] = Engine(strategy, store, MemoryFrontier(), hot_states=capacity)
+        assert engine.hot.complete is not resumed
+        _crawl(engine, 12)
+        complete = capacity == 1024 and not resumed
+        assert engine.hot.complete is complete
+        assert (not asked) is complete
+        results.append(dict(store.items(strategy.family)))
+    assert results[0] == results[1]
+    assert len(results[0]) == 12
 
 
 def test_get_many_is_get_for_each_key() -> None:
