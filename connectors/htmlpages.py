@@ -24,6 +24,9 @@ from frontierflow.state.relevance import STOP_WORDS, term_counts
 
 logger = logging.getLogger(__name__)
 
+HTML_TYPES: tuple[str, ...] = ("text/html", "application/xhtml+xml")
+"""The media types read as HTML pages (by the fetcher, the WARC reader, the Scrapy adapter)."""
+
 #: Navigation chrome: removed before counting terms, its links kept. Generic HTML5 landmarks
 #: first, then what each Debian manual's generator wraps around the text.
 CHROME_SELECTORS: tuple[str, ...] = (

@@ -13,15 +13,14 @@ import io
 import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any
 
 from warcio.exceptions import ArchiveLoadFailed
 from warcio.recordloader import ArcWarcRecordLoader
 from warcio.statusandheaders import StatusAndHeadersParserException
 
+from frontierflow.connectors.htmlpages import HTML_TYPES
 from frontierflow.connectors.warc_records import RecordError
-
-HTML_TYPES: Final = ("text/html", "application/xhtml+xml")
 
 
 @dataclass(slots=True)

@@ -33,7 +33,8 @@ from frontierflow.connectors.fetcher.outcomes import (
     TRANSPORT_ERROR,
     PageOutcome,
 )
-from frontierflow.connectors.fetcher.settings import HTML_TYPES, FetcherSettings
+from frontierflow.connectors.fetcher.settings import FetcherSettings
+from frontierflow.connectors.htmlpages import HTML_TYPES
 
 __all__ = [
     "BAD_URL",

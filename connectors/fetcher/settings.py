@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 DEFAULT_USER_AGENT = "frontierflow-fetcher/0.1"
-HTML_TYPES: tuple[str, ...] = ("text/html", "application/xhtml+xml")
 
 
 def parse_resolve(values: Sequence[str]) -> dict[tuple[str, int], str]:

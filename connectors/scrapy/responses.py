@@ -2,7 +2,7 @@
 the FetchEvent is built by the fetcher's own rule (`fetcher.events.outcome_event`).
 
 A response keeps its status; its body is read for links and terms only when it is HTML
-(the fetcher's `HTML_TYPES`). Redirects are not followed inside Scrapy (the scheduler sets
+(`htmlpages.HTML_TYPES`). Redirects are not followed inside Scrapy (the scheduler sets
 `dont_redirect`): a 3xx answer carries its target as the page's only outlink, as the
 fetcher does for a redirect to another host, and the frontier decides when it is fetched.
 An exception becomes the fetcher's negative status for that kind of failure.
@@ -32,7 +32,7 @@ from frontierflow.connectors.fetcher.outcomes import (
     TRANSPORT_ERROR,
     PageOutcome,
 )
-from frontierflow.connectors.fetcher.settings import HTML_TYPES
+from frontierflow.connectors.htmlpages import HTML_TYPES
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 

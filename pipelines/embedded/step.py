@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from frontierflow.connectors.base import InputItem, Position
 from frontierflow.pipelines.core.step import (
@@ -287,12 +287,13 @@ class Step(Generic[S]):
         (key → the state itself when the strategy never changes one in place, else its
         bytes) and the keys whose state was deleted."""
         dirty = self.dirty
-        kept = dict(zip(dirty, map(self.states.__getitem__, dirty), strict=True))
+        written = dict(zip(dirty, map(self.states.__getitem__, dirty), strict=True))
         deleted: list[str] = []
-        if None in kept.values():
-            deleted = [key for key, state in kept.items() if state is None]
+        if None in written.values():
+            deleted = [key for key, state in written.items() if state is None]
             for key in deleted:
-                del kept[key]
+                del written[key]
+        kept = cast("dict[str, S]", written)  # no None left
         encoded = list(self.strategy.encode_states(kept.values()))
         family = self.strategy.family
         self.txn.put_many(family, zip(map(str.encode, kept), encoded, strict=True))
