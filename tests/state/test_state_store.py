@@ -331,10 +331,24 @@ def test_items_iterator_survives_interleaved_close(store: StateStore) -> None:
 
 
 def test_sync_writes_store_commits(store_factory: StoreFactory) -> None:
-    options = RocksDBOptions(sync_writes=True, compression=False, bloom_filter_bits_per_key=0)
+    options = RocksDBOptions(
+        sync_writes=True, compression=False, bloom_filter_bits_per_key=0, memtable_bloom_ratio=0
+    )
     store = store_factory("rocksdb", options=options)
     commit(store, "lafc", {b"k": b"v"})
     assert store.get("lafc", b"k") == b"v"
+
+
+def test_memtable_bloom_filter_answers_present_and_absent_keys(
+    store_factory: StoreFactory,
+) -> None:
+    store = store_factory("rocksdb", options=RocksDBOptions(memtable_bloom_ratio=0.25))
+    written = {f"https://example.org/{i}".encode(): i.to_bytes(4, "big") for i in range(0, 2000, 2)}
+    commit(store, "lafc", written)
+    asked = [f"https://example.org/{i}".encode() for i in range(2000)]
+    assert store.get_many("lafc", asked) == [written.get(key) for key in asked]
+    with pytest.raises(ValueError, match="memtable_bloom_ratio"):
+        RocksDBOptions(memtable_bloom_ratio=0.5)
 
 
 @pytest.mark.parametrize(
