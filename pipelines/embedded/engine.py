@@ -250,11 +250,9 @@ class Engine(Generic[S]):
         self._before_commit("committed")
         self.stats.steps += 1
         self.stats.decisions += len(step.decisions)
-        for change in changes:
-            if isinstance(change, Removal):
-                self.stats.removals += 1
-            else:
-                self.stats.entries += 1
+        removals = sum(map(Removal.__instancecheck__, changes))
+        self.stats.removals += removals
+        self.stats.entries += len(changes) - removals
         if self.observer is not None:
             report = StepReport(
                 changes=changes,

@@ -10,6 +10,7 @@ what changed into the step's transaction; `Engine._commit` (engine.py) commits i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import filterfalse
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
@@ -234,7 +235,7 @@ class Step(Generic[S]):
         core's `apply_pending`): each key's state is independent of the others', so
         grouping by key keeps every result and makes one state update per key and step."""
         pending, states = self.pending, self.states
-        missing = [key for key in pending if key not in states]
+        missing = list(filterfalse(states.__contains__, pending))
         if missing:
             self._load_states(missing)
         apply_pending(self.strategy, pending, states, self.changes)
