@@ -295,7 +295,7 @@ COLLECT_EVERY_STEPS = 64
 
 
 class StepCollector:
-    """Python's cyclic garbage collector for a loop of steps (a replay, the live job): off
+    """Python's cyclic garbage collector for a loop of steps (a replay of a log): off
     while the loop reads its input and runs its steps, one full collection every
     `every` steps, and as it was when the loop ends.
 
