@@ -29,7 +29,9 @@ def collector_on() -> Iterator[None]:
     gc.enable()
     gc.collect()
     yield
-    if not was:
+    if was:
+        gc.enable()
+    else:
         gc.disable()
 
 
