@@ -17,11 +17,17 @@ from apache_beam.io.filesystem import FileMetadata, FileSystem, MatchResult
 from apache_beam.transforms.window import IntervalWindow
 from apache_beam.utils.timestamp import Timestamp
 
+from frontierflow.pipelines.beam import shard_state
 from frontierflow.pipelines.beam.event_time import ClockWindows, parse_clock
 from frontierflow.pipelines.beam.io import one_log_file, read_log_items
 from frontierflow.pipelines.beam.replay import build_replay
 from frontierflow.pipelines.beam.routing import ClockMissing, _RouteWithClock
-from frontierflow.pipelines.beam.stream import build_stream_replay, run_beam_stream_replay
+from frontierflow.pipelines.beam.stream import (
+    build_stream_replay,
+    due_messages,
+    run_beam_stream_replay,
+    shard_batch,
+)
 from frontierflow.pipelines.core.step import is_repeat_fetch
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.records import FetchEvent
@@ -72,6 +78,40 @@ def test_one_page_windows_equal_embedded(beam_replay_case: Any, tmp_path: Path) 
     assert states == expected_states
     assert len(states) > 300 and entries
     assert len(dead) == 1
+
+
+@pytest.mark.parametrize("pressure", ["compact-always", "rebuild-often"])
+def test_shard_state_under_pressure_equals_embedded(
+    beam_replay_case: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pressure: str
+) -> None:
+    """The shard-keyed state (`beam.shard_state`) with its records bag rewritten whole at
+    every write, or with the in-memory copies dropped so that shards are rebuilt from the
+    bag: still the embedded engine's states (the local runner runs in this process, so the
+    patched module is the one it uses)."""
+    pressed: list[int] = []
+    if pressure == "compact-always":
+
+        def always(records: int, live: int) -> bool:
+            pressed.append(records)
+            return True
+
+        monkeypatch.setattr(shard_state, "needs_compaction", always)
+    else:
+
+        class Forgetful(shard_state.ShardIndexes):
+            def get(self, step: str, shard: int, generation: int | None) -> Any:
+                found = super().get(step, shard, generation)
+                if found is None and generation is not None:
+                    pressed.append(shard)  # a shard written before, rebuilt from its bag
+                return found
+
+        monkeypatch.setattr(shard_state, "INDEXES", Forgetful(max_urls=0))
+    log = tmp_path / "events.avro"
+    beam_replay_case.write_log(log, events=40)
+    _, expected_states = beam_replay_case.embedded(log, tmp_path, "ieca")
+    _, states, _ = _run(beam_replay_case, tmp_path, log, 1)
+    assert len(pressed) > 20  # the pressure was on
+    assert states == expected_states and len(states) > 200
 
 
 def test_stale_clock_only_touches_children_of_events_across_a_k_step(
@@ -241,3 +281,18 @@ def test_cli_replay_with_windowed_clock(beam_replay_case: Any, tmp_path: Path) -
     entries, states, _ = beam_replay_case.beam(out)
     assert entries and states
     assert main([*args, "--clock", "windowed:0"]) == 2  # refused at start-up
+
+
+def test_shard_batch_orders_each_urls_messages_and_due_messages_merges_windows() -> None:
+    # (url, (due, position, index, crawled, now_ms, message)) as routing yields them
+    a1 = (999, 7, 1, 3, 5, ("Link",))
+    a0 = (999, 7, 0, 3, 5, ("Fetched",))
+    b0 = (999, 4, 2, 2, 4, ("Link",))
+    a2 = (999, 9, 0, 4, 6, ("Link",))
+    batch = shard_batch([("a", a1), ("b", b0), ("a", a2), ("a", a0)])
+    # due, the first position of the window (4), each URL's messages by (position, index)
+    assert batch == (999, 4, {"b": [b0], "a": [a0, a1, a2]})
+    assert due_messages([batch]) is batch[2]  # one window: as it is
+    later = (1_999, 2, 0, 5, 7, ("Link",))
+    merged = due_messages([shard_batch([("a", later)]), batch])  # out of order on purpose
+    assert merged == {"a": [a0, a1, a2, later], "b": [b0]}
