@@ -15,7 +15,7 @@ into fixed windows of W ms, and the clock comes from the pipeline's own count, f
    `before(w)`: it does not count) from an `AsDict` side input, once the window's fetches
    are grouped (per crawl and shard of the URL), and is routed by the step core's
    `keyed_messages` (the one routing function; a repeat gives only its `Reinforce` with
-   `fresh=False`).
+   `fresh=False`); the messages leave gathered per state shard of their key.
 4. `UpdateFrontierInEventTime`: a window's messages are grouped per shard of their URL;
    in the global window, keyed by shard (`beam.shard_state`: the shard's URL states in one
    records bag, so a window touches a few shard cells, not one cell per URL), each URL's
@@ -284,37 +284,30 @@ class _RunningPageCount(beam.DoFn):
 
 
 class UpdateFrontierInEventTime(beam.PTransform):
-    """(url, message) in clock windows → one `UrlUpdate` per URL and window (its version:
-    (window end µs, position, index) of the last message applied). State is keyed by a
-    shard of the URL (`beam.shard_state`): a window's messages are grouped per shard first,
-    so the stateful step touches each shard's cells once per window, not each URL's; the
-    batches are then applied in window order on an event-time timer in the global window,
-    each URL's messages in (position, index) order."""
+    """(state shard, [(url, message), …]) in clock windows (`AttachClock`) → one
+    `UrlUpdate` per URL and window (its version: (window end µs, position, index) of the
+    last message applied). State is keyed by a shard of the URL (`beam.shard_state`): a
+    window's messages are grouped per shard first, so the stateful step touches each
+    shard's cells once per window, not each URL's; the batches are then applied in window
+    order on an event-time timer in the global window, each URL's messages in (position,
+    index) order."""
 
-    def __init__(
-        self, strategy: Strategy[Any], windows: ClockWindows, shards: int = STATE_SHARDS
-    ) -> None:
+    def __init__(self, strategy: Strategy[Any], windows: ClockWindows) -> None:
         super().__init__()
         self.strategy = strategy
         self.windows = windows
-        self.shards = shards
 
     def expand(self, keyed: Any) -> Any:
-        shards = self.shards
         return (
             keyed
             | "AtWindowEnd"
             >> beam.WindowInto(
                 self.windows.fixed(), timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST
             )
-            | "ByShard"
-            >> beam.Map(lambda kv: (state_shard(kv[0], shards), kv)).with_output_types(
-                typehints.KV[int, typehints.Tuple[str, typehints.Any]]
-            )
             | "ByShardAndWindow" >> beam.GroupByKey()
             | "OneBatch"
             >> beam.MapTuple(
-                lambda shard, messages: (shard, shard_batch(messages))
+                lambda shard, lists: (shard, shard_batch(m for ms in lists for m in ms))
             ).with_output_types(typehints.KV[int, typehints.Any])
             | "ToGlobalWindow" >> beam.WindowInto(GlobalWindows())
             | "ApplyInEventTime"
@@ -418,7 +411,7 @@ def stream_frontier(
         | "ClockWindows" >> beam.WindowInto(windows.fixed())
     )
     clock = firsts | "Clock" >> WindowedCrawlClock(windows)
-    keyed = (firsts, clock) | "AttachClock" >> AttachClock(strategy)
+    keyed = (firsts, clock) | "AttachClock" >> AttachClock(strategy, STATE_SHARDS)
     return keyed | "Update" >> UpdateFrontierInEventTime(strategy, windows)
 
 

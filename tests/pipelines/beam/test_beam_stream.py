@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import logging
+import zlib
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,7 +22,7 @@ from frontierflow.pipelines.beam import shard_state
 from frontierflow.pipelines.beam.event_time import ClockWindows, parse_clock
 from frontierflow.pipelines.beam.io import one_log_file, read_log_items
 from frontierflow.pipelines.beam.replay import build_replay
-from frontierflow.pipelines.beam.routing import ClockMissing, _RouteWithClock
+from frontierflow.pipelines.beam.routing import ClockMissing, _RouteWithClock, by_state_shard
 from frontierflow.pipelines.beam.stream import (
     build_stream_replay,
     due_messages,
@@ -157,15 +158,16 @@ def test_stateful_steps_have_deterministic_key_coders(
 def test_routing_refuses_a_window_without_its_clock() -> None:
     """A fetch whose window has no clock value in the side input (the runner ran it before
     the side input was ready) stops the job instead of being routed with crawled = 1."""
-    route = _RouteWithClock(build_strategy("ieca", budget=10))
+    route = _RouteWithClock(build_strategy("ieca", budget=10), 1)  # one state shard
     event = FetchEvent(
         "https://a.example/", 5, 200, "f", "a.example", outlinks=("https://b.example/",)
     )
     window = IntervalWindow(Timestamp(0), Timestamp(micros=1000))  # due: its last ms, 0
     with pytest.raises(ClockMissing, match="crawl 'c': no clock value for the window due 0"):
         list(route.process((("c", 3), [(7, False, event)]), {}, window))
-    routed = list(route.process((("c", 3), [(7, False, event)]), {"c": 4}, window))
+    [(shard, routed)] = list(route.process((("c", 3), [(7, False, event)]), {"c": 4}, window))
     # 4 pages before the window, a first fetch counts itself: crawled 5, now = fetched_at 5
+    assert shard == 0
     assert [(key, m[:5]) for key, m in routed] == [
         ("https://a.example/", (0, 7, 0, 5, 5)),
         ("https://b.example/", (0, 7, 1, 5, 5)),
@@ -296,3 +298,13 @@ def test_shard_batch_orders_each_urls_messages_and_due_messages_merges_windows()
     later = (1_999, 2, 0, 5, 7, ("Link",))
     merged = due_messages([shard_batch([("a", later)]), batch])  # out of order on purpose
     assert merged == {"a": [a0, a1, a2, later], "b": [b0]}
+
+
+def test_routed_messages_leave_gathered_per_state_shard_in_order() -> None:
+    routed = [("u1", "m1"), ("u2", "m2"), ("u1", "m3"), ("u3", "m4")]
+    shard = {u: zlib.crc32(u.encode()) % 4 for u in ("u1", "u2", "u3")}
+    expected: dict[int, list[tuple[str, str]]] = {}
+    for url, message in routed:
+        expected.setdefault(shard[url], []).append((url, message))
+    assert by_state_shard(routed, 4) == expected
+    assert by_state_shard(routed, 1) == {0: routed}
