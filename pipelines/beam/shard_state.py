@@ -33,7 +33,7 @@ import secrets
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,6 +184,14 @@ class ShardStore:
         self.indexes.keep(self.step, shard, index)
         return index
 
+    def compacted(self, index: ShardIndex) -> list[bytes]:
+        """The shard's live records as bag elements of at most `CHUNK_RECORDS` each."""
+        records = list(index.values.items())
+        return [
+            self.chunks.encode(records[start : start + CHUNK_RECORDS])
+            for start in range(0, len(records), CHUNK_RECORDS)
+        ]
+
     def commit(
         self, shard: int, index: ShardIndex, changes: Mapping[str, Any], bag: Any
     ) -> int | None:
@@ -204,15 +212,10 @@ class ShardStore:
         index.records += len(changed)
         if needs_compaction(index.records, len(index.values)):
             bag.clear()
-            for chunk in _chunked(list(index.values.items()), CHUNK_RECORDS):
-                bag.add(self.chunks.encode(chunk))
+            for chunk in self.compacted(index):
+                bag.add(chunk)
             index.records = len(index.values)
         else:
             bag.add(self.chunks.encode(changed))
         self.indexes.keep(self.step, shard, index)
         return index.generation
-
-
-def _chunked(records: list[tuple[str, Any]], size: int) -> Iterable[list[tuple[str, Any]]]:
-    for start in range(0, len(records), size):
-        yield records[start : start + size]
