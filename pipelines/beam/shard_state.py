@@ -53,9 +53,8 @@ a few dozen per worker slot, so keys spread over Flink's key groups while a wind
 changes to a shard come in one append."""
 
 MAX_CACHED_URLS = 4_000_000
-"""URLs whose decoded values a process keeps in memory per step, over all its shards;
-past it the least recently used shards are dropped (and rebuilt from state when next
-touched)."""
+"""URLs whose decoded values a process keeps in memory, over every step's shards; past it
+the least recently used shards are dropped (and rebuilt from state when next touched)."""
 
 CHUNK_RECORDS = 4_096
 """Records per bag element when a shard is rewritten whole (bounds one element's size)."""
