@@ -12,7 +12,6 @@ killed TaskManager did not end equal to the embedded engine (`docs/RESULTS.md`).
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -21,6 +20,7 @@ from apache_beam import typehints
 
 from frontierflow.pipelines.beam.event_time import due_of
 from frontierflow.pipelines.beam.replay import message_tuple
+from frontierflow.pipelines.beam.shard_state import STATE_SHARDS, state_shard
 from frontierflow.pipelines.core.step import crawl_clock, keyed_messages
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.schemas.records import FetchEvent
@@ -35,7 +35,10 @@ ShardKey = typehints.Tuple[str, int]
 
 
 class AttachClock(beam.PTransform):
-    """Windowed first fetches + the clock side input → (key, ordered keyed message).
+    """Windowed first fetches + the clock side input → (state shard, [(key, ordered keyed
+    message), …]): a window's messages of one routing group, gathered per shard of their
+    key (`beam.shard_state.state_shard`), so the next grouping moves a few lists per
+    window instead of one element per message.
 
     A window's fetches are grouped (per crawl and shard of the URL) before they meet the
     side input, so the routing step sees a window only once its upstream watermark passed
@@ -46,9 +49,10 @@ class AttachClock(beam.PTransform):
     (every window holding a fetch has one: `WindowedCrawlClock`) stops the job with
     `ClockMissing` rather than routing with a wrong clock."""
 
-    def __init__(self, strategy: Strategy[Any]) -> None:
+    def __init__(self, strategy: Strategy[Any], shards: int = STATE_SHARDS) -> None:
         super().__init__()
         self.strategy = strategy
+        self.shards = shards
 
     def expand(self, pcolls: Any) -> Any:
         firsts, clock = pcolls
@@ -61,14 +65,14 @@ class AttachClock(beam.PTransform):
             | "WindowByShard" >> beam.GroupByKey()
             | "Route"
             >> beam.ParDo(
-                _RouteWithClock(self.strategy), beam.pvalue.AsDict(clock)
-            ).with_output_types(typehints.KV[str, typehints.Any])
+                _RouteWithClock(self.strategy, self.shards), beam.pvalue.AsDict(clock)
+            ).with_output_types(typehints.KV[int, typehints.List[typehints.Any]])
         )
 
 
 def route_shard(url: str) -> int:
     """The routing shard of a page: CRC-32 of its URL, stable across processes."""
-    return zlib.crc32(url.encode()) % ROUTE_SHARDS
+    return state_shard(url, ROUTE_SHARDS)
 
 
 def _by_shard(first: tuple[str, Fetch]) -> tuple[tuple[str, int], Fetch]:
@@ -82,8 +86,9 @@ class ClockMissing(RuntimeError):
 
 
 class _RouteWithClock(beam.DoFn):
-    def __init__(self, strategy: Strategy[Any]) -> None:
+    def __init__(self, strategy: Strategy[Any], shards: int) -> None:
         self.strategy = strategy
+        self.shards = shards
 
     def process(
         self,
@@ -92,7 +97,20 @@ class _RouteWithClock(beam.DoFn):
         window: Any = beam.DoFn.WindowParam,
     ) -> Iterator[Any]:
         (crawl_id, _), fetches = element
-        return route_window(self.strategy, crawl_id, due_of(window), before.get(crawl_id), fetches)
+        routed = route_window(
+            self.strategy, crawl_id, due_of(window), before.get(crawl_id), fetches
+        )
+        return iter(by_state_shard(routed, self.shards).items())
+
+
+def by_state_shard(
+    routed: Iterable[tuple[str, Any]], shards: int
+) -> dict[int, list[tuple[str, Any]]]:
+    """(key, message)s gathered per state shard of their key, in their order."""
+    out: dict[int, list[tuple[str, Any]]] = {}
+    for key, message in routed:
+        out.setdefault(state_shard(key, shards), []).append((key, message))
+    return out
 
 
 def route_window(

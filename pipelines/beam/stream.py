@@ -5,8 +5,9 @@ waits for the input to end. Nothing here waits for the end. Event time is `fetch
 into fixed windows of W ms, and the clock comes from the pipeline's own count, fed back:
 
 1. `DecideRepeatFetches`: per URL, fetches in (window, position) order, the step core's
-   `is_repeat_fetch`; a repeat is dropped whole, as the bounded pipeline does,
-   or, for a strategy that learns from repeats (LAFC), passed on marked as a repeat.
+   `is_repeat_fetch` (keyed by a shard of the URL: `beam.shard_state`); a repeat is
+   dropped whole, as the bounded pipeline does, or, for a strategy that learns from
+   repeats (LAFC), passed on marked as a repeat.
 2. `WindowedCrawlClock`: per window and crawl, the first fetches in it (a combine); a
    running sum over the windows in event-time order gives before(w), the pages fetched
    before window w started, re-windowed into w.
@@ -14,11 +15,14 @@ into fixed windows of W ms, and the clock comes from the pipeline's own count, f
    `before(w)`: it does not count) from an `AsDict` side input, once the window's fetches
    are grouped (per crawl and shard of the URL), and is routed by the step core's
    `keyed_messages` (the one routing function; a repeat gives only its `Reinforce` with
-   `fresh=False`).
-4. `UpdateFrontierInEventTime`: in the global window, per URL, the messages are applied
-   with the strategy's own `apply`, in (window, position, index) order, once the watermark
-   has passed their window; out comes one record per URL and window: the state and the
-   latest change per `change_key` (the step core's `apply_messages` and `keep_latest`).
+   `fresh=False`); the messages leave gathered per state shard of their key.
+4. `UpdateFrontierInEventTime`: a window's messages are grouped per shard of their URL;
+   in the global window, keyed by shard (`beam.shard_state`: the shard's URL states in one
+   records bag, so a window touches a few shard cells, not one cell per URL), each URL's
+   messages are applied with the strategy's own `apply`, in (window, position, index)
+   order, once the watermark has passed their window; out comes one record per URL and
+   window: the state and the latest change per `change_key` (the step core's
+   `apply_messages` and `keep_latest`).
 
 Staleness bound, by construction: an event of window w sees every page fetched before w
 started and none fetched in w, so with n(w) the pages fetched in w (its crawl) and c the
@@ -71,6 +75,12 @@ from frontierflow.pipelines.beam.event_time import (
 from frontierflow.pipelines.beam.io import ReadFetchEventLog, write_results
 from frontierflow.pipelines.beam.replay import apply_encoded, beam_strategy
 from frontierflow.pipelines.beam.routing import AttachClock
+from frontierflow.pipelines.beam.shard_state import (
+    STATE_SHARDS,
+    ShardStore,
+    records_spec,
+    state_shard,
+)
 from frontierflow.pipelines.core.step import (
     LatestChanges,
     is_repeat_fetch,
@@ -85,36 +95,43 @@ from frontierflow.schemas.records import FetchEvent
 class DecideRepeatFetches(beam.PTransform):
     """(position, event) → (crawl id, (position, repeat, event)) of first fetches, and
     with `keep_repeats` of repeats too, timestamped at the end of the event's clock
-    window. Keyed by URL: the step core keeps a page's last cycle per URL. An event's
-    window is that of its `fetched_at`, or with `by_arrival` that of the time its source
-    stamped it with (`beam.kafka_io`: the broker's append time)."""
+    window. Keyed by a shard of the URL (`beam.shard_state`): the step core keeps a page's
+    last cycle per URL, in its shard's records. An event's window is that of its
+    `fetched_at`, or with `by_arrival` that of the time its source stamped it with
+    (`beam.kafka_io`: the broker's append time)."""
 
     def __init__(
-        self, windows: ClockWindows, keep_repeats: bool = False, by_arrival: bool = False
+        self,
+        windows: ClockWindows,
+        keep_repeats: bool = False,
+        by_arrival: bool = False,
+        shards: int = STATE_SHARDS,
     ) -> None:
         super().__init__()
         self.windows = windows
         self.keep_repeats = keep_repeats
         self.by_arrival = by_arrival
+        self.shards = shards
 
     def expand(self, events: Any) -> Any:
         return (
             events
             | "KeyByPage"
-            >> beam.ParDo(_KeyByPage(self.windows, self.by_arrival)).with_output_types(
-                typehints.KV[str, typehints.Tuple[int, int, int, FetchEvent]]
+            >> beam.ParDo(_KeyByPage(self.windows, self.by_arrival, self.shards)).with_output_types(
+                typehints.KV[int, typehints.Tuple[int, int, int, FetchEvent]]
             )
             | "FirstFetches"
             >> beam.ParDo(_FirstFetches(self.keep_repeats))
-            .with_input_types(typehints.KV[str, typehints.Tuple[int, int, int, FetchEvent]])
+            .with_input_types(typehints.KV[int, typehints.Tuple[int, int, int, FetchEvent]])
             .with_output_types(FirstFetch)
         )
 
 
 class _KeyByPage(beam.DoFn):
-    def __init__(self, windows: ClockWindows, by_arrival: bool) -> None:
+    def __init__(self, windows: ClockWindows, by_arrival: bool, shards: int) -> None:
         self.windows = windows
         self.by_arrival = by_arrival
+        self.shards = shards
 
     def process(
         self,
@@ -125,7 +142,7 @@ class _KeyByPage(beam.DoFn):
         event_ms = int(stamp.micros) // 1000 if self.by_arrival else event.fetched_at
         due = self.windows.due_micros(event_ms)
         value = (due, position, event.cycle, event)
-        yield TimestampedValue((event.url, value), Timestamp(micros=due))
+        yield TimestampedValue((state_shard(event.url, self.shards), value), Timestamp(micros=due))
 
 
 FirstFetch = typehints.KV[str, typehints.Tuple[int, bool, FetchEvent]]
@@ -134,12 +151,13 @@ FirstFetch = typehints.KV[str, typehints.Tuple[int, bool, FetchEvent]]
 
 class _FirstFetches(beam.DoFn):
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # the page's last crawled cycle, and its fetches not yet due
+        HELD_STATE,  # the shard's generation, and its fetches not yet due
         held_coder(
             VarIntCoder(),
             TupleCoder([VarIntCoder(), VarIntCoder(), VarIntCoder(), FetchEventCoder()]),
         ),
     )
+    RECORDS = records_spec()  # the shard's pages' last crawled cycles (`beam.shard_state`)
     TIMER = TimerSpec("repeats_due", TimeDomain.WATERMARK)
 
     def setup(self) -> None:
@@ -147,10 +165,11 @@ class _FirstFetches(beam.DoFn):
 
     def __init__(self, keep_repeats: bool) -> None:
         self.keep_repeats = keep_repeats
+        self.store = ShardStore(VarIntCoder())
 
     def process(
         self,
-        element: tuple[str, tuple[int, int, int, FetchEvent]],
+        element: tuple[int, tuple[int, int, int, FetchEvent]],
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
@@ -159,21 +178,26 @@ class _FirstFetches(beam.DoFn):
     @on_timer(TIMER)
     def fire(
         self,
+        shard: Any = beam.DoFn.KeyParam,
         fired: Any = beam.DoFn.TimestampParam,
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
+        records: Any = beam.DoFn.StateParam(RECORDS),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        last_cycle, ready, rest = take_due(fired, held, timer)
+        generation, ready, rest = take_due(fired, held, timer)
         if not ready:
             return  # nothing taken: the cell stands as it is
+        index = self.store.load(shard, generation, records)
+        last_cycles: dict[str, int] = {}  # this firing's first fetches, over the index's
         for _, position, cycle, event in ready:
-            repeat = is_repeat_fetch(last_cycle, cycle)
-            if repeat and not self.keep_repeats:
-                continue
+            last = last_cycles.get(event.url, index.values.get(event.url))
+            repeat = is_repeat_fetch(last, cycle)
             if not repeat:
-                last_cycle = cycle
+                last_cycles[event.url] = cycle
+            elif not self.keep_repeats:
+                continue
             yield event.crawl_id, (position, repeat, event)
-        held.write((last_cycle, rest))
+        held.write((self.store.commit(shard, index, last_cycles, records), rest))
 
 
 # --- 2. the clock ------------------------------------------------------------------------------
@@ -260,11 +284,13 @@ class _RunningPageCount(beam.DoFn):
 
 
 class UpdateFrontierInEventTime(beam.PTransform):
-    """(url, message) in clock windows → one `UrlUpdate` per URL and window (its version:
-    (window end µs, position, index) of the last message applied). A URL's messages of a
-    window are grouped first, so the stateful step touches its state once per window, not
-    once per message; the batches are then applied in window order on an event-time timer
-    in the global window."""
+    """(state shard, [(url, message), …]) in clock windows (`AttachClock`) → one
+    `UrlUpdate` per URL and window (its version: (window end µs, position, index) of the
+    last message applied). State is keyed by a shard of the URL (`beam.shard_state`): a
+    window's messages are grouped per shard first, so the stateful step touches each
+    shard's cells once per window, not each URL's; the batches are then applied in window
+    order on an event-time timer in the global window, each URL's messages in (position,
+    index) order."""
 
     def __init__(self, strategy: Strategy[Any], windows: ClockWindows) -> None:
         super().__init__()
@@ -278,28 +304,55 @@ class UpdateFrontierInEventTime(beam.PTransform):
             >> beam.WindowInto(
                 self.windows.fixed(), timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST
             )
-            | "ByUrlAndWindow" >> beam.GroupByKey()
-            | "OneBatch" >> beam.MapTuple(lambda url, messages: (url, message_batch(messages)))
+            | "ByShardAndWindow" >> beam.GroupByKey()
+            | "OneBatch"
+            >> beam.MapTuple(
+                lambda shard, lists: (shard, shard_batch(m for ms in lists for m in ms))
+            ).with_output_types(typehints.KV[int, typehints.Any])
             | "ToGlobalWindow" >> beam.WindowInto(GlobalWindows())
             | "ApplyInEventTime"
             >> beam.ParDo(_ApplyInEventTime(self.strategy))
-            .with_input_types(typehints.KV[str, typehints.Any])
+            .with_input_types(typehints.KV[int, typehints.Any])
             .with_output_types(UrlUpdate)
         )
 
 
-def message_batch(messages: Iterable[tuple[Any, ...]]) -> tuple[int, int, list[tuple[Any, ...]]]:
-    """A URL's messages of one clock window, (due, position, index, crawled, now_ms,
-    message) each, as one buffered item: (due, first position, the messages in order)."""
-    ordered = sorted(messages, key=lambda m: (m[1], m[2]))
-    return ordered[0][0], ordered[0][1], ordered
+def shard_batch(
+    messages: Iterable[tuple[str, tuple[Any, ...]]],
+) -> tuple[int, int, dict[str, list[tuple[Any, ...]]]]:
+    """A shard's (url, message)s of one clock window, each message (due, position, index,
+    crawled, now_ms, message), as one buffered item: (due, first position, url → its
+    messages in (position, index) order)."""
+    ordered = sorted(messages, key=lambda m: (m[1][1], m[1][2]))
+    by_url: dict[str, list[tuple[Any, ...]]] = {}
+    for url, message in ordered:
+        by_url.setdefault(url, []).append(message)
+    first = ordered[0][1]
+    return first[0], first[1], by_url
+
+
+def due_messages(
+    batches: list[tuple[int, int, dict[str, list[tuple[Any, ...]]]]],
+) -> dict[str, list[tuple[Any, ...]]]:
+    """The messages of a shard's due batches per URL, each URL's in (due, position, index)
+    order (one batch per shard and window: merged only if a window came in more than one)."""
+    if len(batches) == 1:
+        return batches[0][2]
+    merged: dict[str, list[tuple[Any, ...]]] = {}
+    for _, _, by_url in batches:
+        for url, messages in by_url.items():
+            merged.setdefault(url, []).extend(messages)
+    for messages in merged.values():
+        messages.sort(key=lambda m: (m[0], m[1], m[2]))
+    return merged
 
 
 class _ApplyInEventTime(beam.DoFn):
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # the URL's encoded state, and its message batches not yet due
-        held_coder(BytesCoder(), FastPrimitivesCoder()),
+        HELD_STATE,  # the shard's generation, and its message batches not yet due
+        held_coder(VarIntCoder(), FastPrimitivesCoder()),
     )
+    RECORDS = records_spec()  # the shard's URLs' encoded states (`beam.shard_state`)
     TIMER = TimerSpec("update_due", TimeDomain.WATERMARK)
 
     def setup(self) -> None:
@@ -307,11 +360,12 @@ class _ApplyInEventTime(beam.DoFn):
 
     def __init__(self, strategy: Strategy[Any]) -> None:
         self.strategy = strategy
+        self.store = ShardStore(BytesCoder())
 
     def process(
         self,
-        element: tuple[str, tuple[Any, ...]],
-        held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
+        element: tuple[int, tuple[Any, ...]],
+        held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
         buffer_until_due(element[1], held, timer)
@@ -319,21 +373,27 @@ class _ApplyInEventTime(beam.DoFn):
     @on_timer(TIMER)
     def fire(
         self,
-        key: Any = beam.DoFn.KeyParam,
+        shard: Any = beam.DoFn.KeyParam,
         fired: Any = beam.DoFn.TimestampParam,
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
+        records: Any = beam.DoFn.StateParam(RECORDS),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        state, batches, rest = take_due(fired, held, timer)
+        generation, batches, rest = take_due(fired, held, timer)
         if not batches:
             return
-        ready = [message for batch in batches for message in batch[2]]
-        encoded, latest = apply_encoded(
-            self.strategy, key, state, ((crawled, now_ms, m) for *_, crawled, now_ms, m in ready)
-        )
-        held.write((encoded, rest))
-        due_micros, position, index = ready[-1][:3]
-        yield UrlUpdate(key, encoded, tuple(latest.values()), (due_micros, position, index))
+        index = self.store.load(shard, generation, records)
+        changes: dict[str, bytes | None] = {}
+        for url, messages in due_messages(batches).items():
+            encoded, latest = apply_encoded(
+                self.strategy,
+                url,
+                index.values.get(url),
+                ((crawled, now_ms, m) for *_, crawled, now_ms, m in messages),
+            )
+            changes[url] = encoded
+            yield UrlUpdate(url, encoded, tuple(latest.values()), tuple(messages[-1][:3]))
+        held.write((self.store.commit(shard, index, changes, records), rest))
 
 
 # --- the whole pipeline ------------------------------------------------------------------------
@@ -351,7 +411,7 @@ def stream_frontier(
         | "ClockWindows" >> beam.WindowInto(windows.fixed())
     )
     clock = firsts | "Clock" >> WindowedCrawlClock(windows)
-    keyed = (firsts, clock) | "AttachClock" >> AttachClock(strategy)
+    keyed = (firsts, clock) | "AttachClock" >> AttachClock(strategy, STATE_SHARDS)
     return keyed | "Update" >> UpdateFrontierInEventTime(strategy, windows)
 
 

@@ -1,6 +1,7 @@
-"""`frontierflow bench`, `bench-kafka`, `bench-beam`, `bench-warc`, `bench-foragers`: throughput
-of the embedded engine with RocksDB state, of Kafka → frontierflow → Kafka, of one log on the
-Beam runners, of reading a WARC, and of the forager fleet operator."""
+"""`frontierflow bench`, `bench-kafka`, `bench-beam`, `bench-shard-state`, `bench-warc`,
+`bench-foragers`: throughput of the embedded engine with RocksDB state, of Kafka →
+frontierflow → Kafka, of one log on the Beam runners, the costs of the Beam form's shard
+state as a shard grows, of reading a WARC, and of the forager fleet operator."""
 
 from __future__ import annotations
 
@@ -86,6 +87,15 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     wb.add_argument("warc", type=Path, help=".warc, .warc.gz or .arc.gz")
     wb.add_argument("--repeats", type=int, default=3, help="runs of each, medians reported")
     wb.set_defaults(handler=bench_warc)
+    sp = sub.add_parser(
+        "bench-shard-state",
+        help="the unbounded Beam form's shard state as a shard grows: append vs whole-cell "
+        "rewrite, compaction, rebuild, state-cache weighing",
+    )
+    sp.add_argument("--sizes", type=csv_list, default=("10000", "100000", "1000000"))
+    sp.add_argument("--changes", type=int, default=500, help="URLs a window changes")
+    sp.add_argument("--repeats", type=int, default=3, help="runs of each, medians reported")
+    sp.set_defaults(handler=bench_shard_state)
     fb = sub.add_parser(
         "bench-foragers", help="the forager fleet in the engine vs the direct simulation"
     )
@@ -198,6 +208,16 @@ def bench_kafka_stream(args: argparse.Namespace) -> int:
         worker_pool=args.worker_pool,
     )
     print(run_stream_bench(setup))
+    return 0
+
+
+def bench_shard_state(args: argparse.Namespace) -> int:
+    from frontierflow.pipelines.bench.shard_state import run_shard_state_bench
+
+    sizes = [int(n) for n in args.sizes]
+    if min(sizes) < 1 or args.changes < 2 or args.repeats < 1:
+        raise ValueError("--sizes >= 1, --changes >= 2, --repeats >= 1")
+    print(run_shard_state_bench(sizes, args.changes, args.repeats))
     return 0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import logging
+import zlib
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -17,11 +18,17 @@ from apache_beam.io.filesystem import FileMetadata, FileSystem, MatchResult
 from apache_beam.transforms.window import IntervalWindow
 from apache_beam.utils.timestamp import Timestamp
 
+from frontierflow.pipelines.beam import shard_state
 from frontierflow.pipelines.beam.event_time import ClockWindows, parse_clock
 from frontierflow.pipelines.beam.io import one_log_file, read_log_items
 from frontierflow.pipelines.beam.replay import build_replay
-from frontierflow.pipelines.beam.routing import ClockMissing, _RouteWithClock
-from frontierflow.pipelines.beam.stream import build_stream_replay, run_beam_stream_replay
+from frontierflow.pipelines.beam.routing import ClockMissing, _RouteWithClock, by_state_shard
+from frontierflow.pipelines.beam.stream import (
+    build_stream_replay,
+    due_messages,
+    run_beam_stream_replay,
+    shard_batch,
+)
 from frontierflow.pipelines.core.step import is_repeat_fetch
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.records import FetchEvent
@@ -74,6 +81,40 @@ def test_one_page_windows_equal_embedded(beam_replay_case: Any, tmp_path: Path) 
     assert len(dead) == 1
 
 
+@pytest.mark.parametrize("pressure", ["compact-always", "rebuild-often"])
+def test_shard_state_under_pressure_equals_embedded(
+    beam_replay_case: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pressure: str
+) -> None:
+    """The shard-keyed state (`beam.shard_state`) with its records bag rewritten whole at
+    every write, or with the in-memory copies dropped so that shards are rebuilt from the
+    bag: still the embedded engine's states (the local runner runs in this process, so the
+    patched module is the one it uses)."""
+    pressed: list[int] = []
+    if pressure == "compact-always":
+
+        def always(records: int, live: int) -> bool:
+            pressed.append(records)
+            return True
+
+        monkeypatch.setattr(shard_state, "needs_compaction", always)
+    else:
+
+        class Forgetful(shard_state.ShardIndexes):
+            def get(self, step: str, shard: int, generation: int | None) -> Any:
+                found = super().get(step, shard, generation)
+                if found is None and generation is not None:
+                    pressed.append(shard)  # a shard written before, rebuilt from its bag
+                return found
+
+        monkeypatch.setattr(shard_state, "INDEXES", Forgetful(max_urls=0))
+    log = tmp_path / "events.avro"
+    beam_replay_case.write_log(log, events=40)
+    _, expected_states = beam_replay_case.embedded(log, tmp_path, "ieca")
+    _, states, _ = _run(beam_replay_case, tmp_path, log, 1)
+    assert len(pressed) > 20  # the pressure was on
+    assert states == expected_states and len(states) > 200
+
+
 def test_stale_clock_only_touches_children_of_events_across_a_k_step(
     beam_replay_case: Any, tmp_path: Path
 ) -> None:
@@ -117,15 +158,16 @@ def test_stateful_steps_have_deterministic_key_coders(
 def test_routing_refuses_a_window_without_its_clock() -> None:
     """A fetch whose window has no clock value in the side input (the runner ran it before
     the side input was ready) stops the job instead of being routed with crawled = 1."""
-    route = _RouteWithClock(build_strategy("ieca", budget=10))
+    route = _RouteWithClock(build_strategy("ieca", budget=10), 1)  # one state shard
     event = FetchEvent(
         "https://a.example/", 5, 200, "f", "a.example", outlinks=("https://b.example/",)
     )
     window = IntervalWindow(Timestamp(0), Timestamp(micros=1000))  # due: its last ms, 0
     with pytest.raises(ClockMissing, match="crawl 'c': no clock value for the window due 0"):
         list(route.process((("c", 3), [(7, False, event)]), {}, window))
-    routed = list(route.process((("c", 3), [(7, False, event)]), {"c": 4}, window))
+    [(shard, routed)] = list(route.process((("c", 3), [(7, False, event)]), {"c": 4}, window))
     # 4 pages before the window, a first fetch counts itself: crawled 5, now = fetched_at 5
+    assert shard == 0
     assert [(key, m[:5]) for key, m in routed] == [
         ("https://a.example/", (0, 7, 0, 5, 5)),
         ("https://b.example/", (0, 7, 1, 5, 5)),
@@ -241,3 +283,28 @@ def test_cli_replay_with_windowed_clock(beam_replay_case: Any, tmp_path: Path) -
     entries, states, _ = beam_replay_case.beam(out)
     assert entries and states
     assert main([*args, "--clock", "windowed:0"]) == 2  # refused at start-up
+
+
+def test_shard_batch_orders_each_urls_messages_and_due_messages_merges_windows() -> None:
+    # (url, (due, position, index, crawled, now_ms, message)) as routing yields them
+    a1 = (999, 7, 1, 3, 5, ("Link",))
+    a0 = (999, 7, 0, 3, 5, ("Fetched",))
+    b0 = (999, 4, 2, 2, 4, ("Link",))
+    a2 = (999, 9, 0, 4, 6, ("Link",))
+    batch = shard_batch([("a", a1), ("b", b0), ("a", a2), ("a", a0)])
+    # due, the first position of the window (4), each URL's messages by (position, index)
+    assert batch == (999, 4, {"b": [b0], "a": [a0, a1, a2]})
+    assert due_messages([batch]) is batch[2]  # one window: as it is
+    later = (1_999, 2, 0, 5, 7, ("Link",))
+    merged = due_messages([shard_batch([("a", later)]), batch])  # out of order on purpose
+    assert merged == {"a": [a0, a1, a2, later], "b": [b0]}
+
+
+def test_routed_messages_leave_gathered_per_state_shard_in_order() -> None:
+    routed = [("u1", "m1"), ("u2", "m2"), ("u1", "m3"), ("u3", "m4")]
+    shard = {u: zlib.crc32(u.encode()) % 4 for u in ("u1", "u2", "u3")}
+    expected: dict[int, list[tuple[str, str]]] = {}
+    for url, message in routed:
+        expected.setdefault(shard[url], []).append((url, message))
+    assert by_state_shard(routed, 4) == expected
+    assert by_state_shard(routed, 1) == {0: routed}
