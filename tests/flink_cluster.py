@@ -148,14 +148,19 @@ def _java() -> str:
     return os.path.join(java_home, "bin", "java") if java_home else "java"
 
 
-def load_worker_pool_module() -> ModuleType:
-    """infra/flink/worker_pool.py, imported by path (infra/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("frontierflow_flink_worker_pool", WORKER_POOL)
-    assert spec is not None and spec.loader is not None, WORKER_POOL
+def load_infra_module(path: Path, name: str) -> ModuleType:
+    """A script of infra/flink imported by path, as module `name` (infra/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while it executes
     spec.loader.exec_module(module)
     return module
+
+
+def load_worker_pool_module() -> ModuleType:
+    """infra/flink/worker_pool.py."""
+    return load_infra_module(WORKER_POOL, "frontierflow_flink_worker_pool")
 
 
 @pytest.fixture(scope="session")

@@ -45,16 +45,13 @@ import apache_beam as beam
 from apache_beam.io.kafka import WriteToKafka
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms import trigger, userstate, window
-from apache_beam.transforms.external import ExternalTransform, NamedTupleBasedPayloadBuilder
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from frontierflow.pipelines.beam.kafka_io import (
-    BYTES,
     LOG_APPEND_TIME,
-    READ_WITH_METADATA,
-    _ReadConfiguration,
     expansion_service,
+    kafka_io_records,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -66,23 +63,12 @@ _LOG = logging.getLogger("restore_repro")
 # ------------------------------------------------------------------ the job
 def build(pipeline: beam.Pipeline, args: argparse.Namespace, topic_in: str, topic_out: str) -> None:
     """KafkaIO read → the stage under test → KafkaIO write (key: partition, value: seq)."""
-    configuration = _ReadConfiguration(
-        consumer_config={
-            "bootstrap.servers": args.bootstrap,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": "false",
-        },
-        topics=[topic_in],
-        key_deserializer=BYTES,
-        value_deserializer=BYTES,
-        timestamp_policy=LOG_APPEND_TIME,
-        commit_offset_in_finalize=False,
-    )
-    rows = pipeline | "KafkaIO" >> ExternalTransform(
-        READ_WITH_METADATA,
-        NamedTupleBasedPayloadBuilder(configuration),
-        expansion_service(args.expansion_jar),
-    )
+    consumer = {
+        "bootstrap.servers": args.bootstrap,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": "false",
+    }
+    rows = kafka_io_records(pipeline, consumer, [topic_in], args.expansion_jar)
     pairs = rows | "Map" >> beam.Map(lambda r: (b"%d" % r.partition, r.value or b""))
     if args.stage == "gbk":
         pairs = (

@@ -99,6 +99,25 @@ def consumer_config(settings: KafkaSettings) -> dict[str, str]:
     }
 
 
+def kafka_io_records(pbegin: Any, consumer: dict[str, str], topics: list[str], service: str) -> Any:
+    """The records of `topics`, with their metadata, as KafkaIO reads them through the
+    expansion service at `service`: keys and values as bytes, each stamped with the
+    broker's append time, offsets not committed back (the job's checkpoints hold them)."""
+    configuration = _ReadConfiguration(
+        consumer_config=consumer,
+        topics=topics,
+        key_deserializer=BYTES,
+        value_deserializer=BYTES,
+        timestamp_policy=LOG_APPEND_TIME,
+        commit_offset_in_finalize=False,
+    )
+    return pbegin | "KafkaIO" >> ExternalTransform(
+        READ_WITH_METADATA,
+        NamedTupleBasedPayloadBuilder(configuration),
+        expansion_service(service),
+    )
+
+
 class ReadFromKafkaIO(beam.PTransform):
     """(checked `(position, FetchEvent)`s at their arrival time, `DeadLetter`s) of every
     partition of the fetch-events topic, read on without end by KafkaIO."""
@@ -109,18 +128,11 @@ class ReadFromKafkaIO(beam.PTransform):
         self.service = service
 
     def expand(self, pbegin: Any) -> Any:
-        configuration = _ReadConfiguration(
-            consumer_config=consumer_config(self.settings),
-            topics=[self.settings.topics.fetch_events],
-            key_deserializer=BYTES,
-            value_deserializer=BYTES,
-            timestamp_policy=LOG_APPEND_TIME,
-            commit_offset_in_finalize=False,
-        )
-        records = pbegin | "KafkaIO" >> ExternalTransform(
-            READ_WITH_METADATA,
-            NamedTupleBasedPayloadBuilder(configuration),
-            expansion_service(self.service),
+        records = kafka_io_records(
+            pbegin,
+            consumer_config(self.settings),
+            [self.settings.topics.fetch_events],
+            self.service,
         )
         decoded = records | "Decode" >> beam.ParDo(_DecodeRecord()).with_outputs(
             DEAD, main="events"

@@ -15,15 +15,13 @@ slow (a job of ~2–3 minutes each): it runs only with FRONTIERFLOW_FLINK_REPRO=
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
-from flink_cluster import REPO, FlinkCluster
+from flink_cluster import REPO, FlinkCluster, load_infra_module
 
 pytestmark = [
     pytest.mark.kafka,
@@ -40,13 +38,8 @@ REPRO = REPO / "infra" / "flink" / "restore_repro.py"
 
 
 def _repro() -> ModuleType:
-    """infra/flink/restore_repro.py, imported by path (infra/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("frontierflow_flink_restore_repro", REPRO)
-    assert spec is not None and spec.loader is not None, REPRO
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it executes
-    spec.loader.exec_module(module)
-    return module
+    """infra/flink/restore_repro.py."""
+    return load_infra_module(REPRO, "frontierflow_flink_restore_repro")
 
 
 @pytest.fixture()
