@@ -5,9 +5,8 @@ waits for the input to end. Nothing here waits for the end. Event time is `fetch
 into fixed windows of W ms, and the clock comes from the pipeline's own count, fed back:
 
 1. `DecideRepeatFetches`: per URL, fetches in (window, position) order, the step core's
-   `is_repeat_fetch` (keyed by a shard of the URL: `beam.shard_state`); a repeat is
-   dropped whole, as the bounded pipeline does, or, for a strategy that learns from
-   repeats (LAFC), passed on marked as a repeat.
+   `is_repeat_fetch`; a repeat is dropped whole, as the bounded pipeline does,
+   or, for a strategy that learns from repeats (LAFC), passed on marked as a repeat.
 2. `WindowedCrawlClock`: per window and crawl, the first fetches in it (a combine); a
    running sum over the windows in event-time order gives before(w), the pages fetched
    before window w started, re-windowed into w.
@@ -79,7 +78,6 @@ from frontierflow.pipelines.beam.shard_state import (
     STATE_SHARDS,
     ShardStore,
     records_spec,
-    state_shard,
 )
 from frontierflow.pipelines.core.step import (
     LatestChanges,
@@ -95,43 +93,36 @@ from frontierflow.schemas.records import FetchEvent
 class DecideRepeatFetches(beam.PTransform):
     """(position, event) → (crawl id, (position, repeat, event)) of first fetches, and
     with `keep_repeats` of repeats too, timestamped at the end of the event's clock
-    window. Keyed by a shard of the URL (`beam.shard_state`): the step core keeps a page's
-    last cycle per URL, in its shard's records. An event's window is that of its
-    `fetched_at`, or with `by_arrival` that of the time its source stamped it with
-    (`beam.kafka_io`: the broker's append time)."""
+    window. Keyed by URL: the step core keeps a page's last cycle per URL. An event's
+    window is that of its `fetched_at`, or with `by_arrival` that of the time its source
+    stamped it with (`beam.kafka_io`: the broker's append time)."""
 
     def __init__(
-        self,
-        windows: ClockWindows,
-        keep_repeats: bool = False,
-        by_arrival: bool = False,
-        shards: int = STATE_SHARDS,
+        self, windows: ClockWindows, keep_repeats: bool = False, by_arrival: bool = False
     ) -> None:
         super().__init__()
         self.windows = windows
         self.keep_repeats = keep_repeats
         self.by_arrival = by_arrival
-        self.shards = shards
 
     def expand(self, events: Any) -> Any:
         return (
             events
             | "KeyByPage"
-            >> beam.ParDo(_KeyByPage(self.windows, self.by_arrival, self.shards)).with_output_types(
-                typehints.KV[int, typehints.Tuple[int, int, int, FetchEvent]]
+            >> beam.ParDo(_KeyByPage(self.windows, self.by_arrival)).with_output_types(
+                typehints.KV[str, typehints.Tuple[int, int, int, FetchEvent]]
             )
             | "FirstFetches"
             >> beam.ParDo(_FirstFetches(self.keep_repeats))
-            .with_input_types(typehints.KV[int, typehints.Tuple[int, int, int, FetchEvent]])
+            .with_input_types(typehints.KV[str, typehints.Tuple[int, int, int, FetchEvent]])
             .with_output_types(FirstFetch)
         )
 
 
 class _KeyByPage(beam.DoFn):
-    def __init__(self, windows: ClockWindows, by_arrival: bool, shards: int) -> None:
+    def __init__(self, windows: ClockWindows, by_arrival: bool) -> None:
         self.windows = windows
         self.by_arrival = by_arrival
-        self.shards = shards
 
     def process(
         self,
@@ -142,7 +133,7 @@ class _KeyByPage(beam.DoFn):
         event_ms = int(stamp.micros) // 1000 if self.by_arrival else event.fetched_at
         due = self.windows.due_micros(event_ms)
         value = (due, position, event.cycle, event)
-        yield TimestampedValue((state_shard(event.url, self.shards), value), Timestamp(micros=due))
+        yield TimestampedValue((event.url, value), Timestamp(micros=due))
 
 
 FirstFetch = typehints.KV[str, typehints.Tuple[int, bool, FetchEvent]]
@@ -151,13 +142,12 @@ FirstFetch = typehints.KV[str, typehints.Tuple[int, bool, FetchEvent]]
 
 class _FirstFetches(beam.DoFn):
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # the shard's generation, and its fetches not yet due
+        HELD_STATE,  # the page's last crawled cycle, and its fetches not yet due
         held_coder(
             VarIntCoder(),
             TupleCoder([VarIntCoder(), VarIntCoder(), VarIntCoder(), FetchEventCoder()]),
         ),
     )
-    RECORDS = records_spec()  # the shard's pages' last crawled cycles (`beam.shard_state`)
     TIMER = TimerSpec("repeats_due", TimeDomain.WATERMARK)
 
     def setup(self) -> None:
@@ -165,11 +155,10 @@ class _FirstFetches(beam.DoFn):
 
     def __init__(self, keep_repeats: bool) -> None:
         self.keep_repeats = keep_repeats
-        self.store = ShardStore(VarIntCoder())
 
     def process(
         self,
-        element: tuple[int, tuple[int, int, int, FetchEvent]],
+        element: tuple[str, tuple[int, int, int, FetchEvent]],
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
@@ -178,26 +167,21 @@ class _FirstFetches(beam.DoFn):
     @on_timer(TIMER)
     def fire(
         self,
-        shard: Any = beam.DoFn.KeyParam,
         fired: Any = beam.DoFn.TimestampParam,
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
-        records: Any = beam.DoFn.StateParam(RECORDS),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        generation, ready, rest = take_due(fired, held, timer)
+        last_cycle, ready, rest = take_due(fired, held, timer)
         if not ready:
             return  # nothing taken: the cell stands as it is
-        index = self.store.load(shard, generation, records)
-        last_cycles: dict[str, int] = {}  # this firing's first fetches, over the index's
         for _, position, cycle, event in ready:
-            last = last_cycles.get(event.url, index.values.get(event.url))
-            repeat = is_repeat_fetch(last, cycle)
-            if not repeat:
-                last_cycles[event.url] = cycle
-            elif not self.keep_repeats:
+            repeat = is_repeat_fetch(last_cycle, cycle)
+            if repeat and not self.keep_repeats:
                 continue
+            if not repeat:
+                last_cycle = cycle
             yield event.crawl_id, (position, repeat, event)
-        held.write((self.store.commit(shard, index, last_cycles, records), rest))
+        held.write((last_cycle, rest))
 
 
 # --- 2. the clock ------------------------------------------------------------------------------
