@@ -7,9 +7,9 @@ into fixed windows of W ms, and the clock comes from the pipeline's own count, f
 1. `DecideRepeatFetches`: per URL, fetches in (window, position) order, the step core's
    `is_repeat_fetch`; a repeat is dropped whole, as the bounded pipeline does,
    or, for a strategy that learns from repeats (LAFC), passed on marked as a repeat.
-2. `WindowedCrawlClock`: per window and crawl, the first fetches in it (a combine); a
-   running sum over the windows in event-time order gives before(w), the pages fetched
-   before window w started, re-windowed into w.
+2. `WindowedCrawlClock` (`beam.running_clock`): per window and crawl, the first fetches
+   in it (a combine); a running sum over the windows in event-time order gives before(w),
+   the pages fetched before window w started, re-windowed into w.
 3. `AttachClock`: in window w every first fetch gets `crawled = before(w) + 1` (a repeat
    `before(w)`: it does not count) from an `AsDict` side input, once the window's fetches
    are grouped (per crawl and shard of the URL), and is routed by the step core's
@@ -67,13 +67,13 @@ from frontierflow.pipelines.beam.event_time import (
     ClockWindows,
     buffer_until_due,
     cheap_state_cache_accounting,
-    due_of,
     held_coder,
     take_due,
 )
 from frontierflow.pipelines.beam.io import ReadFetchEventLog, write_results
 from frontierflow.pipelines.beam.replay import apply_encoded, beam_strategy
 from frontierflow.pipelines.beam.routing import AttachClock
+from frontierflow.pipelines.beam.running_clock import WindowedCrawlClock
 from frontierflow.pipelines.beam.shard_state import (
     STATE_SHARDS,
     ShardStore,
@@ -182,86 +182,6 @@ class _FirstFetches(beam.DoFn):
                 last_cycle = cycle
             yield event.crawl_id, (position, repeat, event)
         held.write((last_cycle, rest))
-
-
-# --- 2. the clock ------------------------------------------------------------------------------
-
-
-class WindowedCrawlClock(beam.PTransform):
-    """Windowed (crawl id, (position, repeat, event)) → windowed (crawl id, pages fetched
-    before the window), for every window that holds a fetch; repeats do not count (a window
-    of repeats only still gets its value, so every fetch finds one in `AttachClock`)."""
-
-    def __init__(self, windows: ClockWindows) -> None:
-        super().__init__()
-        self.windows = windows
-
-    def expand(self, firsts: Any) -> Any:
-        return (
-            firsts
-            | "PageOrRepeat"
-            >> beam.Map(lambda kv: (kv[0], 0 if kv[1][1] else 1)).with_output_types(
-                typehints.KV[str, int]
-            )
-            | "PagesPerWindow" >> beam.CombinePerKey(sum)
-            | "WithWindowEnd"
-            >> beam.ParDo(_WithWindowEnd()).with_output_types(
-                typehints.KV[str, typehints.Tuple[int, int]]
-            )
-            | "ToGlobalWindow" >> beam.WindowInto(GlobalWindows())
-            | "RunningSum"
-            >> beam.ParDo(_RunningPageCount()).with_input_types(
-                typehints.KV[str, typehints.Tuple[int, int]]
-            )
-            | "BackToClockWindows" >> beam.WindowInto(self.windows.fixed())
-        )
-
-
-class _WithWindowEnd(beam.DoFn):
-    def process(
-        self,
-        counted: tuple[str, int],
-        window: Any = beam.DoFn.WindowParam,
-    ) -> Iterator[tuple[str, tuple[int, int]]]:
-        yield counted[0], (due_of(window), counted[1])
-
-
-class _RunningPageCount(beam.DoFn):
-    """Per crawl: before(w) for each window w, summing the windows in event-time order."""
-
-    HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # pages counted so far, and (window end, pages) of windows not yet due
-        held_coder(VarIntCoder(), TupleCoder([VarIntCoder(), VarIntCoder()])),
-    )
-    TIMER = TimerSpec("clock_due", TimeDomain.WATERMARK)
-
-    def setup(self) -> None:
-        cheap_state_cache_accounting()
-
-    def process(
-        self,
-        element: tuple[str, tuple[int, int]],
-        held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
-        timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
-    ) -> None:
-        buffer_until_due(element[1], held, timer)
-
-    @on_timer(TIMER)
-    def fire(
-        self,
-        key: Any = beam.DoFn.KeyParam,
-        fired: Any = beam.DoFn.TimestampParam,
-        held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
-        timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
-    ) -> Iterator[Any]:
-        total, ready, rest = take_due(fired, held, timer)
-        if not ready:
-            return
-        before = total or 0
-        for window_end, pages in ready:
-            yield TimestampedValue((key, before), Timestamp(micros=window_end))
-            before += pages
-        held.write((before, rest))
 
 
 # --- 4. per-URL state --------------------------------------------------------------------------
