@@ -4,7 +4,8 @@ A step reads every state its input items will touch in batched reads (the engine
 committed values first), runs each valid FetchEvent through the step core (count, repeat,
 route), queues the keyed messages per key and applies each key's queue as one batch at the
 end (`apply_pending`), exactly as the Beam forms fold a key's messages. `write_states` puts
-what changed into the step's transaction; `Engine._commit` (engine.py) commits it.
+what changed into the step's transaction (shared by the steps of a commit interval);
+`Engine._commit` (engine.py) commits it.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ class Step(Generic[S]):
     def __init__(self, engine: Engine[S]) -> None:
         self.engine = engine
         self.strategy = engine.strategy
-        self.txn: Transaction = engine.store.transaction()
+        self.txn: Transaction = engine.transaction()
         self.states: dict[str, S | None] = {}
         self.dirty: set[str] = set()
         self.last_crawled: dict[str, int | None] = {}
