@@ -69,8 +69,10 @@ def _items(fetch_events: Callable[..., list[dict[str, Any]]], n: int = 60) -> li
     return [(Position(None, i), FetchEvent.from_avro(r), b"") for i, r in enumerate(records)]
 
 
-def _engine(commit_every: int, **kwargs: Any) -> tuple[Engine[Any], InMemoryStore, _ListSink]:
-    strategy = build_strategy("ieca", budget=40)  # k = 1: δ_t and α move with every page
+def _engine(
+    commit_every: int, name: str = "ieca", **kwargs: Any
+) -> tuple[Engine[Any], InMemoryStore, _ListSink]:
+    strategy = build_strategy(name, budget=40)  # IECA's k = 1: δ_t and α move every page
     store = InMemoryStore(Engine.families_for(strategy))
     sink = _ListSink()
     engine = Engine(strategy, store, sink, commit_every=commit_every, **kwargs)
@@ -91,19 +93,27 @@ def _input_position(store: InMemoryStore) -> int | None:
     return None if raw is None else decode_u64(raw)
 
 
-@pytest.mark.parametrize("commit_every", [2, 4, 100])
+@pytest.mark.parametrize("name", ["ieca", "bfs"])  # decoded states cached, or bytes
+@pytest.mark.parametrize(
+    ("commit_every", "hot_states"),
+    [(2, 262_144), (4, 8), (100, 0)],  # a cache of 8 drops states of the open interval
+)
 def test_outputs_and_state_equal_those_of_committing_every_step(
-    fetch_events: Callable[..., list[dict[str, Any]]], commit_every: int
+    fetch_events: Callable[..., list[dict[str, Any]]],
+    commit_every: int,
+    hot_states: int,
+    name: str,
 ) -> None:
     items = _items(fetch_events)
-    every, every_store, every_sink = _engine(1)
+    every, every_store, every_sink = _engine(1, name)
     _run(every, items)
-    interval, store, sink = _engine(commit_every)
+    interval, store, sink = _engine(commit_every, name, hot_states=hot_states)
     _run(interval, items)
     interval.commit_pending()
     assert sink.changes == every_sink.changes  # each step flushed the same entries
     assert _dump(store) == _dump(every_store)
-    assert len(dict(store.items("ieca"))) > 60  # of 80 pages: most written in several steps
+    family = every.strategy.family
+    assert len(dict(store.items(family))) > 60  # of 80 pages: most written in several steps
     assert every.stats.commits == 6 and every.stats.steps == 6
     assert interval.stats.steps == 6
     assert interval.stats.commits == -(-6 // commit_every)  # the last one by commit_pending
