@@ -222,3 +222,14 @@ def test_jsonl_output_is_byte_identical_after_a_kill(
     assert main(_replay_args(log, state, out)) == 0
     assert out.read_bytes() == ref_out.read_bytes()
     assert len(out.read_bytes().splitlines()) > 1000
+
+
+def test_commit_every_on_the_command_line(tmp_path: Path, reference: tuple) -> None:
+    """`--commit-every 3` gives the reference's records and state; 0 is refused."""
+    log, ref_records, ref_state, _ = reference
+    state, out = tmp_path / "state", tmp_path / "frontier.avro"
+    assert main([*_replay_args(log, state, out), "--commit-every", "3"]) == 0
+    assert _records(out) == ref_records
+    assert _state_dump(state) == ref_state
+    bad = [*_replay_args(log, tmp_path / "s2", tmp_path / "f2.avro"), "--commit-every", "0"]
+    assert main(bad) == 2
