@@ -140,6 +140,7 @@ class Engine(Generic[S]):
         self._cache_ahead = False
         """Whether the cache holds writes of steps not committed yet."""
         self._reports: list[StepReport] = []
+        self._last_started: float | None = None
         """What the observer is told of the uncommitted steps once they are committed."""
         self._before_commit = before_commit or (lambda _phase: None)
         self.observer = observer
@@ -310,6 +311,7 @@ class Engine(Generic[S]):
                     seconds=0.0 if started is None else time.perf_counter() - started,
                 )
             )
+        self._last_started = started
         self._uncommitted += 1
         if not interval or self._uncommitted >= self.commit_every:
             self.commit_pending()
@@ -335,6 +337,8 @@ class Engine(Generic[S]):
         self.stats.commits += 1
         if self.observer is None:
             return
+        if reports and self._last_started is not None:  # the committing step: to its commit
+            reports[-1] = replace(reports[-1], seconds=time.perf_counter() - self._last_started)
         for report in reports:
             try:
                 self.observer.step_committed(report)
