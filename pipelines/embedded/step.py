@@ -10,9 +10,9 @@ what changed into the step's transaction (shared by the steps of a commit interv
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from itertools import filterfalse
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from frontierflow.connectors.base import InputItem, Position
@@ -24,15 +24,15 @@ from frontierflow.pipelines.core.step import (
     echo_fill_key,
     is_repeat_fetch,
     keep_latest,
-    keyed_messages,
+    queue_messages,
     with_echo_from_state,
 )
 from frontierflow.pipelines.core.strategy import (
     CrawlClock,
     Fetched,
     GlobalStrategy,
-    Link,
     Message,
+    Queued,
 )
 from frontierflow.pipelines.speed.per_fetcher import (
     counts_for_speed,
@@ -59,9 +59,6 @@ if TYPE_CHECKING:
 
 S = TypeVar("S")
 
-_MESSAGE = itemgetter(1)
-"""The message of a (key, message) pair."""
-
 SPEED_FAMILY = "speed"
 """Engine-owned when the speed controller runs: fetcher id → its windows and controller."""
 
@@ -79,8 +76,9 @@ class Step(Generic[S]):
         write path then reads the states in the order they were made, not a set's)."""
         self.last_crawled: dict[str, int | None] = {}
         self.crawl_counts: dict[str, int] = {}
-        self.pending: dict[str, list[tuple[CrawlClock, Message]]] = {}
-        """Messages routed in this step and not applied yet, per key, in input order."""
+        self.pending: defaultdict[str, list[Queued]] = defaultdict(list)
+        """Messages routed in this step and not applied yet, per key, in input order (a
+        page's Links as one shared `Inlink`: `queue_messages`)."""
         self.changes: LatestChanges = {}
         self.dead_letters: list[DeadLetter] = []
         self.speed_states: dict[str, SpeedState | None] = {}
@@ -156,26 +154,17 @@ class Step(Generic[S]):
         repeat = is_repeat_fetch(self.last_crawled[url], event.cycle)
         pages_before = self.crawled(event.crawl_id)
         clock = crawl_clock(pages_before, repeat, event.fetched_at)
-        messages = keyed_messages(self.strategy, event, repeat)
-        if repeat:
+        routed = queue_messages(self.strategy, event, repeat, clock, self.pending)
+        if routed is None:
             stats.duplicates += 1
         else:
             self.last_crawled[url] = event.cycle
             self.crawl_counts[event.crawl_id] = clock.crawled
             stats.events += 1
-            if self.similarities is not None:  # the page's own Fetched comes first
-                own = messages[0][1]
-                if isinstance(own, Fetched):
-                    self.similarities.append(own.value)
-        pending = self.pending
-        queued = pending.get
-        for key, message in messages:
-            batch = queued(key)
-            if batch is None:
-                pending[key] = [(clock, message)]
-            else:
-                batch.append((clock, message))
-        stats.links += list(map(type, map(_MESSAGE, messages))).count(Link)
+            if routed.inlink is not None:
+                stats.links += len(routed.children)
+            if self.similarities is not None and isinstance(routed.fetched, Fetched):
+                self.similarities.append(routed.fetched.value)
         glob = self.engine._global
         if not repeat and glob is not None and clock.crawled % glob.interval == 0:
             self.recompute(glob, clock)
@@ -231,7 +220,7 @@ class Step(Generic[S]):
 
     def apply(self, key: str, message: Message, clock: CrawlClock) -> None:
         """Queue `message` for `key`; the step applies each key's queue in one batch."""
-        self.pending.setdefault(key, []).append((clock, message))
+        self.pending[key].append((clock, message))
 
     def apply_pending(self) -> None:
         """Apply every key's queued messages, in order, as one batch per key (the step
