@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from itertools import filterfalse
+from itertools import chain, filterfalse
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from frontierflow.connectors.base import InputItem, Position
@@ -91,19 +91,19 @@ class Step(Generic[S]):
 
     def prefetch(self, items: Sequence[InputItem]) -> None:
         """Read every state the step will touch in two batched reads."""
-        keys: dict[str, None] = {}
+        touched: list[tuple[str, ...]] = []  # each event's keys, in order: one pass below
         pages: dict[str, None] = {}
         links = self.strategy.routes_links
         parents = self.strategy.learns_from_repeats
         for _, item, _ in items:
             if isinstance(item, FetchEvent):
                 pages[item.url] = None
-                keys[item.url] = None
+                touched.append((item.url,))
                 if links:
-                    keys.update(dict.fromkeys(item.outlinks))
+                    touched.append(item.outlinks)
                 if parents and item.via is not None:
-                    keys[item.via] = None
-        self._load_states(list(keys))
+                    touched.append((item.via,))
+        self._load_states(list(dict.fromkeys(chain.from_iterable(touched))))
         raw = self.txn.get_many(CRAWLED_FAMILY, [u.encode() for u in pages])
         for url, value in zip(pages, raw, strict=True):
             self.last_crawled[url] = None if value is None else decode_i32(value)
@@ -282,8 +282,11 @@ class Step(Generic[S]):
         transaction; returns what the engine's cache keeps of the strategy states written
         (key → the state itself when the strategy never changes one in place, else its
         bytes) and the keys whose state was deleted."""
-        dirty = self.dirty
-        written = dict(zip(dirty, map(self.states.__getitem__, dirty), strict=True))
+        dirty, states = self.dirty, self.states
+        if len(dirty) == len(states) and None not in states.values():
+            written = states  # every state loaded changed (dirty ⊆ states): no copy to make
+        else:
+            written = dict(zip(dirty, map(states.__getitem__, dirty), strict=True))
         deleted: list[str] = []
         if None in written.values():
             deleted = [key for key, state in written.items() if state is None]
