@@ -176,7 +176,8 @@ class Routed:
         head: list[tuple[str, Message]] = [(own, self.fetched)]
         if self.reinforce is not None:
             head.append((self.reinforce.parent, self.reinforce))
-        head.extend((credit.parent, credit) for credit in self.credits)
+        if self.credits:
+            head.extend((credit.parent, credit) for credit in self.credits)
         return head
 
     def messages(self) -> tuple[tuple[str, Message], ...]:
