@@ -119,7 +119,10 @@ class Step(Generic[S]):
         hot = self.engine.hot
         found, wanted = hot.get_many(keys)
         if self.strategy.immutable_states:
-            states.update(found)
+            if states:
+                states.update(found)
+            else:  # the step's first load: the cache's answer is a new dict, taken as is
+                self.states = states = found
         else:
             states.update((key, decode(value)) for key, value in found.items())
         if not wanted:
@@ -226,11 +229,11 @@ class Step(Generic[S]):
         """Apply every key's queued messages, in order, as one batch per key (the step
         core's `apply_pending`): each key's state is independent of the others', so
         grouping by key keeps every result and makes one state update per key and step."""
-        pending, states = self.pending, self.states
-        missing = list(filterfalse(states.__contains__, pending))
+        pending = self.pending
+        missing = list(filterfalse(self.states.__contains__, pending))
         if missing:
-            self._load_states(missing)
-        apply_pending(self.strategy, pending, states, self.changes)
+            self._load_states(missing)  # may make `self.states` anew
+        apply_pending(self.strategy, pending, self.states, self.changes)
         if self.dirty:
             self.dirty.update(dict.fromkeys(pending))
         else:
