@@ -47,14 +47,22 @@ class BenchSetup:
     repeats: int = 3
     ui: bool = False
     """Also run IECA with the operator's page on and polled (`ieca+page`)."""
+    links: str = "zipf"
+    """How outlinks are drawn from the population: `zipf` (by popularity, `LinkPopularity`)
+    or `uniform` (every URL alike: over a large population nearly every link is to a URL
+    never seen before, as early in a broad crawl; the way to put millions of distinct URLs
+    into state)."""
 
     def __post_init__(self) -> None:
         if min(self.events, self.outlinks, self.urls, self.step_size, self.repeats) < 1:
             raise ValueError("bench sizes must all be >= 1")
+        if self.links not in LINK_DRAWS:
+            raise ValueError(f"links: one of {', '.join(LINK_DRAWS)}, got {self.links!r}")
         if self.outlinks > self.urls:
             raise ValueError("more outlinks per page than URLs")
 
 
+LINK_DRAWS = ("zipf", "uniform")
 ZIPF_EXPONENT = 0.8
 """Link popularity: the URL of rank r (1-based) is drawn with weight r^-0.8."""
 HOSTS = 997
@@ -107,14 +115,18 @@ def generated_events(
     setup: BenchSetup, seed: int = 0, *, seen: np.ndarray | None = None
 ) -> Iterator[dict[str, object]]:
     """The benchmark's FetchEvents as Avro dicts: event i fetches URL (i·7919) mod n and
-    links to `outlinks` distinct URLs drawn by popularity (the first distinct ones of
-    2·outlinks draws). Marks the ranks it uses in `seen` when given."""
+    links to `outlinks` distinct URLs drawn by popularity, or uniformly with `links=uniform`
+    (the first distinct ones of 2·outlinks draws). Marks the ranks it uses in `seen` when
+    given."""
     rng = np.random.default_rng(seed)
-    popularity = LinkPopularity(setup.urls)
+    popularity = LinkPopularity(setup.urls) if setup.links == "zipf" else None
     draws = setup.outlinks * 2
     for first in range(0, setup.events, DRAW_BATCH):
         count = min(DRAW_BATCH, setup.events - first)
-        picks = popularity.draw(rng, count * draws).reshape(count, draws)
+        if popularity is None:
+            picks = rng.integers(0, setup.urls, size=(count, draws))
+        else:
+            picks = popularity.draw(rng, count * draws).reshape(count, draws)
         for i, row in zip(range(first, first + count), picks.tolist(), strict=True):
             page = (i * 7919) % setup.urls
             linked = list(dict.fromkeys(row))[: setup.outlinks]

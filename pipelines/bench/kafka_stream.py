@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from kafka import KafkaConsumer
 
 from frontierflow.connectors.kafka import KafkaSettings
@@ -70,6 +71,7 @@ class StreamBenchSetup:
     events: int = 2_000
     outlinks: int = 30
     urls: int = 200_000
+    links: str = "zipf"
     step_size: int = 500
     window_ms: int = 1_000
     timeout_s: float = 1_800.0
@@ -105,9 +107,14 @@ class StreamRun:
 
 
 def run_stream_bench(setup: StreamBenchSetup) -> str:
-    gen = BenchSetup(events=setup.events, outlinks=setup.outlinks, urls=setup.urls)
+    gen = BenchSetup(
+        events=setup.events, outlinks=setup.outlinks, urls=setup.urls, links=setup.links
+    )
     codec = AvroCodec.for_name("FetchEvent")
-    values = [codec.encode(e) for e in generated_events(gen, seed=1)]
+    seen = np.zeros(setup.urls, dtype=np.bool_)
+    values = [codec.encode(e) for e in generated_events(gen, seed=1, seen=seen)]
+    distinct = int(seen.sum())  # pages and link targets: every one gets a state
+    del seen
     with tempfile.TemporaryDirectory() as tmp:
         engine: dict[str, tuple[float, set[bytes]]] = {}
         for label, batch in (("startup", values[:STARTUP_EVENTS]), ("full", values)):
@@ -128,9 +135,11 @@ def run_stream_bench(setup: StreamBenchSetup) -> str:
     gross_rate = setup.events / full.seconds
     return "\n".join(
         [
-            f"{setup.events:,} FetchEvents ({setup.outlinks} outlinks each, {setup.urls:,} "
-            f"URLs in the population) through one broker; Beam on {setup.runner}, clock "
+            f"{setup.events:,} FetchEvents ({setup.outlinks} outlinks each, drawn "
+            f"{'by popularity' if setup.links == 'zipf' else 'uniformly'} from "
+            f"{setup.urls:,} URLs) through one broker; Beam on {setup.runner}, clock "
             f"windows of {setup.window_ms} ms",
+            f"{distinct:,} distinct URLs (pages and links), each with a state at the end",
             f"{'run':<40}{'seconds':>9}{'events/s':>10}{'ratio':>8}",
             f"{'frontierflow run (embedded, ieca)':<40}{engine_s:>9.1f}{engine_rate:>10,.0f}"
             f"{1:>8.3f}",

@@ -58,6 +58,16 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "runner beside the embedded engine, to an equal frontier, net of its start-up",
     )
     kp.add_argument("--urls", type=int, default=200_000, help="URLs in the population")
+    kp.add_argument(
+        "--links",
+        choices=("zipf", "uniform"),
+        default="zipf",
+        help="with --beam-stream: outlinks drawn by popularity, or uniformly (a large "
+        "--urls then puts ~events x outlinks distinct URLs into state)",
+    )
+    kp.add_argument(
+        "--timeout-s", type=float, default=1_800.0, help="with --beam-stream: the Beam run's"
+    )
     kp.add_argument("--clock-window-ms", type=int, default=1_000, help="with --beam-stream: W")
     _flink_arguments(kp)
     kp.set_defaults(handler=bench_kafka)
@@ -201,8 +211,10 @@ def bench_kafka_stream(args: argparse.Namespace) -> int:
         expansion_jar=str(expansion),
         events=args.events,
         urls=args.urls,
+        links=args.links,
         step_size=args.step_size,
         window_ms=args.clock_window_ms,
+        timeout_s=args.timeout_s,
         flink_conf_dir=conf,
         flink_master=args.flink_master,
         worker_pool=args.worker_pool,

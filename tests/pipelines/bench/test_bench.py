@@ -157,6 +157,21 @@ def test_generated_log_is_skewed_and_deterministic() -> None:
     assert links.count(bench_url(999)) < 10
 
 
+def test_uniform_links_put_nearly_every_link_on_a_new_url() -> None:
+    """`links=uniform`: no URL is favoured (over 1,000 URLs, 6,000 draws give each ~6,
+    where popularity gives rank 0 over 100 links), and over 10M URLs 300 pages of 10
+    links reach ~3,300 distinct URLs (expected collisions 3,300² / 2e7 ≈ 0.5)."""
+    setup = BenchSetup(events=300, outlinks=10, urls=1000, links="uniform")
+    links = [u for e in generated_events(setup, seed=5) for u in e["outlinks"]]  # type: ignore[attr-defined]
+    assert max(links.count(bench_url(rank)) for rank in range(20)) < 20
+    wide = BenchSetup(events=300, outlinks=10, urls=10_000_000, links="uniform")
+    seen = np.zeros(wide.urls, dtype=np.bool_)
+    assert len(list(generated_events(wide, seed=5, seen=seen))) == 300
+    assert 3_290 <= int(seen.sum()) <= 3_300
+    with pytest.raises(ValueError, match="links: one of zipf, uniform"):
+        BenchSetup(links="pareto")
+
+
 def _executable(path: Path) -> Path:
     path.parent.mkdir(parents=True)
     path.write_text("#!/bin/sh\n")
