@@ -32,8 +32,13 @@ class ClockWindows:
         if not isinstance(self.width_ms, int) or self.width_ms < 1:
             raise ValueError(f"clock window must be a whole number of ms >= 1: {self.width_ms}")
 
-    def fixed(self) -> FixedWindows:
-        return FixedWindows(Duration(micros=self.width_ms * 1000))
+    def fixed(self, offset_us: int = 0) -> FixedWindows:
+        """Fixed windows of the width; with `offset_us`, each starts (and ends) that much
+        later: an element stamped `offset_us` past a window's due falls in that window's
+        shifted twin."""
+        return FixedWindows(
+            Duration(micros=self.width_ms * 1000), offset=Timestamp(micros=offset_us)
+        )
 
     def due_micros(self, event_ms: int) -> int:
         """The last millisecond of the window holding `event_ms`, in µs (see `due_of`)."""
@@ -61,6 +66,20 @@ def parse_clock(text: str) -> ClockWindows | None:
 
 # --- ordering by event-time timers ------------------------------------------------------------
 
+CLOCK_AFTER_US = 1_000
+ROUTE_AFTER_US = 2_000
+"""How far past a clock window's due the running count (`beam.running_clock`) and the
+routing (`beam.routing`) fire their timers and stamp what they emit.
+
+A runner may fire an event-time timer at T once the watermark *reaches* T (Flink does),
+while an upstream step's timer at T, whose hold keeps the watermark at T, has yet to emit
+its elements stamped T. So a step that waits for what another stateful step emits at a
+window's due fires 1 ms (the grain of timer times) after the latest stamp it waits for:
+the repeat step emits first fetches at the due; the count fires 1 ms later and stamps
+before(w) there; the routing fires 1 ms after that (2 ms past the due) and stamps the
+window's messages there, and the per-shard update groups them in clock windows shifted by
+2 ms (`ClockWindows.fixed(ROUTE_AFTER_US)`)."""
+
 HELD_STATE = "held"
 # Each timer-ordered step declares its own HELD cell and TIMER specs and its own `process`:
 # Beam keeps one on_timer callback per TimerSpec object, so the steps cannot share one spec
@@ -84,31 +103,36 @@ _DUE_ORDER = itemgetter(0, 1)
 """An item's due time, and its place among items: (due, position)."""
 
 
-def buffer_until_due(item: tuple[Any, ...], cell: Any, timer: Any) -> None:
+def buffer_until_due(item: tuple[Any, ...], cell: Any, timer: Any, after_us: int = 0) -> None:
     """Keep `item` (its first field: the microsecond it is due; its second: its position)
-    in the key's cell until the watermark passes; the timer is set for the earliest item."""
+    in the key's cell until the watermark passes; the timer is set for the earliest item,
+    `after_us` past its due (see `take_due`)."""
     value, pending = cell.read() or (None, [])
     if not pending or item[0] < pending[0][0]:
-        timer.set(Timestamp(micros=item[0]))
+        timer.set(Timestamp(micros=item[0] + after_us))
     bisect.insort(pending, item, key=_DUE_ORDER)  # after equal ones: arrival order
     cell.write((value, pending))
 
 
 def take_due(
-    fired: Timestamp, cell: Any, timer: Any
+    fired: Timestamp, cell: Any, timer: Any, after_us: int = 0
 ) -> tuple[Any, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """(the step's value, the items due by `fired` in order, the rest); the timer is
-    re-armed for the first of the rest. A caller that took items writes the cell back,
-    `cell.write((new value, rest))`; one that took none leaves it as it is (no write).
+    """(the step's value, the items due by `fired` − `after_us` in order, the rest); the
+    timer is re-armed for the first of the rest (`after_us` past its due). A caller that
+    took items writes the cell back, `cell.write((new value, rest))`; one that took none
+    leaves it as it is (no write).
 
     The timer fired, so the watermark passed `fired`: no item due by then can still come.
+    A step that must also see what another stateful step emits at a window's due (that
+    step's timer holds the watermark there, and Flink fires a timer once the watermark
+    reaches its time) waits `after_us` = 1 ms (the grain of timer times) more.
     """
     value, pending = cell.read() or (None, [])
-    cut = bisect.bisect_right(pending, fired.micros, key=_DUE)
+    cut = bisect.bisect_right(pending, fired.micros - after_us, key=_DUE)
     ready: list[tuple[Any, ...]] = pending[:cut]
     rest: list[tuple[Any, ...]] = pending[cut:]
     if rest:
-        timer.set(Timestamp(micros=rest[0][0]))
+        timer.set(Timestamp(micros=rest[0][0] + after_us))
     return value, ready, rest
 
 

@@ -1,13 +1,20 @@
 """Step 2 of the unbounded form (`beam.stream`): the crawl clock, per window and crawl.
 
-The first fetches of each clock window are counted (a combine per window), and a running
-sum over the windows in event-time order, on an event-time timer in the global window,
-gives before(w): the pages fetched before window w started, put back into w for
-`beam.routing.AttachClock` to read as a side input.
+Per crawl, one stateful step in the global window counts the first fetches themselves, as
+they come, per clock window (a repeat counts 0, so a window of repeats only still gets its
+value). On an event-time timer 1 ms past each window's due (`event_time.CLOCK_AFTER_US`)
+it emits before(w), the pages fetched before window w started, as (crawl id, (due,
+before(w))) stamped there, for `beam.routing.AttachClock`.
+
+Why the fetches and not a windowed count of them: a windowed combine emits at its window's
+end, after the watermark has passed the due, and a running sum fed by it would emit
+before(w) behind the watermark, later than the routing step may wait for it. Here before(w)
+leaves on the count's own timer, whose hold keeps the watermark there until it has left.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,60 +27,65 @@ from apache_beam.transforms.window import GlobalWindows, TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
 from frontierflow.pipelines.beam.event_time import (
+    CLOCK_AFTER_US,
     HELD_STATE,
-    ClockWindows,
-    buffer_until_due,
     cheap_state_cache_accounting,
     due_of,
     held_coder,
     take_due,
 )
+from frontierflow.schemas.records import FetchEvent
+
+ClockValue = typehints.KV[str, typehints.Tuple[int, int]]
+"""(crawl id, (due µs of a clock window, pages fetched before it))."""
 
 
 class WindowedCrawlClock(beam.PTransform):
-    """Windowed (crawl id, (position, repeat, event)) → windowed (crawl id, pages fetched
-    before the window), for every window that holds a fetch; repeats do not count (a window
-    of repeats only still gets its value, so every fetch finds one in `AttachClock`)."""
-
-    def __init__(self, windows: ClockWindows) -> None:
-        super().__init__()
-        self.windows = windows
+    """Windowed (crawl id, (position, repeat, event)) → (crawl id, (due, before(w))) in the
+    global window, stamped 1 ms past w's due, for every window that holds a fetch."""
 
     def expand(self, firsts: Any) -> Any:
         return (
             firsts
-            | "PageOrRepeat"
-            >> beam.Map(lambda kv: (kv[0], 0 if kv[1][1] else 1)).with_output_types(
-                typehints.KV[str, int]
-            )
-            | "PagesPerWindow" >> beam.CombinePerKey(sum)
-            | "WithWindowEnd"
-            >> beam.ParDo(_WithWindowEnd()).with_output_types(
-                typehints.KV[str, typehints.Tuple[int, int]]
-            )
+            | "PageOrRepeat" >> beam.ParDo(_PageOrRepeat()).with_output_types(ClockValue)
             | "ToGlobalWindow" >> beam.WindowInto(GlobalWindows())
-            | "RunningSum"
-            >> beam.ParDo(_RunningPageCount()).with_input_types(
-                typehints.KV[str, typehints.Tuple[int, int]]
-            )
-            | "BackToClockWindows" >> beam.WindowInto(self.windows.fixed())
+            | "RunningCount"
+            >> beam.ParDo(_RunningPageCount())
+            .with_input_types(ClockValue)
+            .with_output_types(ClockValue)
         )
 
 
-class _WithWindowEnd(beam.DoFn):
+class _PageOrRepeat(beam.DoFn):
     def process(
         self,
-        counted: tuple[str, int],
+        first: tuple[str, tuple[int, bool, FetchEvent]],
         window: Any = beam.DoFn.WindowParam,
     ) -> Iterator[tuple[str, tuple[int, int]]]:
-        yield counted[0], (due_of(window), counted[1])
+        yield first[0], (due_of(window), 0 if first[1][1] else 1)
+
+
+def count_until_due(due: int, pages: int, cell: Any, timer: Any) -> None:
+    """Add `pages` to the count of the window due at `due` in the crawl's cell (its value:
+    the pages counted in windows already due; its items: (due, pages) of the windows not
+    yet due, in due order); the timer follows the earliest window, 1 ms past its due."""
+    held: tuple[int | None, list[tuple[int, int]]] = cell.read() or (None, [])
+    total, pending = held
+    at = bisect.bisect_left(pending, due, key=lambda item: item[0])
+    if at < len(pending) and pending[at][0] == due:
+        pending[at] = (due, pending[at][1] + pages)
+    else:
+        pending.insert(at, (due, pages))
+        if at == 0:
+            timer.set(Timestamp(micros=due + CLOCK_AFTER_US))
+    cell.write((total, pending))
 
 
 class _RunningPageCount(beam.DoFn):
-    """Per crawl: before(w) for each window w, summing the windows in event-time order."""
+    """Per crawl: before(w) for each window w, in event-time order."""
 
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # pages counted so far, and (window end, pages) of windows not yet due
+        HELD_STATE,  # pages counted in windows already due, and (due, pages) of the rest
         held_coder(VarIntCoder(), TupleCoder([VarIntCoder(), VarIntCoder()])),
     )
     TIMER = TimerSpec("clock_due", TimeDomain.WATERMARK)
@@ -84,10 +96,10 @@ class _RunningPageCount(beam.DoFn):
     def process(
         self,
         element: tuple[str, tuple[int, int]],
-        held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
+        held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        buffer_until_due(element[1], held, timer)
+        count_until_due(*element[1], held, timer)
 
     @on_timer(TIMER)
     def fire(
@@ -97,11 +109,11 @@ class _RunningPageCount(beam.DoFn):
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        total, ready, rest = take_due(fired, held, timer)
+        total, ready, rest = take_due(fired, held, timer, CLOCK_AFTER_US)
         if not ready:
             return
         before = total or 0
-        for window_end, pages in ready:
-            yield TimestampedValue((key, before), Timestamp(micros=window_end))
+        for due, pages in ready:
+            yield TimestampedValue((key, (due, before)), Timestamp(micros=due + CLOCK_AFTER_US))
             before += pages
         held.write((before, rest))

@@ -7,15 +7,17 @@ into fixed windows of W ms, and the clock comes from the pipeline's own count, f
 1. `DecideRepeatFetches`: per URL, fetches in (window, position) order, the step core's
    `is_repeat_fetch`; a repeat is dropped whole, as the bounded pipeline does,
    or, for a strategy that learns from repeats (LAFC), passed on marked as a repeat.
-2. `WindowedCrawlClock` (`beam.running_clock`): per window and crawl, the first fetches
-   in it (a combine); a running sum over the windows in event-time order gives before(w),
-   the pages fetched before window w started, re-windowed into w.
-3. `AttachClock`: in window w every first fetch gets `crawled = before(w) + 1` (a repeat
-   `before(w)`: it does not count) from an `AsDict` side input, once the window's fetches
-   are grouped (per crawl and shard of the URL), and is routed by the step core's
-   `keyed_messages` (the one routing function; a repeat gives only its `Reinforce` with
-   `fresh=False`); the messages leave gathered per state shard of their key.
-4. `UpdateFrontierInEventTime`: a window's messages are grouped per shard of their URL;
+2. `WindowedCrawlClock` (`beam.running_clock`): per crawl, a running count of the first
+   fetches in event-time order (state and a timer at each window's due) gives before(w),
+   the pages fetched before window w started, stamped 1 ms past w's due.
+3. `AttachClock` (`beam.routing`): in window w every first fetch gets `crawled =
+   before(w) + 1` (a repeat `before(w)`: it does not count), joined in state per crawl and
+   routing shard (no side input), and is routed by the step core's `keyed_messages` (the
+   one routing function; a repeat gives only its `Reinforce` with `fresh=False`) 2 ms
+   after the window's due; the messages leave gathered per state
+   shard of their key.
+4. `UpdateFrontierInEventTime`: a window's messages are grouped per shard of their URL
+   (in clock windows shifted by those 2 ms);
    in the global window, keyed by shard (`beam.shard_state`: the shard's URL states in one
    records bag, so a window touches a few shard cells, not one cell per URL), each URL's
    messages are applied with the strategy's own `apply`, in (window, position, index)
@@ -64,6 +66,7 @@ from apache_beam.utils.timestamp import Timestamp
 from frontierflow.pipelines.beam.coders import FetchEventCoder, UrlUpdate
 from frontierflow.pipelines.beam.event_time import (
     HELD_STATE,
+    ROUTE_AFTER_US,
     ClockWindows,
     buffer_until_due,
     cheap_state_cache_accounting,
@@ -188,7 +191,7 @@ class _FirstFetches(beam.DoFn):
 
 
 class UpdateFrontierInEventTime(beam.PTransform):
-    """(state shard, [(url, message), …]) in clock windows (`AttachClock`) → one
+    """(state shard, [(url, message), …]) stamped 2 ms past their window's due (`AttachClock`) → one
     `UrlUpdate` per URL and window (its version: (window end µs, position, index) of the
     last message applied). State is keyed by a shard of the URL (`beam.shard_state`): a
     window's messages are grouped per shard first, so the stateful step touches each
@@ -206,7 +209,8 @@ class UpdateFrontierInEventTime(beam.PTransform):
             keyed
             | "AtWindowEnd"
             >> beam.WindowInto(
-                self.windows.fixed(), timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST
+                self.windows.fixed(ROUTE_AFTER_US),
+                timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST,
             )
             | "ByShardAndWindow" >> beam.GroupByKey()
             | "OneBatch"
@@ -226,20 +230,21 @@ def shard_batch(
 ) -> tuple[int, int, dict[str, list[tuple[Any, ...]]]]:
     """A shard's (url, message)s of one clock window, each message (due, position, index,
     crawled, now_ms, message), as one buffered item: (due, first position, url → its
-    messages in (position, index) order)."""
+    messages in (position, index) order, each once: see `once_each`)."""
     ordered = sorted(messages, key=lambda m: (m[1][1], m[1][2]))
     by_url: dict[str, list[tuple[Any, ...]]] = {}
     for url, message in ordered:
         by_url.setdefault(url, []).append(message)
     first = ordered[0][1]
-    return first[0], first[1], by_url
+    return first[0], first[1], {url: once_each(kept) for url, kept in by_url.items()}
 
 
 def due_messages(
     batches: list[tuple[int, int, dict[str, list[tuple[Any, ...]]]]],
 ) -> dict[str, list[tuple[Any, ...]]]:
     """The messages of a shard's due batches per URL, each URL's in (due, position, index)
-    order (one batch per shard and window: merged only if a window came in more than one)."""
+    order, each once (one batch per shard and window: merged only if a window came in
+    more than one, or came twice)."""
     if len(batches) == 1:
         return batches[0][2]
     merged: dict[str, list[tuple[Any, ...]]] = {}
@@ -248,7 +253,20 @@ def due_messages(
             merged.setdefault(url, []).extend(messages)
     for messages in merged.values():
         messages.sort(key=lambda m: (m[0], m[1], m[2]))
-    return merged
+    return {url: once_each(messages) for url, messages in merged.items()}
+
+
+def once_each(messages: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """A URL's messages in (due, position, index) order with each (due, position, index)
+    kept once: that triple names a URL's message. Prism (2.75) now and then delivers a
+    step's output twice — a routed window's messages, or a grouped batch — (an open Beam
+    issue about timer callbacks and bundle splits, apache/beam#35771), and a strategy's
+    update is not idempotent (IECA's is not)."""
+    kept = messages[:1]
+    for message in messages[1:]:
+        if message[:3] != kept[-1][:3]:
+            kept.append(message)
+    return kept
 
 
 class _ApplyInEventTime(beam.DoFn):
@@ -272,7 +290,7 @@ class _ApplyInEventTime(beam.DoFn):
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        buffer_until_due(element[1], held, timer)
+        buffer_until_due(element[1], held, timer, ROUTE_AFTER_US)
 
     @on_timer(TIMER)
     def fire(
@@ -283,7 +301,7 @@ class _ApplyInEventTime(beam.DoFn):
         records: Any = beam.DoFn.StateParam(RECORDS),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        generation, batches, rest = take_due(fired, held, timer)
+        generation, batches, rest = take_due(fired, held, timer, ROUTE_AFTER_US)
         if not batches:
             return
         index = self.store.load(shard, generation, records)
@@ -314,7 +332,7 @@ def stream_frontier(
         | "Repeats" >> DecideRepeatFetches(windows, strategy.learns_from_repeats, by_arrival)
         | "ClockWindows" >> beam.WindowInto(windows.fixed())
     )
-    clock = firsts | "Clock" >> WindowedCrawlClock(windows)
+    clock = firsts | "Clock" >> WindowedCrawlClock()
     keyed = (firsts, clock) | "AttachClock" >> AttachClock(strategy, STATE_SHARDS)
     return keyed | "Update" >> UpdateFrontierInEventTime(strategy, windows)
 

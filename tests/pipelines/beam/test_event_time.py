@@ -2,37 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from apache_beam.coders import BytesCoder, FastPrimitivesCoder, VarIntCoder
 from apache_beam.utils.timestamp import Timestamp
+from beam_state import Cell, Timer
 
 from frontierflow.pipelines.beam.event_time import buffer_until_due, held_coder, take_due
-
-
-class Cell:
-    """A ReadModifyWriteState as the SDK's user state gives it: read, write, counted."""
-
-    def __init__(self) -> None:
-        self.value: Any = None
-        self.reads = 0
-        self.writes = 0
-
-    def read(self) -> Any:
-        self.reads += 1
-        return self.value
-
-    def write(self, value: Any) -> None:
-        self.writes += 1
-        self.value = value
-
-
-class Timer:
-    def __init__(self) -> None:
-        self.sets: list[int] = []
-
-    def set(self, at: Timestamp) -> None:
-        self.sets.append(int(at.micros))
 
 
 def test_items_wait_in_due_order_and_the_timer_follows_the_earliest() -> None:
