@@ -1,7 +1,9 @@
 """A bounded cache of committed state values that lasts across an engine's steps.
 
-RocksDB stays the truth: the cache holds only values a step has committed (or read from
-the store), so a crash or an aborted step cannot leave anything in it that the store does
+RocksDB stays the truth: the cache holds values the store holds (committed by a step, or
+read from the store) and the writes of steps whose transaction is still open (an engine's
+commit interval), which that transaction holds too; the engine clears the cache when such a
+transaction is dropped or fails to commit, so nothing is left in it that the store does
 not hold. The values are whatever the engine keeps: decoded states when the strategy never
 changes a state in place (`Strategy.immutable_states`), else their encoded bytes.
 Eviction is generational (two dicts: a hit in the old generation moves the key

@@ -80,14 +80,16 @@ def http_urls(urls: tuple[str, ...], max_chars: int = 8_192) -> tuple[str, ...]:
 
 
 def host_of(url: str) -> str:
-    """The lowercased host of a URL that already passed `is_http_url` (cheap: no regex).
+    """The lowercased host of a URL that already passed `is_http_url` (cheap: no regex for
+    a bare host name, the common case; anything else — user info, a port, an IPv6
+    literal, a query or fragment right after the host — is answered by `http_host`).
 
     For an arbitrary string use `http_host`, which also checks it.
     """
     parts = url.split("/", 3)
     if len(parts) < 3:
         return http_host(url) or ""
-    netloc = parts[2].rpartition("@")[2]
-    if netloc.startswith("["):
-        return netloc[: netloc.find("]") + 1].lower()
-    return netloc.partition(":")[0].lower()
+    netloc = parts[2]
+    if "@" in netloc or ":" in netloc or "[" in netloc or "?" in netloc or "#" in netloc:
+        return http_host(url) or ""
+    return netloc.lower()

@@ -42,7 +42,9 @@ def add_engine_args(parser: argparse.ArgumentParser, state_required: bool = True
         default=1_000_000,
         help="crawl budget in pages, for IECA's δ_t and the PageRank interval",
     )
-    parser.add_argument("--step-size", type=int, default=500, help="events per committed step")
+    parser.add_argument(
+        "--step-size", type=int, default=500, help="events per step (its entries flushed together)"
+    )
     parser.add_argument(
         "--seed", type=int, default=0, help="seed of the random strategy and of LAFC's automata"
     )

@@ -80,6 +80,14 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         help="a starting page injected before the log (repeatable; the forager fleet and LAFC "
         "start from seeds), applied once, also when the replay resumes",
     )
+    rp.add_argument(
+        "--commit-every",
+        type=int,
+        default=None,
+        metavar="STEPS",
+        help="with the embedded engine: steps per committed write batch (every step still "
+        "writes its entries; a crash redoes at most this many steps); default 8",
+    )
     rp.add_argument("--seed-crawl-id", default="default", help="the crawl of the --seed-url pages")
     rp.add_argument(
         "--seed-time-ms",
@@ -117,7 +125,7 @@ def replay(args: argparse.Namespace) -> int:
         if args.ui_port is not None:
             raise ValueError("--ui-port: the operator's page watches the embedded engine only")
         return _replay_beam(args)
-    from frontierflow.pipelines.embedded.replay import replay_log
+    from frontierflow.pipelines.embedded.replay import REPLAY_COMMIT_EVERY, replay_log
 
     if args.state_dir is None:
         raise ValueError("--state-dir is required with the embedded engine")
@@ -140,6 +148,7 @@ def replay(args: argparse.Namespace) -> int:
             seeds=args.seed_url,
             crawl_id=args.seed_crawl_id,
             seed_ms=args.seed_time_ms,
+            commit_every=(REPLAY_COMMIT_EVERY if args.commit_every is None else args.commit_every),
         )
     log.info(
         "replayed %d events (%d duplicates, %d dead letters): %d entries, %d removals",

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
+from operator import attrgetter
+from typing import Any, TypeVar, cast
 
 from frontierflow.pipelines.core.strategy import (
     Changes,
@@ -120,11 +121,21 @@ def apply_pending(
     applied in order to its state in `states` (`Strategy.apply_keys`, by default
     `apply_batch` key by key), and the changes are folded into `latest`. Each key's state
     depends on its own messages only, so the keys may go in any order."""
-    for changes in strategy.apply_keys(pending, states):
+    out = strategy.apply_keys(pending, states)
+    if not strategy.requests_replies and not any(map(_IS_TUPLE, out)):
+        # one change per changed key, none a reply request: `change_key` is the URL
+        single = cast("list[FrontierChange]", out)  # no tuple among them
+        latest.update(zip(map(_URL, single), single, strict=True))
+        return
+    for changes in out:
         if isinstance(changes, tuple):
             keep_latest(latest, changes)
         else:  # `keep_latest` of one change, inline: there is one per changed key
             latest[change_key(changes)] = changes
+
+
+_IS_TUPLE = tuple.__instancecheck__
+_URL = attrgetter("url")
 
 
 def apply_messages(

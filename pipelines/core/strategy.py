@@ -181,6 +181,10 @@ class Strategy(ABC, Generic[S]):
     judges_pages: ClassVar[bool] = False
     """Whether a first fetch's `Fetched.value` is the page's topic similarity (eqs. 4–5
     of seed 000), so an onlooker can tell the harvest rate from it."""
+    requests_replies: ClassVar[bool] = False
+    """Whether an entry it emits may be a reply request (`REPLY_ECHO`), which
+    `change_key` keeps per (url, via). Without them every change's key is its URL, and
+    the step core keeps the latest change per key in one pass (`apply_pending`)."""
 
     def echo_from_state(self, event: FetchEvent, state: S) -> dict[str, str]:
         """The echo the frontier entry that led to `event` carried, derived from the state,

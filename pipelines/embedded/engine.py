@@ -1,4 +1,5 @@
-"""The embedded engine: strategy operators over a state store, one atomic commit per step.
+"""The embedded engine: strategy operators over a state store, one atomic commit per step
+or per interval of steps.
 
 A step takes a batch of input items (decoded FetchEvents, or dead letters the source could
 not decode), applies the strategy to every keyed message in input order, and commits. The
@@ -6,6 +7,13 @@ commit order (see `Engine._commit`) makes a kill -9 at any point harmless: outpu
 flushed first, then state, input position and output position land in one write batch;
 on restart the sink is rewound to the committed output position and the input is read
 again from the committed input position, so the redone step writes the same bytes.
+
+With a commit interval of N steps (`commit_every`), every step still flushes its outputs,
+but the steps' states and positions go into one transaction that is committed after the
+N-th step: a key changed in several of those steps is written to RocksDB once. A crash
+then redoes at most N steps, which write the same bytes again; nothing is lost or applied
+twice. Reads of later steps see the earlier steps' writes (the transaction's overlay, and
+the engine's cache of hot states).
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import gc
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from frontierflow.connectors.base import DecisionSink, Failed, InputItem, Position, Sink
@@ -40,7 +48,7 @@ from frontierflow.state.format import (
     SEEDS_POSITION,
     crawled_key,
 )
-from frontierflow.state.store import META_FAMILY, StateStore, with_meta
+from frontierflow.state.store import META_FAMILY, StateStore, Transaction, with_meta
 from frontierflow.state.urls import is_http_url
 
 log = logging.getLogger(__name__)
@@ -50,6 +58,11 @@ S = TypeVar("S")
 
 DEFAULT_HOT_STATES = 262_144
 """Strategy states kept decoded-ready across steps (about 50 MB for IECA's)."""
+
+DEFAULT_COMMIT_EVERY = 1
+"""Steps per commit of an engine built without saying: each step commits (the live job,
+the simulators and the URL Frontier service rely on it). A replay of a log commits every
+`pipelines.embedded.replay.REPLAY_COMMIT_EVERY` steps."""
 
 
 @dataclass(slots=True)
@@ -67,6 +80,9 @@ class EngineStats:
     speed_skipped: int = 0
     """Valid events the speed statistics could not use (empty fetcher id, ...)."""
     steps: int = 0
+    """Steps applied and flushed (committed, or waiting for the end of a commit interval)."""
+    commits: int = 0
+    """Write batches committed (one per step with a commit interval of 1)."""
     dead_reasons: dict[str, int] = field(default_factory=dict)
 
 
@@ -86,7 +102,10 @@ class Engine(Generic[S]):
         hot_states: int = DEFAULT_HOT_STATES,
         fill_echo: bool = False,
         observer: StepObserver | None = None,
+        commit_every: int = DEFAULT_COMMIT_EVERY,
     ) -> None:
+        if commit_every < 1:
+            raise ValueError(f"commit interval must be >= 1 step, got {commit_every}")
         needed = {strategy.family, CRAWLED_FAMILY} | ({SPEED_FAMILY} if speed else set())
         missing = needed - set(store.families)
         if missing:
@@ -112,6 +131,17 @@ class Engine(Generic[S]):
         self._global: GlobalStrategy[S] | None = (
             strategy if isinstance(strategy, GlobalStrategy) else None
         )
+        self.commit_every = 1 if self._global is not None else commit_every
+        """Steps per committed write batch. A global strategy commits every step: its
+        recomputation reads every state from the store."""
+        self._txn: Transaction | None = None
+        """The transaction of the steps not committed yet (None: all are committed)."""
+        self._uncommitted = 0
+        self._cache_ahead = False
+        """Whether the cache holds writes of steps not committed yet."""
+        self._reports: list[StepReport] = []
+        self._last_started: float | None = None
+        """What the observer is told of the uncommitted steps once they are committed."""
         self._before_commit = before_commit or (lambda _phase: None)
         self.observer = observer
         """Told of every committed step (an operator's page); None: nothing is built."""
@@ -135,19 +165,32 @@ class Engine(Generic[S]):
 
     def crawled(self, crawl_id: str = "default") -> int:
         """Distinct pages fetched so far in `crawl_id` (the IECA clock)."""
-        raw = self.store.get(META_FAMILY, crawled_key(crawl_id))
+        key = crawled_key(crawl_id)
+        raw = (
+            self.store.get(META_FAMILY, key)
+            if self._txn is None
+            else self._txn.get(META_FAMILY, key)
+        )
         return 0 if raw is None else decode_u64(raw)
+
+    def transaction(self) -> Transaction:
+        """The transaction a step writes into: the one of the steps not yet committed, or a
+        new one."""
+        if self._txn is None:
+            self._txn = self.store.transaction()
+        return self._txn
 
     def seed(
         self, urls: Iterable[str], crawl_id: str = "default", cycle: int = 0, now_ms: int = 0
     ) -> None:
         """Inject starting pages as one committed step (no input position moves)."""
-        step = Step(self)
-        for url in urls:
-            if not is_http_url(url, self.limits.max_url_chars):
-                raise ValueError(f"seed is not an absolute http(s) URL: {url[:200]!r}")
-            step.seed(url, crawl_id, cycle, now_ms)
-        self._commit(step, checkpoint=None)
+        with self._step_guard():
+            step = Step(self)
+            for url in urls:
+                if not is_http_url(url, self.limits.max_url_chars):
+                    raise ValueError(f"seed is not an absolute http(s) URL: {url[:200]!r}")
+                step.seed(url, crawl_id, cycle, now_ms)
+            self._commit(step, checkpoint=None)
 
     def seeds_checkpoint(self) -> bytes | None:
         """The seeds source's resume token committed with the last seeds step."""
@@ -164,28 +207,32 @@ class Engine(Generic[S]):
         applied exactly once. Undecodable seeds and bad URLs become dead letters."""
         if not items:
             return
-        step = Step(self)
-        for position, item, raw in items:
-            if isinstance(item, Failed):
-                step.dead(position, item.error_class, item.message, raw, source_name)
-            elif not is_http_url(item.url, self.limits.max_url_chars):
-                message = f"seed is not an absolute http(s) URL: {item.url[:200]!r}"
-                step.dead(position, "InvalidUrl", message, raw, source_name)
-            elif item.cycle < 0 or item.requested_at < 0:
-                message = f"negative cycle or time in seed {item.url[:200]!r}"
-                step.dead(position, "InvalidSeed", message, raw, source_name)
-            else:
-                step.seed(item.url, item.crawl_id, item.cycle, item.requested_at)
-        self._commit(step, checkpoint=None, seeds_checkpoint=checkpoint)
+        with self._step_guard():
+            step = Step(self)
+            for position, item, raw in items:
+                if isinstance(item, Failed):
+                    step.dead(position, item.error_class, item.message, raw, source_name)
+                elif not is_http_url(item.url, self.limits.max_url_chars):
+                    message = f"seed is not an absolute http(s) URL: {item.url[:200]!r}"
+                    step.dead(position, "InvalidUrl", message, raw, source_name)
+                elif item.cycle < 0 or item.requested_at < 0:
+                    message = f"negative cycle or time in seed {item.url[:200]!r}"
+                    step.dead(position, "InvalidSeed", message, raw, source_name)
+                else:
+                    step.seed(item.url, item.crawl_id, item.cycle, item.requested_at)
+            self._commit(step, checkpoint=None, seeds_checkpoint=checkpoint)
 
     def close_windows(self) -> None:
         """End of a finished log: close every fetcher's open speed windows (their decisions
         go out) as one committed step. Events that arrive later are late for them."""
         if self.speed is None:
+            self.commit_pending()
             return
-        step = Step(self)
-        step.close_windows(self.speed)
-        self._commit(step, checkpoint=None)
+        self.commit_pending()  # the step reads every fetcher's speed state from the store
+        with self._step_guard():
+            step = Step(self)
+            step.close_windows(self.speed)
+            self._commit(step, checkpoint=None)
 
     def run_step(self, items: Sequence[InputItem], checkpoint: bytes | None = None) -> None:
         """Apply a batch of input items and commit them as one step, with `checkpoint` as
@@ -195,7 +242,7 @@ class Engine(Generic[S]):
         if checkpoint is None:
             checkpoint = encode_u64(items[-1][0].offset + 1)  # a one-position token
         started = time.perf_counter()
-        with collector_paused():
+        with self._step_guard(), collector_paused():
             step = Step(self)
             step.prefetch(items)
             limits = self.limits
@@ -205,7 +252,7 @@ class Engine(Generic[S]):
                     step.dead(position, event.error_class, event.message, raw)
                 else:
                     step.event(event)
-            self._commit(step, checkpoint, started=started)
+            self._commit(step, checkpoint, started=started, interval=True)
             del step  # its objects go now, not through the collector when it is back
 
     def _commit(
@@ -214,16 +261,20 @@ class Engine(Generic[S]):
         checkpoint: bytes | None,
         seeds_checkpoint: bytes | None = None,
         started: float | None = None,
+        interval: bool = False,
     ) -> None:
         """Commit one step, in this order:
 
         1. write the step's frontier changes and dead letters to the sink and flush it;
         2. put the step's states, crawl counters, the next input position and the sink's
-           flushed position into the step's transaction;
-        3. commit that transaction: one RocksDB write batch.
+           flushed position into the step's transaction (shared by the steps of a commit
+           interval: a later step's values replace an earlier one's);
+        3. commit that transaction: one RocksDB write batch (`commit_pending`) — with
+           `interval`, only once `commit_every` steps are in it.
         A crash before 3 leaves the old positions: the sink is rewound past what 1 wrote
-        and the input is read again. A crash after 3 has nothing left to redo.
-        4. tell the observer, if any, what the committed step did.
+        (for every step since the last commit) and the input is read again from the last
+        committed position. A crash after 3 has nothing left to redo.
+        4. tell the observer, if any, what each committed step did.
         """
         step.apply_pending()
         changes = list(step.changes.values())
@@ -241,31 +292,76 @@ class Engine(Generic[S]):
         if seeds_checkpoint is not None:
             txn.put(META_FAMILY, SEEDS_POSITION, seeds_checkpoint)
         txn.put(META_FAMILY, OUTPUT_POSITION, out_position)
-        try:
-            txn.commit()
-        except BaseException:
-            self.hot.complete = False  # whether the store took the step's writes is unknown
-            raise
-        self.hot.put_many(committed, deleted)
-        self._before_commit("committed")
+        self.hot.put_many(committed, deleted)  # dropped whole if the commit fails
+        self._cache_ahead = True
         self.stats.steps += 1
         self.stats.decisions += len(step.decisions)
         removals = sum(map(Removal.__instancecheck__, changes))
         self.stats.removals += removals
         self.stats.entries += len(changes) - removals
         if self.observer is not None:
-            report = StepReport(
-                changes=changes,
-                dead_letters=step.dead_letters,
-                decisions=step.decisions,
-                similarities=step.similarities or (),
-                stats=self.stats,
-                seconds=0.0 if started is None else time.perf_counter() - started,
+            stats = self.stats
+            self._reports.append(
+                StepReport(
+                    changes=changes,
+                    dead_letters=step.dead_letters,
+                    decisions=step.decisions,
+                    similarities=step.similarities or (),
+                    stats=replace(stats, dead_reasons=dict(stats.dead_reasons)),
+                    seconds=0.0 if started is None else time.perf_counter() - started,
+                )
             )
+        self._last_started = started
+        self._uncommitted += 1
+        if not interval or self._uncommitted >= self.commit_every:
+            self.commit_pending()
+
+    def commit_pending(self) -> None:
+        """Commit the steps applied since the last commit in one write batch (nothing when
+        there are none), then tell the observer of each. A failed commit drops the cache of
+        hot states (it holds those steps' writes) and raises: the steps are redone from the
+        last committed position when the job starts again."""
+        txn = self._txn
+        if txn is None:
+            return
+        reports, self._reports = self._reports, []
+        self._txn, self._uncommitted = None, 0
+        try:
+            txn.commit()
+        except BaseException:
+            self.hot.clear()
+            self._cache_ahead = False
+            raise
+        self._cache_ahead = False
+        self._before_commit("committed")
+        self.stats.commits += 1
+        if self.observer is None:
+            return
+        if reports and self._last_started is not None:  # the committing step: to its commit
+            reports[-1] = replace(reports[-1], seconds=time.perf_counter() - self._last_started)
+        for report in reports:
             try:
                 self.observer.step_committed(report)
             except Exception:  # an onlooker's fault must not stop the crawl; the step is in
                 log.exception("the step observer failed; the job goes on")
+
+    @contextlib.contextmanager
+    def _step_guard(self) -> Iterator[None]:
+        """A step that fails before its commit takes the steps not yet committed with it,
+        as a crash would: their transaction is dropped and, if the cache holds their
+        writes, the cache too. The caller goes on from the last committed position."""
+        try:
+            yield
+        except BaseException:
+            txn, self._txn = self._txn, None
+            if txn is not None:
+                txn.abort()
+                self._uncommitted = 0
+                self._reports = []
+            if self._cache_ahead:
+                self.hot.clear()
+                self._cache_ahead = False
+            raise
 
 
 @contextlib.contextmanager
@@ -330,7 +426,7 @@ class StepCollector:
 
 
 def apply_all(engine: Engine[Any], items: Iterable[InputItem], step_size: int) -> None:
-    """Feed `items` to `engine` in steps of `step_size` items."""
+    """Feed `items` to `engine` in steps of `step_size` items, and commit the last ones."""
     batch: list[InputItem] = []
     with StepCollector() as collector:
         for item in items:
@@ -341,3 +437,4 @@ def apply_all(engine: Engine[Any], items: Iterable[InputItem], step_size: int) -
                 collector.step_done()
         if batch:
             engine.run_step(batch)
+        engine.commit_pending()

@@ -28,7 +28,9 @@ class StepReport:
     advance by); `similarities` are the topic similarities (eqs. 4–5 of seed 000) of the
     pages first fetched in the step, for a strategy that judges pages
     (`Strategy.judges_pages`), else empty; `seconds` is the step's wall time from its first
-    item to its commit.
+    item to its commit (for a step whose commit waits for a later step of its commit
+    interval, to its flush). An engine with a commit interval reports its steps when they
+    are committed, in order.
     """
 
     changes: Sequence[FrontierChange]

@@ -4,7 +4,8 @@ A step reads every state its input items will touch in batched reads (the engine
 committed values first), runs each valid FetchEvent through the step core (count, repeat,
 route), queues the keyed messages per key and applies each key's queue as one batch at the
 end (`apply_pending`), exactly as the Beam forms fold a key's messages. `write_states` puts
-what changed into the step's transaction; `Engine._commit` (engine.py) commits it.
+what changed into the step's transaction (shared by the steps of a commit interval);
+`Engine._commit` (engine.py) commits it.
 """
 
 from __future__ import annotations
@@ -71,9 +72,11 @@ class Step(Generic[S]):
     def __init__(self, engine: Engine[S]) -> None:
         self.engine = engine
         self.strategy = engine.strategy
-        self.txn: Transaction = engine.store.transaction()
+        self.txn: Transaction = engine.transaction()
         self.states: dict[str, S | None] = {}
-        self.dirty: set[str] = set()
+        self.dirty: dict[str, None] = {}
+        """The keys whose state the step changed, in the order first changed (a dict: the
+        write path then reads the states in the order they were made, not a set's)."""
         self.last_crawled: dict[str, int | None] = {}
         self.crawl_counts: dict[str, int] = {}
         self.pending: dict[str, list[tuple[CrawlClock, Message]]] = {}
@@ -187,7 +190,7 @@ class Step(Generic[S]):
             self.states[key] = apply_messages(
                 self.strategy, key, self.states[key], queued, self.changes
             )
-            self.dirty.add(key)
+            self.dirty[key] = None
         return with_echo_from_state(self.strategy, event, self.states[key])
 
     def observe_speed(self, event: FetchEvent, settings: ControllerSettings) -> None:
@@ -239,7 +242,10 @@ class Step(Generic[S]):
         if missing:
             self._load_states(missing)
         apply_pending(self.strategy, pending, states, self.changes)
-        self.dirty.update(pending)
+        if self.dirty:
+            self.dirty.update(dict.fromkeys(pending))
+        else:
+            self.dirty = dict.fromkeys(pending)
         pending.clear()
 
     def recompute(self, glob: GlobalStrategy[S], clock: CrawlClock) -> None:
@@ -256,7 +262,7 @@ class Step(Generic[S]):
         new_states, changes = glob.recompute(snapshot.items(), clock)
         for key, state in new_states.items():
             self.states[key] = state
-            self.dirty.add(key)
+            self.dirty[key] = None
         keep_latest(self.changes, tuple(changes))
         self.engine.stats.recomputations += 1
 

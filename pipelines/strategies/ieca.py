@@ -103,7 +103,8 @@ class IecaStrategy(Strategy[IecaDistance]):
 
         The step's keys go through one loop (δ_t and α are looked up again only when the
         crawl clock moves): the per-key work is the equations (`IecaDistance.after_link`)
-        and, for a key that changed, its FrontierEntry.
+        and, for a key that changed, its FrontierEntry. Entries of equal distance share one
+        echo map (entries are never changed once built).
         """
         out: list[Changes] = []
         append = out.append
@@ -112,6 +113,7 @@ class IecaStrategy(Strategy[IecaDistance]):
         new_entry, name = FrontierEntry, self._entries.strategy
         at, (delta, a) = self._coefficients_at, self._coefficients
         known: dict[int, tuple[float, float]] = {}  # crawl clock → (δ_t, α), this call
+        echoes: dict[float, dict[str, str]] = {}  # distance → its echo, shared by entries
         for key, messages in batches.items():
             state = states[key]
             current = state if state is not None else _UNSEEN
@@ -143,6 +145,11 @@ class IecaStrategy(Strategy[IecaDistance]):
                     last, link = change, None
             if link is not None:  # `EntryFactory.entry_owning_echo`, without its frame
                 distance = current.distance
+                echo = echoes.get(distance)
+                # half of a step's distances repeat (a page's new links); 0.0 and -0.0 are
+                # one key but two texts, so a zero is never shared
+                if echo is None or not distance:
+                    echo = echoes[distance] = {ECHO_DISTANCE: repr(distance)}
                 last = new_entry(
                     key,
                     host_of(key),
@@ -152,7 +159,7 @@ class IecaStrategy(Strategy[IecaDistance]):
                     link.cycle,
                     link.parent,
                     link_ms,
-                    {ECHO_DISTANCE: repr(distance)},
+                    echo,
                 )
             states[key] = current if held else None
             if last is not None:

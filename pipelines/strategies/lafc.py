@@ -84,6 +84,7 @@ class Lafc(Strategy[LafcState]):
     routes_links = False
     learns_from_repeats = True
     echo_fill = EchoFill.PARENT
+    requests_replies = True
     judges_pages = True
 
     def __init__(self, topic: Topic, settings: LafcSettings | None = None) -> None:

@@ -114,6 +114,7 @@ class LafcPlus(Strategy[LafcPlusState]):
     family = "lafc-plus"
     routes_links = False
     learns_from_repeats = True
+    requests_replies = True
 
     def __init__(self, topic: Topic, settings: LafcPlusSettings | None = None) -> None:
         self.topic = topic

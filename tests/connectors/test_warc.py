@@ -362,14 +362,18 @@ class _Crash(Exception):
     pass
 
 
-@pytest.mark.parametrize(("phase", "nth"), [("flushed", 2), ("committed", 3), ("flushing", 4)])
+@pytest.mark.parametrize(
+    ("phase", "nth", "commit_every"),
+    [("flushed", 2, 1), ("committed", 3, 1), ("flushing", 4, 1), ("flushed", 3, 2)],
+)
 def test_a_crashed_warc_replay_resumes_exactly(
-    test_warc: Path, tmp_path: Path, phase: str, nth: int
+    test_warc: Path, tmp_path: Path, phase: str, nth: int, commit_every: int
 ) -> None:
-    """A replay stopped at a commit phase of its nth step (two records a step), then run
-    again, ends with the files and state of an uninterrupted run."""
+    """A replay stopped at a commit phase of its nth step (two records a step; a commit
+    every step, or every two), then run again, ends with the files and state of an
+    uninterrupted run."""
 
-    def run(state: Path, out: Path, crash_at: int | None) -> None:
+    def run(state: Path, out: Path, crash_at: int | None, every: int = 8) -> None:
         seen = 0
 
         def before_commit(at: str) -> None:
@@ -387,11 +391,12 @@ def test_a_crashed_warc_replay_resumes_exactly(
             step_size=2,
             before_commit=before_commit,
             fill_echo=True,
+            commit_every=every,
         )
 
     run(tmp_path / "ref", tmp_path / "ref.jsonl", None)
     with pytest.raises(_Crash):
-        run(tmp_path / "st", tmp_path / "out.jsonl", nth)
+        run(tmp_path / "st", tmp_path / "out.jsonl", nth, commit_every)
     run(tmp_path / "st", tmp_path / "out.jsonl", None)
     assert (tmp_path / "out.jsonl").read_bytes() == (tmp_path / "ref.jsonl").read_bytes()
     dead = "out.jsonl.dead-letters.jsonl"

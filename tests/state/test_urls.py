@@ -70,4 +70,10 @@ def test_hosts() -> None:
     assert http_host("https://User@Example.ORG:8080/p") == "example.org"
     assert host_of("https://User@Example.ORG:8080/p") == "example.org"
     assert host_of("http://[::1]:80/") == "[::1]"
+    assert host_of("https://Example.ORG/a/b") == "example.org"
+    assert host_of("https://a.org") == "a.org"
+    # a query or fragment right after the host is no part of it
+    assert host_of("https://a.org?q=1") == "a.org"
+    assert host_of("https://A.org#top") == "a.org"
+    assert host_of("http://u:p@a.org:8080?x") == "a.org"
     assert http_host("http://a.org:65536/") is None

@@ -3,7 +3,9 @@
 A child process replays a log and SIGKILLs itself at a chosen point of the commit protocol
 (after writing outputs, after flushing them, after committing the batch) in a chosen step;
 the next run with the same state directory must finish with exactly the records and the
-state of an uninterrupted run. The kill is real; only its timing is chosen.
+state of an uninterrupted run. The kill is real; only its timing is chosen. The killed run
+commits every step, or every few steps (a commit interval: a kill then redoes the steps
+since the last commit); the runs that finish use the replay's default interval.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.embedded.engine import Engine
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.container import read_container, write_container
+from frontierflow.state.codec import decode_positions, decode_u64
+from frontierflow.state.format import INPUT_POSITION, OUTPUT_POSITION
 from frontierflow.state.rocksdb import RocksDBStore
+from frontierflow.state.store import META_FAMILY
 
 STEP = 40
 EVENTS = 600
@@ -91,14 +96,18 @@ from frontierflow.pipelines.embedded.replay import replay_log
 phase, nth = sys.argv[1], int(sys.argv[2])
 hook = kill_at(phase, nth)
 replay_log(Path(sys.argv[3]), strategy_name="ieca", state_dir=Path(sys.argv[4]),
-           out=Path(sys.argv[5]), budget=1000, step_size=int(sys.argv[6]), before_commit=hook)
+           out=Path(sys.argv[5]), budget=1000, step_size=int(sys.argv[6]), before_commit=hook,
+           commit_every=int(sys.argv[7]))
 """
 )
 
 
-def _killed_run(phase: str, nth: int, log: Path, state: Path, out: Path) -> int:
+def _killed_run(
+    phase: str, nth: int, log: Path, state: Path, out: Path, commit_every: int = 1
+) -> int:
+    args = [phase, str(nth), str(log), str(state), str(out), str(STEP), str(commit_every)]
     proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, phase, str(nth), str(log), str(state), str(out), str(STEP)],
+        [sys.executable, "-c", _CHILD, *args],
         capture_output=True,
         timeout=300,
     )
@@ -140,16 +149,43 @@ def test_reference_run_is_not_trivial(reference: tuple) -> None:
     ]
 
 
-@pytest.mark.parametrize("phase", ["flushing", "flushed", "committed"])
-@pytest.mark.parametrize("nth", [1, 7])
-def test_kill_at_each_commit_phase(tmp_path: Path, reference: tuple, phase: str, nth: int) -> None:
+_KILLS = [(1, phase, nth) for phase in ("flushing", "flushed", "committed") for nth in (1, 7)] + [
+    (4, "flushing", 2),  # in the first interval: nothing committed yet
+    (4, "flushed", 7),  # the 7th step's entries flushed, steps 5-7 not committed
+    (4, "committed", 1),
+    (4, "committed", 3),  # 12 of the 15 steps committed
+]
+"""(commit interval, phase, nth time the phase comes) of each kill: 15 steps of 40 events."""
+
+
+@pytest.mark.parametrize(("commit_every", "phase", "nth"), _KILLS)
+def test_kill_at_each_commit_phase(
+    tmp_path: Path, reference: tuple, commit_every: int, phase: str, nth: int
+) -> None:
     log, ref_records, ref_state, ref_dead = reference
     state, out = tmp_path / "state", tmp_path / "run" / "frontier.avro"
-    assert _killed_run(phase, nth, log, state, out) == -signal.SIGKILL
+    assert _killed_run(phase, nth, log, state, out, commit_every) == -signal.SIGKILL
     assert main(_replay_args(log, state, out)) == 0
     assert _records(out) == ref_records
     assert _state_dump(state) == ref_state
     assert out.with_name(out.name + ".dead-letters.jsonl").read_bytes() == ref_dead
+
+
+def test_a_kill_inside_a_commit_interval_leaves_the_last_commit(
+    tmp_path: Path, reference: tuple
+) -> None:
+    """Killed after the 7th step flushed, with a commit every 4 steps: the store holds the
+    4th step's commit (160 items of the log read), and the output file is longer than the
+    committed output position (steps 5-7 were flushed; the next run cuts them and redoes)."""
+    log = reference[0]
+    state, out = tmp_path / "state", tmp_path / "run" / "frontier.avro"
+    assert _killed_run("flushed", 7, log, state, out, commit_every=4) == -signal.SIGKILL
+    strategy = build_strategy("ieca", budget=1000)
+    with RocksDBStore(state, Engine.families_for(strategy)) as store:
+        position = store.get(META_FAMILY, INPUT_POSITION)
+        output = store.get(META_FAMILY, OUTPUT_POSITION)
+    assert position is not None and decode_u64(position) == 4 * STEP
+    assert output is not None and out.stat().st_size > decode_positions(output)[0]
 
 
 def test_killed_again_and_again(tmp_path: Path, reference: tuple) -> None:
@@ -186,3 +222,14 @@ def test_jsonl_output_is_byte_identical_after_a_kill(
     assert main(_replay_args(log, state, out)) == 0
     assert out.read_bytes() == ref_out.read_bytes()
     assert len(out.read_bytes().splitlines()) > 1000
+
+
+def test_commit_every_on_the_command_line(tmp_path: Path, reference: tuple) -> None:
+    """`--commit-every 3` gives the reference's records and state; 0 is refused."""
+    log, ref_records, ref_state, _ = reference
+    state, out = tmp_path / "state", tmp_path / "frontier.avro"
+    assert main([*_replay_args(log, state, out), "--commit-every", "3"]) == 0
+    assert _records(out) == ref_records
+    assert _state_dump(state) == ref_state
+    bad = [*_replay_args(log, tmp_path / "s2", tmp_path / "f2.avro"), "--commit-every", "0"]
+    assert main(bad) == 2

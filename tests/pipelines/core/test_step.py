@@ -1,0 +1,148 @@
+"""The step core's rule 4 (the latest change per `change_key`) on its one-pass path.
+
+A strategy that never emits a reply request (`Strategy.requests_replies` False) has every
+change keyed by its URL, so `apply_pending` keeps the latest per URL in one pass; one that
+may (LAFC, LAFC+) goes change by change through `change_key`. Both must give what
+`keep_latest` gives, and every strategy must declare truthfully.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from frontierflow.connectors.base import Position
+from frontierflow.pipelines.core.step import LatestChanges, apply_pending, keep_latest
+from frontierflow.pipelines.core.strategy import Changes, CrawlClock, Message, Strategy
+from frontierflow.pipelines.embedded.engine import Engine
+from frontierflow.pipelines.strategies import STRATEGY_NAMES, build_strategy
+from frontierflow.schemas.records import (
+    REPLY_ECHO,
+    FetchEvent,
+    FrontierChange,
+    FrontierEntry,
+    Removal,
+)
+from frontierflow.state.memory import InMemoryStore
+from frontierflow.state.relevance import Topic
+
+
+def _entry(url: str, via: str | None, priority: float, reply: bool = False) -> FrontierEntry:
+    echo = {REPLY_ECHO: "1"} if reply else {"k": str(priority)}
+    return FrontierEntry(url, "a.org", priority, "s", "c", 0, via, 1, echo)
+
+
+class _Emits(Strategy[int]):
+    """Emits, for the keys of a batch in order, the changes it is given."""
+
+    name = family = "emits"
+
+    def __init__(self, changes: list[Changes], replies: bool) -> None:
+        self.changes = changes
+        self.requests_replies = replies  # type: ignore[misc]  # per instance, for the test
+
+    def apply(self, key: str, state: int | None, message: Message, clock: CrawlClock) -> Any:
+        raise NotImplementedError
+
+    def apply_keys(
+        self,
+        batches: Mapping[str, Sequence[tuple[CrawlClock, Message]]],
+        states: dict[str, int | None],
+    ) -> list[Changes]:
+        return list(self.changes)
+
+    def encode_state(self, state: int) -> bytes:
+        return bytes([state])
+
+    def decode_state(self, data: bytes) -> int:
+        return data[0]
+
+
+def _folded(changes: list[Changes]) -> LatestChanges:
+    latest: LatestChanges = {}
+    for change in changes:
+        keep_latest(latest, change)
+    return latest
+
+
+A, B = "https://a.org/a", "https://a.org/b"
+
+
+@pytest.mark.parametrize(
+    ("changes", "replies", "keys"),
+    [
+        # one change per key, the later of a URL wins
+        ([_entry(A, None, 1), Removal(B), _entry(A, B, 2)], False, [A, B]),
+        # several changes from one key (a tuple): change by change
+        ([(_entry(A, None, 1), Removal(A)), _entry(B, A, 3)], False, [A, B]),
+        # a reply request is one parent's: kept beside the URL's own entry
+        ([_entry(A, None, 1), _entry(A, B, 2, reply=True)], True, [A, (A, B)]),
+    ],
+)
+def test_the_latest_change_per_key(changes: list[Changes], replies: bool, keys: list) -> None:
+    latest: LatestChanges = {}
+    apply_pending(_Emits(changes, replies), {}, {}, latest)
+    assert latest == _folded(changes)
+    assert list(latest) == keys
+
+
+def test_an_undeclared_reply_request_would_be_merged_with_its_url() -> None:
+    """Why the declaration matters: the one-pass path keys by URL alone."""
+    changes: list[Changes] = [_entry(A, None, 1), _entry(A, B, 2, reply=True)]
+    latest: LatestChanges = {}
+    apply_pending(_Emits(changes, False), {}, {}, latest)
+    assert list(latest) == [A]
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.changes: list[FrontierChange] = []
+
+    def write(self, changes: Sequence[FrontierChange], dead: Any) -> None:
+        self.changes += changes
+
+    def flush(self) -> bytes:
+        return b""
+
+    def rewind(self, position: bytes | None) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("name", STRATEGY_NAMES)
+def test_each_strategy_declares_whether_it_requests_replies(
+    name: str, fetch_events: Callable[..., list[dict[str, Any]]]
+) -> None:
+    """Over a log with seeds, a strategy that says it requests no replies emits none, and
+    LAFC, which says it does, emits them (so the check can fail)."""
+    strategy = build_strategy(name, budget=50, topic=Topic.parse("page"), sections=("UK",))
+    records = fetch_events(
+        120,
+        seed=3,
+        pages=60,
+        url="https://h{host}.example.org/page/{page}",
+        hosts=5,
+        max_outlinks=8,
+    )
+    sink = _Recorder()
+    engine = Engine(strategy, InMemoryStore(Engine.families_for(strategy)), sink)
+    engine.seed([f"https://h{p % 5}.example.org/page/{p}" for p in range(5)], crawl_id="c")
+    events = [FetchEvent.from_avro(r) for r in records]
+    for start in range(0, len(events), 20):
+        engine.run_step(
+            [(Position(None, start + i), e, b"") for i, e in enumerate(events[start : start + 20])]
+        )
+    replies = [
+        c
+        for c in sink.changes
+        if isinstance(c, FrontierEntry) and c.via is not None and REPLY_ECHO in c.echo
+    ]
+    assert sink.changes
+    if strategy.requests_replies:
+        assert name in ("lafc", "lafc-plus") and replies
+    else:
+        assert replies == []
