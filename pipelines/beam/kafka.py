@@ -365,9 +365,9 @@ def run_beam_kafka_stream(
                 "no bounded run and no allowed lateness"
             )
         check_log_append_time(settings)
+        beam_args = with_finished_bundles(beam_args)
     if state_topic is not None:
         ensure_compacted_topic(settings, state_topic)
-        beam_args = with_finished_bundles(beam_args)
     ends = end_offsets(settings) if until_current_end else None
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
     build_kafka_stream(
