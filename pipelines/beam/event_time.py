@@ -15,6 +15,7 @@ from operator import itemgetter
 from typing import Any
 
 from apache_beam.coders.coders import Coder, ListCoder, NullableCoder, TupleCoder
+from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import FixedWindows
 from apache_beam.utils.timestamp import Duration, Timestamp
 
@@ -108,19 +109,39 @@ def buffer_until_due(item: tuple[Any, ...], cell: Any, timer: Any, after_us: int
     in the key's cell until the watermark passes; the timer is set for the earliest item,
     `after_us` past its due (see `take_due`)."""
     value, pending = cell.read() or (None, [])
+    hold_item(item, pending, timer, after_us)
+    cell.write((value, pending))
+
+
+def hold_item(item: tuple[Any, ...], pending: list[Any], timer: Any, after_us: int = 0) -> None:
+    """`buffer_until_due` on a cell's items already read (for a step that reads its value
+    first): `item` in (due, position) order, the timer on the earliest."""
     if not pending or item[0] < pending[0][0]:
         timer.set(Timestamp(micros=item[0] + after_us))
     bisect.insort(pending, item, key=_DUE_ORDER)  # after equal ones: arrival order
-    cell.write((value, pending))
+
+
+SECOND_DELIVERIES = Metrics.counter("frontierflow", "second_deliveries_dropped")
+"""Items a timer-ordered step dropped as second deliveries of a window it had taken."""
+
+
+def taken_before(due: int, through: int | None) -> bool:
+    """Whether an item due at `due` belongs to a window its step has already taken (through
+    the due `through`): then it is a second delivery (see `each_delivery_once`), to be
+    dropped, not held: held, it would wait for a window that has come and gone (the
+    routing's clock value is gone with it) or count a page twice. Only for a step whose
+    timer fires strictly after its items' stamps (`after_us` > 0): the watermark has then
+    passed every stamp of a taken window, so nothing of it can still come on time."""
+    return through is not None and due <= through
 
 
 def take_due(
     fired: Timestamp, cell: Any, timer: Any, after_us: int = 0
 ) -> tuple[Any, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """(the step's value, the items due by `fired` − `after_us` in order, the rest); the
-    timer is re-armed for the first of the rest (`after_us` past its due). A caller that
-    took items writes the cell back, `cell.write((new value, rest))`; one that took none
-    leaves it as it is (no write).
+    """(the step's value, the items due by `fired` − `after_us` in order, each once (see
+    `each_delivery_once`), the rest); the timer is re-armed for the first of the rest (`after_us`
+    past its due). A caller that took items writes the cell back, `cell.write((new value,
+    rest))`; one that took none leaves it as it is (no write).
 
     The timer fired, so the watermark passed `fired`: no item due by then can still come.
     A step that must also see what another stateful step emits at a window's due (that
@@ -129,11 +150,29 @@ def take_due(
     """
     value, pending = cell.read() or (None, [])
     cut = bisect.bisect_right(pending, fired.micros - after_us, key=_DUE)
-    ready: list[tuple[Any, ...]] = pending[:cut]
     rest: list[tuple[Any, ...]] = pending[cut:]
     if rest:
         timer.set(Timestamp(micros=rest[0][0] + after_us))
-    return value, ready, rest
+    return value, each_delivery_once(pending[:cut]), rest
+
+
+def each_delivery_once(items: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """`items` (in (due, position) order) without repeats: an item equal to one kept
+    before it with the same (due, position) is dropped. Prism (2.75) now and then
+    delivers a step's output twice (an open Beam issue about timer callbacks and bundle
+    splits, apache/beam#35771); a second delivery of a fetch would count a page twice or
+    apply a message twice. Equal items only: two different items of one (due, position)
+    (none of the steps makes them) are both kept."""
+    kept: list[tuple[Any, ...]] = []
+    group = 0  # where the kept items of the current (due, position) start
+    for item in items:
+        if kept and item[:2] == kept[-1][:2]:
+            if item in kept[group:]:
+                continue
+        else:
+            group = len(kept)
+        kept.append(item)
+    return kept
 
 
 def cheap_state_cache_accounting() -> None:

@@ -45,11 +45,13 @@ from frontierflow.pipelines.beam.coders import FetchEventCoder
 from frontierflow.pipelines.beam.event_time import (
     HELD_STATE,
     ROUTE_AFTER_US,
-    buffer_until_due,
+    SECOND_DELIVERIES,
     cheap_state_cache_accounting,
     due_of,
     held_coder,
+    hold_item,
     take_due,
+    taken_before,
 )
 from frontierflow.pipelines.beam.replay import message_tuple
 from frontierflow.pipelines.beam.shard_state import STATE_SHARDS, state_shard
@@ -127,9 +129,10 @@ class ClockMissing(RuntimeError):
     with a wrong clock (`_RouteInOrder` waits for the value instead of calling it)."""
 
 
-ClockCell = tuple[int | None, list[tuple[int, int]]]
+ClockCell = tuple[int | None, list[tuple[int, int]], int | None]
 """The routing step's value: (the due of a window waiting for its clock value, or None;
-the clock values (due, before(w)) not yet used, in due order)."""
+the clock values (due, before(w)) not yet used, in due order; the due through which
+windows are routed, or None)."""
 
 
 class _RouteInOrder(beam.DoFn):
@@ -143,6 +146,7 @@ class _RouteInOrder(beam.DoFn):
                 [
                     NullableCoder(VarIntCoder()),
                     ListCoder(TupleCoder([VarIntCoder(), VarIntCoder()])),
+                    NullableCoder(VarIntCoder()),
                 ]
             ),
             TupleCoder([VarIntCoder(), VarIntCoder(), BooleanCoder(), FetchEventCoder()]),
@@ -166,21 +170,23 @@ class _RouteInOrder(beam.DoFn):
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
         due, position, pages_before, repeat, event = element[1]
-        if event is not None:
-            buffer_until_due((due, position, repeat, event), held, timer, ROUTE_AFTER_US)
-            return
         value, pending = held.read() or (None, [])
-        clock_cell: ClockCell = value or (None, [])
-        waiting, clocks = clock_cell
-        if (
-            waiting is None
-            and (not pending or due < pending[0][0])
-            and (not clocks or due < clocks[0][0])
-        ):
-            timer.set(Timestamp(micros=due + ROUTE_AFTER_US))
-        clocks.append((due, pages_before))
-        clocks.sort()
-        held.write(((waiting, clocks), pending))
+        waiting, clocks, through = value or (None, [], None)
+        if taken_before(due, through):  # its window is routed: a second delivery
+            SECOND_DELIVERIES.inc()
+            return
+        if event is not None:
+            hold_item((due, position, repeat, event), pending, timer, ROUTE_AFTER_US)
+        else:
+            if (
+                waiting is None
+                and (not pending or due < pending[0][0])
+                and (not clocks or due < clocks[0][0])
+            ):
+                timer.set(Timestamp(micros=due + ROUTE_AFTER_US))
+            clocks.append((due, pages_before))
+            clocks.sort()
+        held.write(((waiting, clocks, through), pending))
 
     @on_timer(TIMER)
     def fire(
@@ -191,7 +197,7 @@ class _RouteInOrder(beam.DoFn):
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
         value, _ = held.read() or (None, [])
-        waiting, clocks = value or (None, [])
+        waiting, clocks, through = value or (None, [], None)
         routed_to = fired.micros - ROUTE_AFTER_US
         if waiting is not None:  # the timer that waits fires at the waiting window's due
             routed_to = max(routed_to, waiting)
@@ -221,7 +227,8 @@ class _RouteInOrder(beam.DoFn):
         clocks = [(due, pages) for due, pages in clocks if due > routed_to]
         if late is None and clocks and (not rest or clocks[0][0] < rest[0][0]):
             timer.set(Timestamp(micros=clocks[0][0] + ROUTE_AFTER_US))
-        held.write(((waiting, clocks), rest))
+        through = routed_to if through is None else max(through, routed_to)
+        held.write(((waiting, clocks, through), rest))
 
 
 def by_state_shard(

@@ -2,9 +2,10 @@
 
 Per crawl, one stateful step in the global window counts the first fetches themselves, as
 they come, per clock window (a repeat counts 0, so a window of repeats only still gets its
-value). On an event-time timer 1 ms past each window's due (`event_time.CLOCK_AFTER_US`)
-it emits before(w), the pages fetched before window w started, as (crawl id, (due,
-before(w))) stamped there, for `beam.routing.AttachClock`.
+value), each fetch once by its position (`event_time.each_delivery_once`: a second
+delivery of one is not a second page). On an event-time timer 1 ms past each window's due
+(`event_time.CLOCK_AFTER_US`) it emits before(w), the pages fetched before window w
+started, as (crawl id, (due, before(w))) stamped there, for `beam.routing.AttachClock`.
 
 Why the fetches and not a windowed count of them: a windowed combine emits at its window's
 end, after the watermark has passed the due, and a running sum fed by it would emit
@@ -14,7 +15,6 @@ leaves on the count's own timer, whose hold keeps the watermark there until it h
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,15 +29,21 @@ from apache_beam.utils.timestamp import Timestamp
 from frontierflow.pipelines.beam.event_time import (
     CLOCK_AFTER_US,
     HELD_STATE,
+    SECOND_DELIVERIES,
     cheap_state_cache_accounting,
     due_of,
     held_coder,
+    hold_item,
     take_due,
+    taken_before,
 )
 from frontierflow.schemas.records import FetchEvent
 
 ClockValue = typehints.KV[str, typehints.Tuple[int, int]]
 """(crawl id, (due µs of a clock window, pages fetched before it))."""
+PageCount = typehints.KV[str, typehints.Tuple[int, int, int]]
+"""(crawl id, (due µs of the fetch's clock window, its position, 1 for a page, 0 for a
+repeat))."""
 
 
 class WindowedCrawlClock(beam.PTransform):
@@ -47,11 +53,11 @@ class WindowedCrawlClock(beam.PTransform):
     def expand(self, firsts: Any) -> Any:
         return (
             firsts
-            | "PageOrRepeat" >> beam.ParDo(_PageOrRepeat()).with_output_types(ClockValue)
+            | "PageOrRepeat" >> beam.ParDo(_PageOrRepeat()).with_output_types(PageCount)
             | "ToGlobalWindow" >> beam.WindowInto(GlobalWindows())
             | "RunningCount"
             >> beam.ParDo(_RunningPageCount())
-            .with_input_types(ClockValue)
+            .with_input_types(PageCount)
             .with_output_types(ClockValue)
         )
 
@@ -61,32 +67,34 @@ class _PageOrRepeat(beam.DoFn):
         self,
         first: tuple[str, tuple[int, bool, FetchEvent]],
         window: Any = beam.DoFn.WindowParam,
-    ) -> Iterator[tuple[str, tuple[int, int]]]:
-        yield first[0], (due_of(window), 0 if first[1][1] else 1)
+    ) -> Iterator[tuple[str, tuple[int, int, int]]]:
+        crawl_id, (position, repeat, _) = first
+        yield crawl_id, (due_of(window), position, 0 if repeat else 1)
 
 
-def count_until_due(due: int, pages: int, cell: Any, timer: Any) -> None:
-    """Add `pages` to the count of the window due at `due` in the crawl's cell (its value:
-    the pages counted in windows already due; its items: (due, pages) of the windows not
-    yet due, in due order); the timer follows the earliest window, 1 ms past its due."""
-    held: tuple[int | None, list[tuple[int, int]]] = cell.read() or (None, [])
-    total, pending = held
-    at = bisect.bisect_left(pending, due, key=lambda item: item[0])
-    if at < len(pending) and pending[at][0] == due:
-        pending[at] = (due, pending[at][1] + pages)
-    else:
-        pending.insert(at, (due, pages))
-        if at == 0:
-            timer.set(Timestamp(micros=due + CLOCK_AFTER_US))
-    cell.write((total, pending))
+def before_each_window(
+    total: int | None, ready: list[tuple[int, int, int]]
+) -> tuple[list[tuple[int, int]], int]:
+    """([(due, before(w))] for the windows of `ready` (its (due, position, pages) in due
+    order), the pages counted once they are all in): `total` pages came before the first."""
+    before = total or 0
+    out: list[tuple[int, int]] = []
+    for due, _, pages in ready:
+        if not out or out[-1][0] != due:
+            out.append((due, before))
+        before += pages
+    return out, before
 
 
 class _RunningPageCount(beam.DoFn):
     """Per crawl: before(w) for each window w, in event-time order."""
 
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # pages counted in windows already due, and (due, pages) of the rest
-        held_coder(VarIntCoder(), TupleCoder([VarIntCoder(), VarIntCoder()])),
+        HELD_STATE,  # (pages counted in windows due, the last due counted), and the rest
+        held_coder(
+            TupleCoder([VarIntCoder(), VarIntCoder()]),
+            TupleCoder([VarIntCoder(), VarIntCoder(), VarIntCoder()]),  # (due, position, pages)
+        ),
     )
     TIMER = TimerSpec("clock_due", TimeDomain.WATERMARK)
 
@@ -95,11 +103,17 @@ class _RunningPageCount(beam.DoFn):
 
     def process(
         self,
-        element: tuple[str, tuple[int, int]],
+        element: tuple[str, tuple[int, int, int]],
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        count_until_due(*element[1], held, timer)
+        item = element[1]
+        counted, pending = held.read() or (None, [])
+        if counted is not None and taken_before(item[0], counted[1]):
+            SECOND_DELIVERIES.inc()
+            return
+        hold_item(item, pending, timer, CLOCK_AFTER_US)
+        held.write((counted, pending))
 
     @on_timer(TIMER)
     def fire(
@@ -109,11 +123,10 @@ class _RunningPageCount(beam.DoFn):
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        total, ready, rest = take_due(fired, held, timer, CLOCK_AFTER_US)
+        counted, ready, rest = take_due(fired, held, timer, CLOCK_AFTER_US)
         if not ready:
             return
-        before = total or 0
-        for due, pages in ready:
+        values, total = before_each_window(counted[0] if counted else None, ready)
+        for due, before in values:
             yield TimestampedValue((key, (due, before)), Timestamp(micros=due + CLOCK_AFTER_US))
-            before += pages
-        held.write((before, rest))
+        held.write(((total, ready[-1][0]), rest))

@@ -184,8 +184,9 @@ def test_routing_waits_for_a_late_clock_value() -> None:
     route.process((key, (0, 7, 0, False, event)), held, timer)  # the window due at 0 µs
     assert timer.at == 2_000
     assert list(route.fire(key, Timestamp(micros=2_000), held, timer)) == []  # no value yet
-    (waiting, clocks), pending = held.value
+    (waiting, clocks, through), pending = held.value
     assert (waiting, clocks) == (0, []) and [f[:2] for f in pending] == [(0, 7)]  # nothing lost
+    assert through == -1  # routed through the window before it
     assert timer.at == 0
     route.process((key, (0, -1, 4, False, None)), held, timer)  # before(w) = 4 comes
     assert timer.at == 0  # still waiting: the value does not move the timer
@@ -197,7 +198,12 @@ def test_routing_waits_for_a_late_clock_value() -> None:
         ("https://a.example/", (0, 7, 0, 5, 5)),
         ("https://b.example/", (0, 7, 1, 5, 5)),
     ]
-    assert held.value == ((None, []), [])
+    assert held.value == ((None, [], 0), [])
+    # the fetch and the value delivered a second time (Prism does now and then): dropped,
+    # the timer left alone, not routed again and not held for a value that has gone
+    route.process((key, (0, 7, 0, False, event)), held, timer)
+    route.process((key, (0, -1, 4, False, None)), held, timer)
+    assert held.value == ((None, [], 0), []) and timer.at == 0
 
 
 def test_routing_drops_the_clock_value_of_a_window_without_fetches() -> None:
@@ -209,10 +215,10 @@ def test_routing_drops_the_clock_value_of_a_window_without_fetches() -> None:
     route.process((("c", 0), (2_000, -1, 3, False, None)), held, timer)  # earlier: moves it
     assert timer.sets == [7_000, 4_000]
     assert list(route.fire(("c", 0), Timestamp(micros=4_000), held, timer)) == []
-    assert held.value == ((None, [(5_000, 9)]), [])
+    assert held.value == ((None, [(5_000, 9)], 2_000), [])
     assert timer.at == 7_000  # re-armed for the value left
     assert list(route.fire(("c", 0), Timestamp(micros=7_000), held, timer)) == []
-    assert held.value == ((None, []), [])
+    assert held.value == ((None, [], 5_000), [])
 
 
 @pytest.mark.parametrize(

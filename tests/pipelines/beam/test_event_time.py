@@ -6,7 +6,12 @@ from apache_beam.coders import BytesCoder, FastPrimitivesCoder, VarIntCoder
 from apache_beam.utils.timestamp import Timestamp
 from beam_state import Cell, Timer
 
-from frontierflow.pipelines.beam.event_time import buffer_until_due, held_coder, take_due
+from frontierflow.pipelines.beam.event_time import (
+    buffer_until_due,
+    each_delivery_once,
+    held_coder,
+    take_due,
+)
 
 
 def test_items_wait_in_due_order_and_the_timer_follows_the_earliest() -> None:
@@ -54,3 +59,20 @@ def test_held_coder_round_trips_a_value_or_none_with_its_items() -> None:
         assert coder.decode(coder.encode(held)) == held
     counts = held_coder(VarIntCoder(), VarIntCoder())
     assert counts.decode(counts.encode((7, [1, 2]))) == (7, [1, 2])
+
+
+def test_a_second_delivery_of_an_item_is_taken_once() -> None:
+    """Prism now and then delivers a step's output twice: the copy is held like any item,
+    and dropped when the window is taken."""
+    cell, timer = Cell(), Timer()
+    for item in [(1_000, 4, "a"), (1_000, 2, "b"), (1_000, 4, "a"), (2_000, 1, "c")]:
+        buffer_until_due(item, cell, timer)
+    _, ready, rest = take_due(Timestamp(micros=1_000), cell, timer)
+    assert ready == [(1_000, 2, "b"), (1_000, 4, "a")]
+    assert rest == [(2_000, 1, "c")]
+
+
+def test_each_delivery_once_keeps_different_items_of_one_place() -> None:
+    items = [(1, 1, "x"), (1, 1, "y"), (1, 1, "x"), (1, 2, "x"), (2, 1, "y"), (2, 1, "y")]
+    assert each_delivery_once(items) == [(1, 1, "x"), (1, 1, "y"), (1, 2, "x"), (2, 1, "y")]
+    assert each_delivery_once([]) == []

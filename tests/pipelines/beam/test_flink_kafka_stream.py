@@ -100,6 +100,56 @@ def _submit(
     return result, jid
 
 
+def _frontier_diff(
+    actual: dict[int, dict[bytes, bytes | None]], expected: dict[int, dict[bytes, bytes | None]]
+) -> str:
+    """What separates two frontiers, for a failure message: keys missing, extra, or with
+    another value, a few of each."""
+    missing, extra, other = [], [], []
+    for p in sorted(set(actual) | set(expected)):
+        got, want = actual.get(p, {}), expected.get(p, {})
+        missing += [(p, k) for k in want if k not in got]
+        extra += [(p, k) for k in got if k not in want]
+        other += [(p, k, got[k], want[k]) for k in want if k in got and got[k] != want[k]]
+    return (
+        f"{len(missing)} missing {missing[:5]}, {len(extra)} extra {extra[:5]}, "
+        f"{len(other)} other values {other[:3]}"
+    )
+
+
+def _vertex_report(cluster: FlinkCluster, jid: str) -> str:
+    """Each vertex of the job: records in and out, and its subtasks' watermarks."""
+    lines = []
+    for v in cluster.rest(f"/jobs/{jid}")["vertices"]:
+        marks = cluster.rest(f"/jobs/{jid}/vertices/{v['id']}/watermarks")
+        m = v["metrics"]
+        lines.append(
+            f"{v['name'][:60]}: in {m['read-records']} out {m['write-records']} "
+            f"watermarks {[w['value'] for w in marks]}"
+        )
+    return "\n".join(lines)
+
+
+def _last_writes(settings: Any, actual: Any, expected: Any) -> str:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=settings.bootstrap_servers, enable_auto_commit=False)
+    out = []
+    for p, want in expected.items():
+        bad = {k for k in want if actual.get(p, {}).get(k, b"?") != want[k]}
+        tp = TopicPartition(settings.topics.frontier, p)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        end = consumer.end_offsets([tp])[tp]
+        last: dict[bytes, int] = {}
+        while consumer.position(tp) < end:
+            for records in consumer.poll(timeout_ms=500).values():
+                last.update((r.key, r.offset) for r in records if r.key in bad)
+        out.append(f"p{p}: end {end}, last writes {sorted(last.values())}")
+    consumer.close()
+    return "; ".join(out)
+
+
 def _end(cluster: FlinkCluster, result: Any, jid: str) -> None:
     with contextlib.suppress(Exception):  # the runner's own cancel may not reach it
         result.cancel()
@@ -206,6 +256,7 @@ def test_stop_with_a_savepoint_and_resume_equals_an_uninterrupted_run(
     finally:
         _end(flink_cluster, result, jid)
     assert savepoint.startswith("file:")
+    stopped_at = frontier_per_partition(beam_side)
     kafka_client.produce(engine, avro[half:])
     run_live(
         engine,
@@ -226,12 +277,22 @@ def test_stop_with_a_savepoint_and_resume_equals_an_uninterrupted_run(
         f"--savepoint_path={savepoint}",
     )
     try:
-        wait_for(
-            lambda: frontier_per_partition(beam_side) == expected,
-            "the resumed frontier to equal the embedded engine's",
-            RESTORE_S,
-            1.0,
-        )
+        try:
+            wait_for(
+                lambda: frontier_per_partition(beam_side) == expected,
+                "the resumed frontier to equal the embedded engine's",
+                RESTORE_S,
+                1.0,
+            )
+        except AssertionError as timeout:
+            diff = _frontier_diff(frontier_per_partition(beam_side), expected)
+            raise AssertionError(
+                f"{timeout}: {diff}; unchanged since the stop: "
+                f"{frontier_per_partition(beam_side) == stopped_at}; "
+                f"stop vs expected: {_frontier_diff(stopped_at, expected)}\n"
+                f"last writes of the missing keys in the engine's topic: "
+                f"{_last_writes(engine, frontier_per_partition(beam_side), expected)}"
+            ) from None
         restored = _checkpoints(flink_cluster, jid)["latest"]["restored"]
         assert restored is not None and restored["is_savepoint"]
         assert restored["external_path"] == savepoint
