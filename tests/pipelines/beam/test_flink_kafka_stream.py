@@ -117,39 +117,6 @@ def _frontier_diff(
     )
 
 
-def _vertex_report(cluster: FlinkCluster, jid: str) -> str:
-    """Each vertex of the job: records in and out, and its subtasks' watermarks."""
-    lines = []
-    for v in cluster.rest(f"/jobs/{jid}")["vertices"]:
-        marks = cluster.rest(f"/jobs/{jid}/vertices/{v['id']}/watermarks")
-        m = v["metrics"]
-        lines.append(
-            f"{v['name'][:60]}: in {m['read-records']} out {m['write-records']} "
-            f"watermarks {[w['value'] for w in marks]}"
-        )
-    return "\n".join(lines)
-
-
-def _last_writes(settings: Any, actual: Any, expected: Any) -> str:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=settings.bootstrap_servers, enable_auto_commit=False)
-    out = []
-    for p, want in expected.items():
-        bad = {k for k in want if actual.get(p, {}).get(k, b"?") != want[k]}
-        tp = TopicPartition(settings.topics.frontier, p)
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        end = consumer.end_offsets([tp])[tp]
-        last: dict[bytes, int] = {}
-        while consumer.position(tp) < end:
-            for records in consumer.poll(timeout_ms=500).values():
-                last.update((r.key, r.offset) for r in records if r.key in bad)
-        out.append(f"p{p}: end {end}, last writes {sorted(last.values())}")
-    consumer.close()
-    return "; ".join(out)
-
-
 def _end(cluster: FlinkCluster, result: Any, jid: str) -> None:
     with contextlib.suppress(Exception):  # the runner's own cancel may not reach it
         result.cancel()
@@ -234,9 +201,11 @@ def test_stop_with_a_savepoint_and_resume_equals_an_uninterrupted_run(
     tmp_path: Path,
 ) -> None:
     """The first half is read and written; the job is stopped with a savepoint (its Beam
-    state and KafkaIO's offsets); the second half is produced while no job runs; the same
-    pipeline submitted with `--savepoint_path` resumes there. The frontier must end up
-    what the live embedded engine writes for the whole topic, as if never stopped."""
+    state and KafkaIO's offsets; `cluster.sh stop-job`, a savepoint that cancels the job:
+    Flink's own stop-with-savepoint drains a Beam job first, so the savepoint would hold
+    none of what waits for a timer); the second half is produced while no job runs; the
+    same pipeline submitted with `--savepoint_path` resumes there. The frontier must end
+    up what the live embedded engine writes for the whole topic, as if never stopped."""
     events = recorded_crawl()
     half = len(events) // 2
     engine, beam_side = engine_and_beam_settings(kafka_client.settings(kafka_broker.bootstrap))
@@ -256,7 +225,6 @@ def test_stop_with_a_savepoint_and_resume_equals_an_uninterrupted_run(
     finally:
         _end(flink_cluster, result, jid)
     assert savepoint.startswith("file:")
-    stopped_at = frontier_per_partition(beam_side)
     kafka_client.produce(engine, avro[half:])
     run_live(
         engine,
@@ -286,13 +254,7 @@ def test_stop_with_a_savepoint_and_resume_equals_an_uninterrupted_run(
             )
         except AssertionError as timeout:
             diff = _frontier_diff(frontier_per_partition(beam_side), expected)
-            raise AssertionError(
-                f"{timeout}: {diff}; unchanged since the stop: "
-                f"{frontier_per_partition(beam_side) == stopped_at}; "
-                f"stop vs expected: {_frontier_diff(stopped_at, expected)}\n"
-                f"last writes of the missing keys in the engine's topic: "
-                f"{_last_writes(engine, frontier_per_partition(beam_side), expected)}"
-            ) from None
+            raise AssertionError(f"{timeout}: {diff}") from None
         restored = _checkpoints(flink_cluster, jid)["latest"]["restored"]
         assert restored is not None and restored["is_savepoint"]
         assert restored["external_path"] == savepoint
