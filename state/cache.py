@@ -14,7 +14,9 @@ approximate LRU at O(1) per operation with no per-hit reordering.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Generic, TypeVar
+from itertools import compress, repeat
+from operator import is_
+from typing import Generic, TypeVar, cast
 
 V = TypeVar("V")
 
@@ -60,22 +62,26 @@ class HotStates(Generic[V]):
     def get_many(self, keys: Iterable[str]) -> tuple[dict[str, V], list[str]]:
         """`get` for many keys: (key → value for the cached ones, the keys not cached)."""
         young, old = self._young, self._old
-        found: dict[str, V] = {}
+        keys = keys if isinstance(keys, list) else list(keys)
+        values = list(map(young.get, keys))  # the young generation's answers, in C passes
+        found: dict[str, V | None] = dict(zip(keys, values, strict=True))
         missing: list[str] = []
-        for key in keys:
-            value = young.get(key)
-            if value is None:
+        if None in values:  # the rest: the old generation, then the store
+            for key in compress(keys, map(is_, values, repeat(None))):
+                if found[key] is not None:
+                    continue  # a repeated key, found at its first occurrence
                 value = old.pop(key, None)
                 if value is None:
                     missing.append(key)
-                    continue
-                young[key] = value
-            found[key] = value
+                else:
+                    young[key] = found[key] = value
+            for key in missing:
+                found.pop(key, None)
         self.hits += len(found)
         self.misses += len(missing)
         if len(young) > self._generation:
             self._new_generation()
-        return found, missing
+        return cast("dict[str, V]", found), missing  # no None left
 
     def put_many(
         self, values: Mapping[str, V] | Iterable[tuple[str, V]], deleted: Iterable[str] = ()

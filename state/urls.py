@@ -14,14 +14,17 @@ import functools
 import re
 
 
-def _url_pattern(group: str, port_digits: int, possessive: bool = False) -> str:
+def _url_pattern(
+    group: str, port_digits: int, possessive: bool = False, refused: str = r"\s"
+) -> str:
     """An absolute http(s) URL; `group` opens the host and port groups ("(" to capture
-    them, "(?:" not to); `possessive` makes its character runs possessive (same language)."""
+    them, "(?:" not to); `possessive` makes its character runs possessive (same language);
+    `refused` is the class body of the characters no part may hold (whitespace)."""
     plus = "+" if possessive else ""
-    userinfo = rf"(?:[^/?#@\s]*{plus}@)?"
-    host = group + rf"\[[0-9A-Fa-f:.]+{plus}\]|[^/?#:@\s\[\]]+{plus})"  # [IPv6], name, IPv4
+    userinfo = rf"(?:[^/?#@{refused}]*{plus}@)?"
+    host = group + rf"\[[0-9A-Fa-f:.]+{plus}\]|[^/?#:@{refused}\[\]]+{plus})"  # [IPv6], name
     port = r"(?::" + group + rf"\d{{0,{port_digits}}}{plus}))?"
-    rest = rf"(?:[/?#]\S*{plus})?"  # path, query, fragment: anything but whitespace
+    rest = rf"(?:[/?#][^{refused}]*{plus})?"  # path, query, fragment: anything but whitespace
     return r"https?://" + userinfo + host + port + rest
 
 
@@ -33,6 +36,12 @@ it cannot pass 65535: one match checks a page's outlinks, since no URL holds whi
 Its runs are possessive (what a run takes is never given back: the character after each
 run is one the run cannot hold, so giving back could not help a match) and each URL after
 the first is matched after its newline, so no URL is scanned twice."""
+_ASCII_URL = _url_pattern("(?:", 4, possessive=True, refused=r"\x00-\x20\x7f")
+_ASCII_URL_LINES = re.compile(rf"{_ASCII_URL}(?:\n{_ASCII_URL})*", re.IGNORECASE | re.ASCII)
+"""`_HTTP_URL_LINES` for ASCII text, whose parts also refuse the control characters: on
+ASCII text whitespace is [\t\n\v\f\r\x1c-\x1f ], and what `isprintable` refuses besides is
+the other controls (\x00-\x08, \x0e-\x1b, \x7f), so one match answers both checks (with
+ASCII case rules and digits, which are all ASCII text has)."""
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -64,17 +73,23 @@ def http_urls(urls: tuple[str, ...], max_chars: int = 8_192) -> tuple[str, ...]:
     """The members of `urls` that pass `is_http_url`, in order (`urls` itself when all do).
 
     The common case, a page whose outlinks are all good, costs one regex match over them
-    joined by newlines instead of one call per URL; anything unusual (a refused URL, a
-    5-digit port, a character that is not printable) takes the per-URL path.
+    joined by newlines instead of one call per URL (for ASCII text, the usual, one that
+    also refuses the control characters, instead of an `isprintable` scan besides);
+    anything unusual (a refused URL, a 5-digit port, a character that is not printable)
+    takes the per-URL path.
     """
     if not urls:
         return urls
-    if (
-        max(map(len, urls)) <= max_chars
-        and "".join(urls).isprintable()
-        and _HTTP_URL_LINES.fullmatch("\n".join(urls)) is not None
-    ):
-        return urls
+    if max(map(len, urls)) <= max_chars:
+        joined = "\n".join(urls)
+        if joined.isascii():  # one scan: the match refuses the controls too
+            if (
+                joined.count("\n") == len(urls) - 1  # no newline inside a URL
+                and _ASCII_URL_LINES.fullmatch(joined) is not None
+            ):
+                return urls
+        elif "".join(urls).isprintable() and _HTTP_URL_LINES.fullmatch(joined) is not None:
+            return urls
     good = tuple(u for u in urls if http_host(u, max_chars) is not None)
     return urls if len(good) == len(urls) else good
 

@@ -9,7 +9,8 @@ crawler or a WARC, its echo is filled from state when it carries none: `echo_fil
    (`is_repeat_fetch`) and does not count (`crawl_clock`);
 2. **route**: a first fetch becomes the keyed messages of `Strategy.route`, in the order
    of `Routed.messages`; a repeat becomes at most the parent's `Reinforce` with
-   `fresh=False`, and only for a strategy that `learns_from_repeats` (`keyed_messages`);
+   `fresh=False`, and only for a strategy that `learns_from_repeats` (`keyed_messages`;
+   `queue_messages` queues them per key, a page's Links as one shared `Inlink`);
 3. **apply**: a key's messages go through `Strategy.apply_batch` (by default `apply`
    message by message) in input order, one state read and one state written per batch
    (`apply_messages`; `apply_pending` for many keys, through `Strategy.apply_keys`);
@@ -22,6 +23,7 @@ Beam form counts per URL and window. All of them are pure: no I/O, no wall clock
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from operator import attrgetter
@@ -32,6 +34,8 @@ from frontierflow.pipelines.core.strategy import (
     CrawlClock,
     EchoFill,
     Message,
+    Queued,
+    Routed,
     Strategy,
     change_key,
 )
@@ -98,6 +102,34 @@ def keyed_messages(
     return ((reinforce.parent, reinforce._replace(fresh=False)),)
 
 
+def queue_messages(
+    strategy: Strategy[Any],
+    event: FetchEvent,
+    repeat: bool,
+    clock: CrawlClock,
+    pending: defaultdict[str, list[Queued]],
+) -> Routed | None:
+    """`keyed_messages(strategy, event, repeat)` queued at `clock` in `pending` (key → its
+    queue), in the same order; returns a first fetch's `Routed` (None for a repeat).
+
+    A first fetch's Links go in as one shared (clock, `Inlink`) pair appended to each
+    child's queue (`Routed.children`): no Link, pair or tuple is built per link. A
+    strategy's `apply_keys` reads the Inlink as the Link to its key (`as_messages`).
+    """
+    if repeat:
+        for key, message in keyed_messages(strategy, event, repeat):
+            pending[key].append((clock, message))
+        return None
+    routed = strategy.route(event)
+    for key, message in routed.head():
+        pending[key].append((clock, message))
+    if routed.inlink is not None:
+        queued: Queued = (clock, routed.inlink)
+        for queue in map(pending.__getitem__, routed.children):
+            queue.append(queued)
+    return routed
+
+
 def keep_latest(latest: LatestChanges, changes: Changes | None) -> None:
     """Fold one `apply` result into `latest`: a later change replaces an earlier one of the
     same change key (a compacted topic keeps one record per key, so where it stands among
@@ -113,14 +145,15 @@ def keep_latest(latest: LatestChanges, changes: Changes | None) -> None:
 
 def apply_pending(
     strategy: Strategy[S],
-    pending: Mapping[str, Sequence[tuple[CrawlClock, Message]]],
+    pending: Mapping[str, Sequence[Queued]],
     states: dict[str, S | None],
     latest: LatestChanges,
 ) -> None:
     """Rules 3 and 4 for many keys at once: each key of `pending` has its (clock, message)s
-    applied in order to its state in `states` (`Strategy.apply_keys`, by default
-    `apply_batch` key by key), and the changes are folded into `latest`. Each key's state
-    depends on its own messages only, so the keys may go in any order."""
+    (an `Inlink` standing for the Link to the key: `queue_messages`) applied in order to
+    its state in `states` (`Strategy.apply_keys`, by default `apply_batch` key by key), and
+    the changes are folded into `latest`. Each key's state depends on its own messages
+    only, so the keys may go in any order."""
     out = strategy.apply_keys(pending, states)
     if not strategy.requests_replies and not any(map(_IS_TUPLE, out)):
         # one change per changed key, none a reply request: `change_key` is the URL
@@ -142,7 +175,7 @@ def apply_messages(
     strategy: Strategy[S],
     key: str,
     state: S | None,
-    messages: Iterable[tuple[CrawlClock, Message]],
+    messages: Iterable[Queued],
     latest: LatestChanges,
 ) -> S | None:
     """`key`'s state after its (clock, message)s, in order; changes folded into `latest`

@@ -10,11 +10,10 @@ simulator and Beam run the very same function and a replay is bit-for-bit repeat
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from itertools import repeat
-from operator import itemgetter
 from typing import ClassVar, Generic, NamedTuple, TypeAlias, TypeVar
 
 from frontierflow.schemas.records import (
@@ -118,6 +117,30 @@ class PageSeen(NamedTuple):
 
 Message: TypeAlias = Seed | Fetched | Link | Reinforce | PageSeen
 
+
+class Inlink(NamedTuple):
+    """A `Link` without its child: what every Link of one page carries, the child being
+    the key the Inlink is queued under (`Routed.inlink`). A page's dozens of links differ
+    only in their child, so an engine that queues messages per key (the embedded step)
+    queues one shared (clock, Inlink) pair in each child's queue instead of a Link and a
+    pair per child; a strategy's fold reads it as the Link `link(key)` (its fields are
+    named as the Link's)."""
+
+    parent: str
+    crawl_id: str
+    cycle: int
+    value: float = 0.0
+    weight: float = 0.0
+
+    def link(self, child: str) -> Link:
+        """The Link to `child` this stands for."""
+        return tuple.__new__(Link, (child, *self))
+
+
+Queued: TypeAlias = tuple[CrawlClock, Message | Inlink]
+"""A message queued for a key with the clock it is applied at; an `Inlink` stands for the
+Link to that key (`as_messages`)."""
+
 Changes: TypeAlias = FrontierChange | tuple[FrontierChange, ...]
 """What one `apply` emits: none, one change, or (rarely) several, in order."""
 
@@ -127,23 +150,40 @@ class Routed:
     """The keyed messages of one FetchEvent, in the order they must be applied: the page's
     own `fetched`, then `reinforce` to the parent that chose it (if the strategy learns from
     choices), then `credits` to pages further up the path that led here (each keyed by its
-    `parent`; a strategy with eligibility traces), then one `links` message per outlink."""
+    `parent`; a strategy with eligibility traces), then one Link per child in `children`,
+    each `inlink` with its child (`links`)."""
 
     fetched: Fetched | PageSeen
-    links: tuple[Link, ...]
+    children: tuple[str, ...]
+    """The keys of the event's Links, in order (none for a strategy that routes no links)."""
     reinforce: Reinforce | None = None
     credits: tuple[Reinforce, ...] = ()
     key: str | None = None
     """The key of `fetched` when it is not the page itself (a fleet keyed by crawl)."""
+    inlink: Inlink | None = None
+    """What each Link to `children` carries besides its child; None when there are none."""
 
-    def messages(self) -> tuple[tuple[str, Message], ...]:
-        """(key, message) pairs in application order: the one place that lists them."""
+    @property
+    def links(self) -> tuple[Link, ...]:
+        """One Link per child, in order."""
+        if self.inlink is None:
+            return ()
+        return links_to(self.children, *self.inlink)
+
+    def head(self) -> list[tuple[str, Message]]:
+        """The (key, message) pairs before the Links, in application order."""
         own = self.fetched.url if self.key is None else self.key
         head: list[tuple[str, Message]] = [(own, self.fetched)]
         if self.reinforce is not None:
             head.append((self.reinforce.parent, self.reinforce))
-        head.extend((credit.parent, credit) for credit in self.credits)
-        return (*head, *zip(map(_CHILD, self.links), self.links, strict=True))
+        if self.credits:
+            head.extend((credit.parent, credit) for credit in self.credits)
+        return head
+
+    def messages(self) -> tuple[tuple[str, Message], ...]:
+        """(key, message) pairs in application order: the one place that lists them (the
+        embedded step queues the same order through `head`, then `children`)."""
+        return (*self.head(), *zip(self.children, self.links, strict=True))
 
 
 class EchoFill(Enum):
@@ -208,9 +248,8 @@ class Strategy(ABC, Generic[S]):
         outlinks = distinct_outlinks(event.outlinks)
         fetched = Fetched(event.url, event.crawl_id, event.cycle, outlinks)
         value, weight = self.link_payload(event, len(outlinks))
-        return Routed(
-            fetched, links_to(outlinks, event.url, event.crawl_id, event.cycle, value, weight)
-        )
+        inlink = Inlink(event.url, event.crawl_id, event.cycle, value, weight)
+        return Routed(fetched, outlinks, inlink=inlink)
 
     def link_payload(self, event: FetchEvent, outdegree: int) -> tuple[float, float]:
         """What every Link of this event carries; (0, 0) unless the strategy says more."""
@@ -242,12 +281,13 @@ class Strategy(ABC, Generic[S]):
 
     def apply_keys(
         self,
-        batches: Mapping[str, Sequence[tuple[CrawlClock, Message]]],
+        batches: Mapping[str, Sequence[Queued]],
         states: dict[str, S | None],
     ) -> list[Changes]:
-        """Every key's batch of (clock, message)s applied in order, as `apply_batch` would:
-        each key's new state replaces its entry in `states` (which holds every key of
-        `batches`), and the changes come back key after key.
+        """Every key's batch of (clock, message)s applied in order, as `apply_batch` would
+        (an `Inlink` as the Link to its key, `as_messages`): each key's new state replaces
+        its entry in `states` (which holds every key of `batches`), and the changes come
+        back key after key.
 
         The step core's `apply_pending` calls this for a step's keys (every engine), so a
         strategy may fold many keys in one loop, with what is set up per call done once per
@@ -256,7 +296,7 @@ class Strategy(ABC, Generic[S]):
         out: list[Changes] = []
         apply_batch = self.apply_batch
         for key, batch in batches.items():
-            states[key], changes = apply_batch(key, states[key], batch)
+            states[key], changes = apply_batch(key, states[key], as_messages(key, batch))
             out += changes
         return out
 
@@ -288,6 +328,12 @@ class GlobalStrategy(Strategy[S]):
     ) -> tuple[dict[str, S], list[FrontierChange]]: ...
 
 
+def as_messages(key: str, batch: Iterable[Queued]) -> Iterator[tuple[CrawlClock, Message]]:
+    """`key`'s queued (clock, message)s with each `Inlink` as the Link to `key`."""
+    for clock, message in batch:
+        yield (clock, message.link(key)) if isinstance(message, Inlink) else (clock, message)
+
+
 def as_changes(changes: Changes | None) -> tuple[FrontierChange, ...]:
     """An `apply` result as a tuple of changes."""
     if changes is None:
@@ -310,10 +356,6 @@ def links_to(
         children, repeat(parent), repeat(crawl_id), repeat(cycle), repeat(value), repeat(weight)
     )
     return tuple(map(tuple.__new__, repeat(Link), fields))
-
-
-_CHILD = itemgetter(0)
-"""A Link's key: its `child`, the first field."""
 
 
 def distinct_outlinks(outlinks: Iterable[str]) -> tuple[str, ...]:

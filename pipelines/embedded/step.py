@@ -10,9 +10,9 @@ what changed into the step's transaction (shared by the steps of a commit interv
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
-from itertools import filterfalse
-from operator import itemgetter
+from itertools import chain, filterfalse
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from frontierflow.connectors.base import InputItem, Position
@@ -24,15 +24,15 @@ from frontierflow.pipelines.core.step import (
     echo_fill_key,
     is_repeat_fetch,
     keep_latest,
-    keyed_messages,
+    queue_messages,
     with_echo_from_state,
 )
 from frontierflow.pipelines.core.strategy import (
     CrawlClock,
     Fetched,
     GlobalStrategy,
-    Link,
     Message,
+    Queued,
 )
 from frontierflow.pipelines.speed.per_fetcher import (
     counts_for_speed,
@@ -59,9 +59,6 @@ if TYPE_CHECKING:
 
 S = TypeVar("S")
 
-_MESSAGE = itemgetter(1)
-"""The message of a (key, message) pair."""
-
 SPEED_FAMILY = "speed"
 """Engine-owned when the speed controller runs: fetcher id → its windows and controller."""
 
@@ -79,8 +76,9 @@ class Step(Generic[S]):
         write path then reads the states in the order they were made, not a set's)."""
         self.last_crawled: dict[str, int | None] = {}
         self.crawl_counts: dict[str, int] = {}
-        self.pending: dict[str, list[tuple[CrawlClock, Message]]] = {}
-        """Messages routed in this step and not applied yet, per key, in input order."""
+        self.pending: defaultdict[str, list[Queued]] = defaultdict(list)
+        """Messages routed in this step and not applied yet, per key, in input order (a
+        page's Links as one shared `Inlink`: `queue_messages`)."""
         self.changes: LatestChanges = {}
         self.dead_letters: list[DeadLetter] = []
         self.speed_states: dict[str, SpeedState | None] = {}
@@ -93,19 +91,19 @@ class Step(Generic[S]):
 
     def prefetch(self, items: Sequence[InputItem]) -> None:
         """Read every state the step will touch in two batched reads."""
-        keys: dict[str, None] = {}
+        touched: list[tuple[str, ...]] = []  # each event's keys, in order: one pass below
         pages: dict[str, None] = {}
         links = self.strategy.routes_links
         parents = self.strategy.learns_from_repeats
         for _, item, _ in items:
             if isinstance(item, FetchEvent):
                 pages[item.url] = None
-                keys[item.url] = None
+                touched.append((item.url,))
                 if links:
-                    keys.update(dict.fromkeys(item.outlinks))
+                    touched.append(item.outlinks)
                 if parents and item.via is not None:
-                    keys[item.via] = None
-        self._load_states(list(keys))
+                    touched.append((item.via,))
+        self._load_states(list(dict.fromkeys(chain.from_iterable(touched))))
         raw = self.txn.get_many(CRAWLED_FAMILY, [u.encode() for u in pages])
         for url, value in zip(pages, raw, strict=True):
             self.last_crawled[url] = None if value is None else decode_i32(value)
@@ -121,7 +119,10 @@ class Step(Generic[S]):
         hot = self.engine.hot
         found, wanted = hot.get_many(keys)
         if self.strategy.immutable_states:
-            states.update(found)
+            if states:
+                states.update(found)
+            else:  # the step's first load: the cache's answer is a new dict, taken as is
+                self.states = states = found
         else:
             states.update((key, decode(value)) for key, value in found.items())
         if not wanted:
@@ -156,26 +157,17 @@ class Step(Generic[S]):
         repeat = is_repeat_fetch(self.last_crawled[url], event.cycle)
         pages_before = self.crawled(event.crawl_id)
         clock = crawl_clock(pages_before, repeat, event.fetched_at)
-        messages = keyed_messages(self.strategy, event, repeat)
-        if repeat:
+        routed = queue_messages(self.strategy, event, repeat, clock, self.pending)
+        if routed is None:
             stats.duplicates += 1
         else:
             self.last_crawled[url] = event.cycle
             self.crawl_counts[event.crawl_id] = clock.crawled
             stats.events += 1
-            if self.similarities is not None:  # the page's own Fetched comes first
-                own = messages[0][1]
-                if isinstance(own, Fetched):
-                    self.similarities.append(own.value)
-        pending = self.pending
-        queued = pending.get
-        for key, message in messages:
-            batch = queued(key)
-            if batch is None:
-                pending[key] = [(clock, message)]
-            else:
-                batch.append((clock, message))
-        stats.links += list(map(type, map(_MESSAGE, messages))).count(Link)
+            if routed.inlink is not None:
+                stats.links += len(routed.children)
+            if self.similarities is not None and isinstance(routed.fetched, Fetched):
+                self.similarities.append(routed.fetched.value)
         glob = self.engine._global
         if not repeat and glob is not None and clock.crawled % glob.interval == 0:
             self.recompute(glob, clock)
@@ -231,17 +223,17 @@ class Step(Generic[S]):
 
     def apply(self, key: str, message: Message, clock: CrawlClock) -> None:
         """Queue `message` for `key`; the step applies each key's queue in one batch."""
-        self.pending.setdefault(key, []).append((clock, message))
+        self.pending[key].append((clock, message))
 
     def apply_pending(self) -> None:
         """Apply every key's queued messages, in order, as one batch per key (the step
         core's `apply_pending`): each key's state is independent of the others', so
         grouping by key keeps every result and makes one state update per key and step."""
-        pending, states = self.pending, self.states
-        missing = list(filterfalse(states.__contains__, pending))
+        pending = self.pending
+        missing = list(filterfalse(self.states.__contains__, pending))
         if missing:
-            self._load_states(missing)
-        apply_pending(self.strategy, pending, states, self.changes)
+            self._load_states(missing)  # may make `self.states` anew
+        apply_pending(self.strategy, pending, self.states, self.changes)
         if self.dirty:
             self.dirty.update(dict.fromkeys(pending))
         else:
@@ -293,8 +285,11 @@ class Step(Generic[S]):
         transaction; returns what the engine's cache keeps of the strategy states written
         (key → the state itself when the strategy never changes one in place, else its
         bytes) and the keys whose state was deleted."""
-        dirty = self.dirty
-        written = dict(zip(dirty, map(self.states.__getitem__, dirty), strict=True))
+        dirty, states = self.dirty, self.states
+        if len(dirty) == len(states) and None not in states.values():
+            written = states  # every state loaded changed (dirty ⊆ states): no copy to make
+        else:
+            written = dict(zip(dirty, map(states.__getitem__, dirty), strict=True))
         deleted: list[str] = []
         if None in written.values():
             deleted = [key for key, state in written.items() if state is None]

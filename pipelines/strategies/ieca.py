@@ -17,8 +17,10 @@ from frontierflow.pipelines.core.strategy import (
     CrawlClock,
     EchoFill,
     Fetched,
+    Inlink,
     Link,
     Message,
+    Queued,
     Seed,
     Strategy,
 )
@@ -93,7 +95,7 @@ class IecaStrategy(Strategy[IecaDistance]):
 
     def apply_keys(
         self,
-        batches: Mapping[str, Sequence[tuple[CrawlClock, Message]]],
+        batches: Mapping[str, Sequence[Queued]],
         states: dict[str, IecaDistance | None],
     ) -> list[Changes]:
         """Each key's messages folded into its state, with one entry built per key, for its
@@ -104,7 +106,8 @@ class IecaStrategy(Strategy[IecaDistance]):
         The step's keys go through one loop (δ_t and α are looked up again only when the
         crawl clock moves): the per-key work is the equations (`IecaDistance.after_link`)
         and, for a key that changed, its FrontierEntry. Entries of equal distance share one
-        echo map (entries are never changed once built).
+        echo map (entries are never changed once built). An `Inlink` is read as the Link
+        to its key (both carry the fields the fold reads, under the same names).
         """
         out: list[Changes] = []
         append = out.append
@@ -119,10 +122,10 @@ class IecaStrategy(Strategy[IecaDistance]):
             current = state if state is not None else _UNSEEN
             held = state is not None  # False while the fold's state is still None
             last: FrontierChange | None = None
-            link: Link | None = None  # while the last change is a Link's: that Link
+            link: Link | Inlink | None = None  # while the last change is a Link's: that Link
             link_ms = 0
             for clock, message in messages:
-                if type(message) is Link:
+                if type(message) is Inlink or type(message) is Link:
                     held = True
                     if clock.crawled != at:  # a new event's clock
                         at = clock.crawled
@@ -171,7 +174,7 @@ class IecaStrategy(Strategy[IecaDistance]):
         key: str,
         current: IecaDistance,
         state: IecaDistance | None,
-        message: Message,
+        message: Message | Inlink,
         clock: CrawlClock,
     ) -> tuple[IecaDistance | None, FrontierChange | None]:
         if isinstance(message, Fetched):

@@ -158,6 +158,25 @@ def test_get_many_is_get_for_each_key() -> None:
     assert cache.get_many(["b", "a"]) == ({"a": b"1"}, ["b"])
 
 
+def test_get_many_answers_as_get_with_young_old_and_repeated_keys() -> None:
+    """Keys from both generations, repeated and missing (no generation ends on the way):
+    the same answers, counts and generations as `get` called key by key on a copy."""
+    keys = ["c", "a", "x", "c", "g", "x", "b", "a"]
+    caches = [HotStates(10), HotStates(10)]
+    for cache in caches:
+        cache.put_many([(k, k.encode()) for k in "abcdef"])  # 6 > 5: all in old
+        cache.put_many([("g", b"g")])  # young: g
+    many, one = caches
+    found, missing = many.get_many(keys)
+    answers = {key: one.get(key) for key in keys}
+    assert found == {k: v for k, v in answers.items() if v is not None}
+    assert list(found) == ["c", "a", "g", "b"]  # in the order asked
+    assert missing == ["x", "x"]
+    assert (many.hits, many.misses) == (4, 2)
+    assert many._young == one._young == {"g": b"g", "c": b"c", "a": b"a", "b": b"b"}
+    assert many._old == one._old == {"d": b"d", "e": b"e", "f": b"f"}
+
+
 def test_the_engine_collector_is_back_as_it_was_after_a_step() -> None:
     import gc
 

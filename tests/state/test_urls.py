@@ -35,6 +35,13 @@ PIECES = st.sampled_from(
         "\n",
         "\t",
         "\x00",
+        "\x1b",
+        "\x1c",
+        "\x0b",
+        "\r",
+        "\x7f",
+        "\x85",
+        "\xa0",
         "é",
         "٣",
         "x" * 40,
@@ -52,6 +59,25 @@ def test_http_urls_keeps_exactly_what_the_per_url_check_keeps(urls: tuple[str, .
 @given(URLS, st.integers(min_value=1, max_value=60))
 def test_http_urls_honours_the_length_limit(urls: tuple[str, ...], limit: int) -> None:
     assert http_urls(urls, limit) == tuple(u for u in urls if is_http_url(u, limit))
+
+
+def test_every_ascii_character_in_every_part_of_a_url() -> None:
+    """The one-match path for ASCII text (whose match also refuses the controls) against
+    the per-URL check, for each of the 128 ASCII characters in each part of a URL."""
+    templates = (
+        "http{}s://a.org/",
+        "https://u{}@a.org/",
+        "https://a{}.org/",
+        "https://a.org:8{}/",
+        "https://a.org/p{}q",
+        "https://a.org/?q{}",
+        "https://[::{}1]/",
+    )
+    for template in templates:
+        for code in range(128):
+            url = template.format(chr(code))
+            urls = ("https://b.org/", url, "http://c.org:80/#f")
+            assert http_urls(urls) == tuple(u for u in urls if is_http_url(u)), repr(url)
 
 
 def test_a_page_whose_outlinks_all_pass_is_returned_as_it_is() -> None:

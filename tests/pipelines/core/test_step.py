@@ -1,4 +1,5 @@
-"""The step core's rule 4 (the latest change per `change_key`) on its one-pass path.
+"""The step core's rule 4 (the latest change per `change_key`) on its one-pass path, and
+rule 2's queued form (`queue_messages`) against `keyed_messages`.
 
 A strategy that never emits a reply request (`Strategy.requests_replies` False) has every
 change keyed by its URL, so `apply_pending` keeps the latest per URL in one pass; one that
@@ -8,14 +9,30 @@ may (LAFC, LAFC+) goes change by change through `change_key`. Both must give wha
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
 
 from frontierflow.connectors.base import Position
-from frontierflow.pipelines.core.step import LatestChanges, apply_pending, keep_latest
-from frontierflow.pipelines.core.strategy import Changes, CrawlClock, Message, Strategy
+from frontierflow.pipelines.core.step import (
+    LatestChanges,
+    apply_pending,
+    keep_latest,
+    keyed_messages,
+    queue_messages,
+)
+from frontierflow.pipelines.core.strategy import (
+    Changes,
+    CrawlClock,
+    Inlink,
+    Link,
+    Message,
+    Queued,
+    Strategy,
+    as_messages,
+)
 from frontierflow.pipelines.embedded.engine import Engine
 from frontierflow.pipelines.strategies import STRATEGY_NAMES, build_strategy
 from frontierflow.schemas.records import (
@@ -48,7 +65,7 @@ class _Emits(Strategy[int]):
 
     def apply_keys(
         self,
-        batches: Mapping[str, Sequence[tuple[CrawlClock, Message]]],
+        batches: Mapping[str, Sequence[Queued]],
         states: dict[str, int | None],
     ) -> list[Changes]:
         return list(self.changes)
@@ -146,3 +163,38 @@ def test_each_strategy_declares_whether_it_requests_replies(
         assert name in ("lafc", "lafc-plus") and replies
     else:
         assert replies == []
+
+
+@pytest.mark.parametrize("name", STRATEGY_NAMES)
+@pytest.mark.parametrize("repeat", [False, True])
+def test_queued_messages_are_the_keyed_messages_per_key(
+    name: str, repeat: bool, fetch_events: Callable[..., list[dict[str, Any]]]
+) -> None:
+    """Rule 2's queued form: each key's queue, with an `Inlink` read as the Link to that
+    key, is the key's share of `keyed_messages` in order, and one Inlink object is shared by
+    every child of a page (so nothing is built per link)."""
+    strategy = build_strategy(name, budget=50, topic=Topic.parse("page"), sections=("UK",))
+    records = fetch_events(
+        12,
+        seed=5,
+        pages=20,
+        url="https://h{host}.example.org/page/{page}",
+        hosts=3,
+        max_outlinks=9,
+        extra_outlinks=("https://h0.example.org/page/0",),  # a page may link to itself
+    )
+    for number, record in enumerate(records):
+        event = FetchEvent.from_avro(record)
+        clock = CrawlClock(number + 1, event.fetched_at)
+        pending: defaultdict[str, list[Queued]] = defaultdict(list)
+        routed = queue_messages(strategy, event, repeat, clock, pending)
+        expected: dict[str, list[tuple[CrawlClock, Message]]] = {}
+        for key, message in keyed_messages(strategy, event, repeat):
+            expected.setdefault(key, []).append((clock, message))
+        assert {key: list(as_messages(key, queue)) for key, queue in pending.items()} == expected
+        assert (routed is None) == repeat
+        shared = {id(m) for queue in pending.values() for _, m in queue if type(m) is Inlink}
+        links = [m for _, m in keyed_messages(strategy, event, repeat) if type(m) is Link]
+        assert len(shared) == (1 if links else 0)
+        if routed is not None:
+            assert len(links) == (len(routed.children) if routed.inlink is not None else 0)
