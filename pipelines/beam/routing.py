@@ -171,7 +171,8 @@ class _RouteInOrder(beam.DoFn):
     ) -> None:
         due, position, pages_before, repeat, event = element[1]
         value, pending = held.read() or (None, [])
-        waiting, clocks, through = value or (None, [], None)
+        cell: ClockCell = value or (None, [], None)
+        waiting, clocks, through = cell
         if taken_before(due, through):  # its window is routed: a second delivery
             SECOND_DELIVERIES.inc()
             return
