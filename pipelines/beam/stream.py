@@ -1,12 +1,13 @@
-"""The unbounded Beam pipeline: IECA's crawl clock as a slowly changing side input.
+"""The unbounded Beam pipeline: the crawl clock counted in event time, state per shard of URLs.
 
 The bounded pipeline (`beam.replay`) counts crawled pages exactly, in one ordered pass that
 waits for the input to end. Nothing here waits for the end. Event time is `fetched_at`, cut
 into fixed windows of W ms, and the clock comes from the pipeline's own count, fed back:
 
 1. `DecideRepeatFetches`: per URL, fetches in (window, position) order, the step core's
-   `is_repeat_fetch`; a repeat is dropped whole, as the bounded pipeline does,
-   or, for a strategy that learns from repeats (LAFC), passed on marked as a repeat.
+   `is_repeat_fetch` (keyed by a shard of the URL: `beam.shard_state`); a repeat is
+   dropped whole, as the bounded pipeline does, or, for a strategy that learns from
+   repeats (LAFC), passed on marked as a repeat.
 2. `WindowedCrawlClock` (`beam.running_clock`): per crawl, a running count of the first
    fetches in event-time order (state and a timer at each window's due) gives before(w),
    the pages fetched before window w started, stamped 1 ms past w's due.
@@ -96,36 +97,43 @@ from frontierflow.schemas.records import FetchEvent
 class DecideRepeatFetches(beam.PTransform):
     """(position, event) → (crawl id, (position, repeat, event)) of first fetches, and
     with `keep_repeats` of repeats too, timestamped at the end of the event's clock
-    window. Keyed by URL: the step core keeps a page's last cycle per URL. An event's
-    window is that of its `fetched_at`, or with `by_arrival` that of the time its source
-    stamped it with (`beam.kafka_io`: the broker's append time)."""
+    window. Keyed by a shard of the URL (`beam.shard_state`): the step core keeps a page's
+    last cycle per URL, in its shard's records. An event's window is that of its
+    `fetched_at`, or with `by_arrival` that of the time its source stamped it with
+    (`beam.kafka_io`: the broker's append time)."""
 
     def __init__(
-        self, windows: ClockWindows, keep_repeats: bool = False, by_arrival: bool = False
+        self,
+        windows: ClockWindows,
+        keep_repeats: bool = False,
+        by_arrival: bool = False,
+        shards: int = STATE_SHARDS,
     ) -> None:
         super().__init__()
         self.windows = windows
         self.keep_repeats = keep_repeats
         self.by_arrival = by_arrival
+        self.shards = shards
 
     def expand(self, events: Any) -> Any:
         return (
             events
             | "KeyByPage"
-            >> beam.ParDo(_KeyByPage(self.windows, self.by_arrival)).with_output_types(
-                typehints.KV[str, typehints.Tuple[int, int, int, FetchEvent]]
+            >> beam.ParDo(_KeyByPage(self.windows, self.by_arrival, self.shards)).with_output_types(
+                typehints.KV[int, typehints.Tuple[int, int, int, FetchEvent]]
             )
             | "FirstFetches"
             >> beam.ParDo(_FirstFetches(self.keep_repeats))
-            .with_input_types(typehints.KV[str, typehints.Tuple[int, int, int, FetchEvent]])
+            .with_input_types(typehints.KV[int, typehints.Tuple[int, int, int, FetchEvent]])
             .with_output_types(FirstFetch)
         )
 
 
 class _KeyByPage(beam.DoFn):
-    def __init__(self, windows: ClockWindows, by_arrival: bool) -> None:
+    def __init__(self, windows: ClockWindows, by_arrival: bool, shards: int) -> None:
         self.windows = windows
         self.by_arrival = by_arrival
+        self.shards = shards
 
     def process(
         self,
@@ -136,7 +144,7 @@ class _KeyByPage(beam.DoFn):
         event_ms = int(stamp.micros) // 1000 if self.by_arrival else event.fetched_at
         due = self.windows.due_micros(event_ms)
         value = (due, position, event.cycle, event)
-        yield TimestampedValue((event.url, value), Timestamp(micros=due))
+        yield TimestampedValue((state_shard(event.url, self.shards), value), Timestamp(micros=due))
 
 
 FirstFetch = typehints.KV[str, typehints.Tuple[int, bool, FetchEvent]]
@@ -145,12 +153,13 @@ FirstFetch = typehints.KV[str, typehints.Tuple[int, bool, FetchEvent]]
 
 class _FirstFetches(beam.DoFn):
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # the page's last crawled cycle, and its fetches not yet due
+        HELD_STATE,  # the shard's generation, and its fetches not yet due
         held_coder(
             VarIntCoder(),
             TupleCoder([VarIntCoder(), VarIntCoder(), VarIntCoder(), FetchEventCoder()]),
         ),
     )
+    RECORDS = records_spec()  # the shard's pages' last crawled cycles (`beam.shard_state`)
     TIMER = TimerSpec("repeats_due", TimeDomain.WATERMARK)
 
     def setup(self) -> None:
@@ -158,10 +167,11 @@ class _FirstFetches(beam.DoFn):
 
     def __init__(self, keep_repeats: bool) -> None:
         self.keep_repeats = keep_repeats
+        self.store = ShardStore(VarIntCoder())
 
     def process(
         self,
-        element: tuple[str, tuple[int, int, int, FetchEvent]],
+        element: tuple[int, tuple[int, int, int, FetchEvent]],
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
@@ -170,21 +180,26 @@ class _FirstFetches(beam.DoFn):
     @on_timer(TIMER)
     def fire(
         self,
+        shard: Any = beam.DoFn.KeyParam,
         fired: Any = beam.DoFn.TimestampParam,
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
+        records: Any = beam.DoFn.StateParam(RECORDS),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        last_cycle, ready, rest = take_due(fired, held, timer)
+        generation, ready, rest = take_due(fired, held, timer)
         if not ready:
             return  # nothing taken: the cell stands as it is
+        index = self.store.load(shard, generation, records)
+        last_cycles: dict[str, int] = {}  # this firing's first fetches, over the index's
         for _, position, cycle, event in ready:
-            repeat = is_repeat_fetch(last_cycle, cycle)
-            if repeat and not self.keep_repeats:
-                continue
+            last = last_cycles.get(event.url, index.values.get(event.url))
+            repeat = is_repeat_fetch(last, cycle)
             if not repeat:
-                last_cycle = cycle
+                last_cycles[event.url] = cycle
+            elif not self.keep_repeats:
+                continue
             yield event.crawl_id, (position, repeat, event)
-        held.write((last_cycle, rest))
+        held.write((self.store.commit(shard, index, last_cycles, records), rest))
 
 
 # --- 4. per-URL state --------------------------------------------------------------------------
