@@ -82,6 +82,7 @@ from frontierflow.pipelines.beam.shard_state import (
     STATE_SHARDS,
     ShardStore,
     records_spec,
+    state_shard,
 )
 from frontierflow.pipelines.core.step import (
     LatestChanges,
