@@ -2,14 +2,14 @@
 
 The bounded pipeline (`beam.replay`) counts crawled pages exactly, in one ordered pass that
 waits for the input to end. Nothing here waits for the end. Event time is `fetched_at`, cut
-into fixed windows of W ms, and the clock comes from the pipeline's own count, fed back:
+into fixed windows of W ms, and the clock comes from the pipeline's own running count:
 
 1. `DecideRepeatFetches`: per URL, fetches in (window, position) order, the step core's
    `is_repeat_fetch` (keyed by a shard of the URL: `beam.shard_state`); a repeat is
    dropped whole, as the bounded pipeline does, or, for a strategy that learns from
    repeats (LAFC), passed on marked as a repeat.
 2. `WindowedCrawlClock` (`beam.running_clock`): per crawl, a running count of the first
-   fetches in event-time order (state and a timer at each window's due) gives before(w),
+   fetches in event-time order (state, and a timer 1 ms past each window's due) gives before(w),
    the pages fetched before window w started, stamped 1 ms past w's due.
 3. `AttachClock` (`beam.routing`): in window w every first fetch gets `crawled =
    before(w) + 1` (a repeat `before(w)`: it does not count), joined in state per crawl and
@@ -69,10 +69,11 @@ from frontierflow.pipelines.beam.event_time import (
     HELD_STATE,
     ROUTE_AFTER_US,
     ClockWindows,
-    buffer_until_due,
     cheap_state_cache_accounting,
     held_coder,
+    hold_unless_taken,
     take_due,
+    with_through,
 )
 from frontierflow.pipelines.beam.io import ReadFetchEventLog, write_results
 from frontierflow.pipelines.beam.replay import apply_encoded, beam_strategy
@@ -154,9 +155,9 @@ FirstFetch = typehints.KV[str, typehints.Tuple[int, bool, FetchEvent]]
 
 class _FirstFetches(beam.DoFn):
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # the shard's generation, and its fetches not yet due
+        HELD_STATE,  # (the shard's generation, due through), and its fetches not yet due
         held_coder(
-            VarIntCoder(),
+            with_through(VarIntCoder()),
             TupleCoder([VarIntCoder(), VarIntCoder(), VarIntCoder(), FetchEventCoder()]),
         ),
     )
@@ -176,7 +177,7 @@ class _FirstFetches(beam.DoFn):
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        buffer_until_due(element[1], held, timer)
+        hold_unless_taken(element[1], held, timer)
 
     @on_timer(TIMER)
     def fire(
@@ -187,10 +188,10 @@ class _FirstFetches(beam.DoFn):
         records: Any = beam.DoFn.StateParam(RECORDS),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        generation, ready, rest = take_due(fired, held, timer)
+        taken, ready, rest = take_due(fired, held, timer)
         if not ready:
             return  # nothing taken: the cell stands as it is
-        index = self.store.load(shard, generation, records)
+        index = self.store.load(shard, taken[0] if taken else None, records)
         last_cycles: dict[str, int] = {}  # this firing's first fetches, over the index's
         for _, position, cycle, event in ready:
             last = last_cycles.get(event.url, index.values.get(event.url))
@@ -200,7 +201,8 @@ class _FirstFetches(beam.DoFn):
             elif not self.keep_repeats:
                 continue
             yield event.crawl_id, (position, repeat, event)
-        held.write((self.store.commit(shard, index, last_cycles, records), rest))
+        generation = self.store.commit(shard, index, last_cycles, records)
+        held.write(((generation, ready[-1][0]), rest))
 
 
 # --- 4. per-URL state --------------------------------------------------------------------------
@@ -208,7 +210,7 @@ class _FirstFetches(beam.DoFn):
 
 class UpdateFrontierInEventTime(beam.PTransform):
     """(state shard, [(url, message), …]) stamped 2 ms past their window's due (`AttachClock`) → one
-    `UrlUpdate` per URL and window (its version: (window end µs, position, index) of the
+    `UrlUpdate` per URL and window (its version: (due µs, position, index) of the
     last message applied). State is keyed by a shard of the URL (`beam.shard_state`): a
     window's messages are grouped per shard first, so the stateful step touches each
     shard's cells once per window, not each URL's; the batches are then applied in window
@@ -287,8 +289,8 @@ def once_each(messages: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
 
 class _ApplyInEventTime(beam.DoFn):
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # the shard's generation, and its message batches not yet due
-        held_coder(VarIntCoder(), FastPrimitivesCoder()),
+        HELD_STATE,  # (the shard's generation, due through), its batches not yet due
+        held_coder(with_through(VarIntCoder()), FastPrimitivesCoder()),
     )
     RECORDS = records_spec()  # the shard's URLs' encoded states (`beam.shard_state`)
     TIMER = TimerSpec("update_due", TimeDomain.WATERMARK)
@@ -306,7 +308,7 @@ class _ApplyInEventTime(beam.DoFn):
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        buffer_until_due(element[1], held, timer, ROUTE_AFTER_US)
+        hold_unless_taken(element[1], held, timer, ROUTE_AFTER_US)
 
     @on_timer(TIMER)
     def fire(
@@ -317,10 +319,10 @@ class _ApplyInEventTime(beam.DoFn):
         records: Any = beam.DoFn.StateParam(RECORDS),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        generation, batches, rest = take_due(fired, held, timer, ROUTE_AFTER_US)
+        taken, batches, rest = take_due(fired, held, timer, ROUTE_AFTER_US)
         if not batches:
             return
-        index = self.store.load(shard, generation, records)
+        index = self.store.load(shard, taken[0] if taken else None, records)
         changes: dict[str, bytes | None] = {}
         for url, messages in due_messages(batches).items():
             encoded, latest = apply_encoded(
@@ -331,7 +333,8 @@ class _ApplyInEventTime(beam.DoFn):
             )
             changes[url] = encoded
             yield UrlUpdate(url, encoded, tuple(latest.values()), tuple(messages[-1][:3]))
-        held.write((self.store.commit(shard, index, changes, records), rest))
+        generation = self.store.commit(shard, index, changes, records)
+        held.write(((generation, batches[-1][0]), rest))
 
 
 # --- the whole pipeline ------------------------------------------------------------------------
