@@ -85,7 +85,7 @@ def test_an_item_of_a_window_already_taken_is_dropped() -> None:
     of one of them (or of any item of a taken window) instead of holding it again."""
     cell, timer = Cell(), Timer()
     hold_unless_taken((1_000, 1, "a"), cell, timer)
-    value, ready, rest = take_due(Timestamp(micros=1_000), cell, timer)
+    _, ready, rest = take_due(Timestamp(micros=1_000), cell, timer)
     cell.write((("v", ready[-1][0]), rest))  # as the steps write it: through 1,000
     hold_unless_taken((1_000, 1, "a"), cell, timer)  # delivered again
     hold_unless_taken((500, 9, "z"), cell, timer)  # of an earlier window
