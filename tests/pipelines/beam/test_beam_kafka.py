@@ -40,7 +40,9 @@ def _once_more_on_prism_accounting(run: Callable[[], T]) -> T:
     except RuntimeError as err:
         if PRISM_ACCOUNTING not in str(err):
             raise
-        warnings.warn(f"Prism's element accounting failed the job; run again: {err!s:.200}")
+        warnings.warn(
+            f"Prism's element accounting failed the job; run again: {err!s:.200}", stacklevel=2
+        )
     return run()
 
 
