@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from apache_beam.coders.coders import Coder, ListCoder, NullableCoder, TupleCoder
+from apache_beam.coders.coders import Coder, ListCoder, NullableCoder, TupleCoder, VarIntCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import FixedWindows
 from apache_beam.utils.timestamp import Duration, Timestamp
@@ -129,10 +129,30 @@ def taken_before(due: int, through: int | None) -> bool:
     """Whether an item due at `due` belongs to a window its step has already taken (through
     the due `through`): then it is a second delivery (see `each_delivery_once`), to be
     dropped, not held: held, it would wait for a window that has come and gone (the
-    routing's clock value is gone with it) or count a page twice. Only for a step whose
-    timer fires strictly after its items' stamps (`after_us` > 0): the watermark has then
-    passed every stamp of a taken window, so nothing of it can still come on time."""
+    routing's clock value is gone with it), count a page twice or apply a batch twice. An
+    event-time timer fires once the watermark has passed its time (Beam's rule; Beam's
+    Flink runner registers a timer 1 ms later for that, `DoFnOperator`), and every step
+    stamps its items at or before the time its timer is set for: nothing of a taken window
+    can still come on time."""
     return through is not None and due <= through
+
+
+def hold_unless_taken(item: tuple[Any, ...], cell: Any, timer: Any, after_us: int = 0) -> None:
+    """`buffer_until_due` for a step whose value is (its own value, the due through which
+    it has taken items), as a step that took items writes it, `cell.write(((new value,
+    ready[-1][0]), rest))`: an item of a window already taken is dropped and counted."""
+    value, pending = cell.read() or (None, [])
+    if value is not None and taken_before(item[0], value[1]):
+        SECOND_DELIVERIES.inc()
+        return
+    hold_item(item, pending, timer, after_us)
+    cell.write((value, pending))
+
+
+def with_through(value: Coder) -> Coder:
+    """The coder of a step's value with the due through which it has taken items
+    (`hold_unless_taken`)."""
+    return TupleCoder([NullableCoder(value), VarIntCoder()])
 
 
 def take_due(

@@ -30,12 +30,14 @@ a window drops that window's value at once instead of keeping it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
 from apache_beam import typehints
 from apache_beam.coders import BooleanCoder, ListCoder, NullableCoder, TupleCoder, VarIntCoder
+from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.transforms.window import GlobalWindows, TimestampedValue
@@ -58,6 +60,13 @@ from frontierflow.pipelines.beam.shard_state import STATE_SHARDS, state_shard
 from frontierflow.pipelines.core.step import crawl_clock, keyed_messages
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.schemas.records import FetchEvent
+
+_log = logging.getLogger(__name__)
+
+CLOCK_WAITS = Metrics.counter("frontierflow", "clock_waits")
+"""Windows whose fetches found no clock value when the routing's timer fired, and wait
+(the running count always sends one first when input comes on time: a wait means a value
+was lost or came late, and the window holds the watermark until it comes)."""
 
 ROUTE_SHARDS = 8
 """Keys per crawl over which a window's fetches are routed (by a hash of the URL): the
@@ -207,6 +216,15 @@ class _RouteInOrder(beam.DoFn):
         )
         before = dict(clocks)
         late = next((item[0] for item in ready if item[0] not in before), None)
+        if late is not None and late != waiting:  # a window starts to wait: said once
+            CLOCK_WAITS.inc()
+            _log.warning(
+                "crawl %r, routing shard %d: no clock value for the window due %d µs when "
+                "its timer fired; its fetches wait for it (and hold the watermark)",
+                key[0],
+                key[1],
+                late,
+            )
         waiting = late
         if late is not None:  # no clock value yet: it and what follows wait for it
             routed_to = late - 1

@@ -1,7 +1,7 @@
 """Step 2 of the unbounded form (`beam.stream`): the crawl clock, per window and crawl.
 
-Per crawl, one stateful step in the global window counts the first fetches themselves, as
-they come, per clock window (a repeat counts 0, so a window of repeats only still gets its
+Per crawl, one stateful step in the global window holds the first fetches themselves and
+counts them per clock window (a repeat counts 0, so a window of repeats only still gets its
 value), each fetch once by its position (`event_time.each_delivery_once`: a second
 delivery of one is not a second page). On an event-time timer 1 ms past each window's due
 (`event_time.CLOCK_AFTER_US`) it emits before(w), the pages fetched before window w
@@ -29,13 +29,12 @@ from apache_beam.utils.timestamp import Timestamp
 from frontierflow.pipelines.beam.event_time import (
     CLOCK_AFTER_US,
     HELD_STATE,
-    SECOND_DELIVERIES,
     cheap_state_cache_accounting,
     due_of,
     held_coder,
-    hold_item,
+    hold_unless_taken,
     take_due,
-    taken_before,
+    with_through,
 )
 from frontierflow.schemas.records import FetchEvent
 
@@ -92,7 +91,7 @@ class _RunningPageCount(beam.DoFn):
     HELD = ReadModifyWriteStateSpec(
         HELD_STATE,  # (pages counted in windows due, the last due counted), and the rest
         held_coder(
-            TupleCoder([VarIntCoder(), VarIntCoder()]),
+            with_through(VarIntCoder()),
             TupleCoder([VarIntCoder(), VarIntCoder(), VarIntCoder()]),  # (due, position, pages)
         ),
     )
@@ -107,13 +106,7 @@ class _RunningPageCount(beam.DoFn):
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        item = element[1]
-        counted, pending = held.read() or (None, [])
-        if counted is not None and taken_before(item[0], counted[1]):
-            SECOND_DELIVERIES.inc()
-            return
-        hold_item(item, pending, timer, CLOCK_AFTER_US)
-        held.write((counted, pending))
+        hold_unless_taken(element[1], held, timer, CLOCK_AFTER_US)
 
     @on_timer(TIMER)
     def fire(

@@ -1,14 +1,15 @@
-"""The unbounded Beam pipeline: IECA's crawl clock as a slowly changing side input.
+"""The unbounded Beam pipeline: the crawl clock counted in event time, state per shard of URLs.
 
 The bounded pipeline (`beam.replay`) counts crawled pages exactly, in one ordered pass that
 waits for the input to end. Nothing here waits for the end. Event time is `fetched_at`, cut
-into fixed windows of W ms, and the clock comes from the pipeline's own count, fed back:
+into fixed windows of W ms, and the clock comes from the pipeline's own running count:
 
 1. `DecideRepeatFetches`: per URL, fetches in (window, position) order, the step core's
-   `is_repeat_fetch`; a repeat is dropped whole, as the bounded pipeline does,
-   or, for a strategy that learns from repeats (LAFC), passed on marked as a repeat.
+   `is_repeat_fetch` (keyed by a shard of the URL: `beam.shard_state`); a repeat is
+   dropped whole, as the bounded pipeline does, or, for a strategy that learns from
+   repeats (LAFC), passed on marked as a repeat.
 2. `WindowedCrawlClock` (`beam.running_clock`): per crawl, a running count of the first
-   fetches in event-time order (state and a timer at each window's due) gives before(w),
+   fetches in event-time order (state, and a timer 1 ms past each window's due) gives before(w),
    the pages fetched before window w started, stamped 1 ms past w's due.
 3. `AttachClock` (`beam.routing`): in window w every first fetch gets `crawled =
    before(w) + 1` (a repeat `before(w)`: it does not count), joined in state per crawl and
@@ -68,10 +69,11 @@ from frontierflow.pipelines.beam.event_time import (
     HELD_STATE,
     ROUTE_AFTER_US,
     ClockWindows,
-    buffer_until_due,
     cheap_state_cache_accounting,
     held_coder,
+    hold_unless_taken,
     take_due,
+    with_through,
 )
 from frontierflow.pipelines.beam.io import ReadFetchEventLog, write_results
 from frontierflow.pipelines.beam.replay import apply_encoded, beam_strategy
@@ -81,6 +83,7 @@ from frontierflow.pipelines.beam.shard_state import (
     STATE_SHARDS,
     ShardStore,
     records_spec,
+    state_shard,
 )
 from frontierflow.pipelines.core.step import (
     LatestChanges,
@@ -96,36 +99,43 @@ from frontierflow.schemas.records import FetchEvent
 class DecideRepeatFetches(beam.PTransform):
     """(position, event) → (crawl id, (position, repeat, event)) of first fetches, and
     with `keep_repeats` of repeats too, timestamped at the end of the event's clock
-    window. Keyed by URL: the step core keeps a page's last cycle per URL. An event's
-    window is that of its `fetched_at`, or with `by_arrival` that of the time its source
-    stamped it with (`beam.kafka_io`: the broker's append time)."""
+    window. Keyed by a shard of the URL (`beam.shard_state`): the step core keeps a page's
+    last cycle per URL, in its shard's records. An event's window is that of its
+    `fetched_at`, or with `by_arrival` that of the time its source stamped it with
+    (`beam.kafka_io`: the broker's append time)."""
 
     def __init__(
-        self, windows: ClockWindows, keep_repeats: bool = False, by_arrival: bool = False
+        self,
+        windows: ClockWindows,
+        keep_repeats: bool = False,
+        by_arrival: bool = False,
+        shards: int = STATE_SHARDS,
     ) -> None:
         super().__init__()
         self.windows = windows
         self.keep_repeats = keep_repeats
         self.by_arrival = by_arrival
+        self.shards = shards
 
     def expand(self, events: Any) -> Any:
         return (
             events
             | "KeyByPage"
-            >> beam.ParDo(_KeyByPage(self.windows, self.by_arrival)).with_output_types(
-                typehints.KV[str, typehints.Tuple[int, int, int, FetchEvent]]
+            >> beam.ParDo(_KeyByPage(self.windows, self.by_arrival, self.shards)).with_output_types(
+                typehints.KV[int, typehints.Tuple[int, int, int, FetchEvent]]
             )
             | "FirstFetches"
             >> beam.ParDo(_FirstFetches(self.keep_repeats))
-            .with_input_types(typehints.KV[str, typehints.Tuple[int, int, int, FetchEvent]])
+            .with_input_types(typehints.KV[int, typehints.Tuple[int, int, int, FetchEvent]])
             .with_output_types(FirstFetch)
         )
 
 
 class _KeyByPage(beam.DoFn):
-    def __init__(self, windows: ClockWindows, by_arrival: bool) -> None:
+    def __init__(self, windows: ClockWindows, by_arrival: bool, shards: int) -> None:
         self.windows = windows
         self.by_arrival = by_arrival
+        self.shards = shards
 
     def process(
         self,
@@ -136,7 +146,7 @@ class _KeyByPage(beam.DoFn):
         event_ms = int(stamp.micros) // 1000 if self.by_arrival else event.fetched_at
         due = self.windows.due_micros(event_ms)
         value = (due, position, event.cycle, event)
-        yield TimestampedValue((event.url, value), Timestamp(micros=due))
+        yield TimestampedValue((state_shard(event.url, self.shards), value), Timestamp(micros=due))
 
 
 FirstFetch = typehints.KV[str, typehints.Tuple[int, bool, FetchEvent]]
@@ -145,12 +155,13 @@ FirstFetch = typehints.KV[str, typehints.Tuple[int, bool, FetchEvent]]
 
 class _FirstFetches(beam.DoFn):
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # the page's last crawled cycle, and its fetches not yet due
+        HELD_STATE,  # (the shard's generation, due through), and its fetches not yet due
         held_coder(
-            VarIntCoder(),
+            with_through(VarIntCoder()),
             TupleCoder([VarIntCoder(), VarIntCoder(), VarIntCoder(), FetchEventCoder()]),
         ),
     )
+    RECORDS = records_spec()  # the shard's pages' last crawled cycles (`beam.shard_state`)
     TIMER = TimerSpec("repeats_due", TimeDomain.WATERMARK)
 
     def setup(self) -> None:
@@ -158,33 +169,40 @@ class _FirstFetches(beam.DoFn):
 
     def __init__(self, keep_repeats: bool) -> None:
         self.keep_repeats = keep_repeats
+        self.store = ShardStore(VarIntCoder())
 
     def process(
         self,
-        element: tuple[str, tuple[int, int, int, FetchEvent]],
+        element: tuple[int, tuple[int, int, int, FetchEvent]],
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        buffer_until_due(element[1], held, timer)
+        hold_unless_taken(element[1], held, timer)
 
     @on_timer(TIMER)
     def fire(
         self,
+        shard: Any = beam.DoFn.KeyParam,
         fired: Any = beam.DoFn.TimestampParam,
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
+        records: Any = beam.DoFn.StateParam(RECORDS),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        last_cycle, ready, rest = take_due(fired, held, timer)
+        taken, ready, rest = take_due(fired, held, timer)
         if not ready:
             return  # nothing taken: the cell stands as it is
+        index = self.store.load(shard, taken[0] if taken else None, records)
+        last_cycles: dict[str, int] = {}  # this firing's first fetches, over the index's
         for _, position, cycle, event in ready:
-            repeat = is_repeat_fetch(last_cycle, cycle)
-            if repeat and not self.keep_repeats:
-                continue
+            last = last_cycles.get(event.url, index.values.get(event.url))
+            repeat = is_repeat_fetch(last, cycle)
             if not repeat:
-                last_cycle = cycle
+                last_cycles[event.url] = cycle
+            elif not self.keep_repeats:
+                continue
             yield event.crawl_id, (position, repeat, event)
-        held.write((last_cycle, rest))
+        generation = self.store.commit(shard, index, last_cycles, records)
+        held.write(((generation, ready[-1][0]), rest))
 
 
 # --- 4. per-URL state --------------------------------------------------------------------------
@@ -192,7 +210,7 @@ class _FirstFetches(beam.DoFn):
 
 class UpdateFrontierInEventTime(beam.PTransform):
     """(state shard, [(url, message), …]) stamped 2 ms past their window's due (`AttachClock`) → one
-    `UrlUpdate` per URL and window (its version: (window end µs, position, index) of the
+    `UrlUpdate` per URL and window (its version: (due µs, position, index) of the
     last message applied). State is keyed by a shard of the URL (`beam.shard_state`): a
     window's messages are grouped per shard first, so the stateful step touches each
     shard's cells once per window, not each URL's; the batches are then applied in window
@@ -271,8 +289,8 @@ def once_each(messages: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
 
 class _ApplyInEventTime(beam.DoFn):
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # the shard's generation, and its message batches not yet due
-        held_coder(VarIntCoder(), FastPrimitivesCoder()),
+        HELD_STATE,  # (the shard's generation, due through), its batches not yet due
+        held_coder(with_through(VarIntCoder()), FastPrimitivesCoder()),
     )
     RECORDS = records_spec()  # the shard's URLs' encoded states (`beam.shard_state`)
     TIMER = TimerSpec("update_due", TimeDomain.WATERMARK)
@@ -290,7 +308,7 @@ class _ApplyInEventTime(beam.DoFn):
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        buffer_until_due(element[1], held, timer, ROUTE_AFTER_US)
+        hold_unless_taken(element[1], held, timer, ROUTE_AFTER_US)
 
     @on_timer(TIMER)
     def fire(
@@ -301,10 +319,10 @@ class _ApplyInEventTime(beam.DoFn):
         records: Any = beam.DoFn.StateParam(RECORDS),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        generation, batches, rest = take_due(fired, held, timer, ROUTE_AFTER_US)
+        taken, batches, rest = take_due(fired, held, timer, ROUTE_AFTER_US)
         if not batches:
             return
-        index = self.store.load(shard, generation, records)
+        index = self.store.load(shard, taken[0] if taken else None, records)
         changes: dict[str, bytes | None] = {}
         for url, messages in due_messages(batches).items():
             encoded, latest = apply_encoded(
@@ -315,7 +333,8 @@ class _ApplyInEventTime(beam.DoFn):
             )
             changes[url] = encoded
             yield UrlUpdate(url, encoded, tuple(latest.values()), tuple(messages[-1][:3]))
-        held.write((self.store.commit(shard, index, changes, records), rest))
+        generation = self.store.commit(shard, index, changes, records)
+        held.write(((generation, batches[-1][0]), rest))
 
 
 # --- the whole pipeline ------------------------------------------------------------------------

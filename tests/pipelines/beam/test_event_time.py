@@ -10,7 +10,9 @@ from frontierflow.pipelines.beam.event_time import (
     buffer_until_due,
     each_delivery_once,
     held_coder,
+    hold_unless_taken,
     take_due,
+    with_through,
 )
 
 
@@ -76,3 +78,20 @@ def test_each_delivery_once_keeps_different_items_of_one_place() -> None:
     items = [(1, 1, "x"), (1, 1, "y"), (1, 1, "x"), (1, 2, "x"), (2, 1, "y"), (2, 1, "y")]
     assert each_delivery_once(items) == [(1, 1, "x"), (1, 1, "y"), (1, 2, "x"), (2, 1, "y")]
     assert each_delivery_once([]) == []
+
+
+def test_an_item_of_a_window_already_taken_is_dropped() -> None:
+    """A step that keeps the due through which it has taken items drops a later delivery
+    of one of them (or of any item of a taken window) instead of holding it again."""
+    cell, timer = Cell(), Timer()
+    hold_unless_taken((1_000, 1, "a"), cell, timer)
+    _, ready, rest = take_due(Timestamp(micros=1_000), cell, timer)
+    cell.write((("v", ready[-1][0]), rest))  # as the steps write it: through 1,000
+    hold_unless_taken((1_000, 1, "a"), cell, timer)  # delivered again
+    hold_unless_taken((500, 9, "z"), cell, timer)  # of an earlier window
+    assert cell.value == (("v", 1_000), []) and timer.sets == [1_000]
+    hold_unless_taken((1_001, 2, "b"), cell, timer)  # a later window: held
+    assert cell.value == (("v", 1_000), [(1_001, 2, "b")]) and timer.sets == [1_000, 1_001]
+    coder = held_coder(with_through(VarIntCoder()), FastPrimitivesCoder())
+    for held in (((None, 7), []), ((12, -1), [(1, 2, "x")])):
+        assert coder.decode(coder.encode(held)) == held
