@@ -69,11 +69,10 @@ from frontierflow.pipelines.beam.event_time import (
     HELD_STATE,
     ROUTE_AFTER_US,
     ClockWindows,
+    buffer_until_due,
     cheap_state_cache_accounting,
     held_coder,
-    hold_unless_taken,
     take_due,
-    with_through,
 )
 from frontierflow.pipelines.beam.io import ReadFetchEventLog, write_results
 from frontierflow.pipelines.beam.replay import apply_encoded, beam_strategy
@@ -155,9 +154,9 @@ FirstFetch = typehints.KV[str, typehints.Tuple[int, bool, FetchEvent]]
 
 class _FirstFetches(beam.DoFn):
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # (the shard's generation, due through), and its fetches not yet due
+        HELD_STATE,  # the shard's generation, and its fetches not yet due
         held_coder(
-            with_through(VarIntCoder()),
+            VarIntCoder(),
             TupleCoder([VarIntCoder(), VarIntCoder(), VarIntCoder(), FetchEventCoder()]),
         ),
     )
@@ -177,7 +176,7 @@ class _FirstFetches(beam.DoFn):
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        hold_unless_taken(element[1], held, timer)
+        buffer_until_due(element[1], held, timer)
 
     @on_timer(TIMER)
     def fire(
@@ -188,10 +187,10 @@ class _FirstFetches(beam.DoFn):
         records: Any = beam.DoFn.StateParam(RECORDS),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        taken, ready, rest = take_due(fired, held, timer)
+        generation, ready, rest = take_due(fired, held, timer)
         if not ready:
             return  # nothing taken: the cell stands as it is
-        index = self.store.load(shard, taken[0] if taken else None, records)
+        index = self.store.load(shard, generation, records)
         last_cycles: dict[str, int] = {}  # this firing's first fetches, over the index's
         for _, position, cycle, event in ready:
             last = last_cycles.get(event.url, index.values.get(event.url))
@@ -201,8 +200,7 @@ class _FirstFetches(beam.DoFn):
             elif not self.keep_repeats:
                 continue
             yield event.crawl_id, (position, repeat, event)
-        generation = self.store.commit(shard, index, last_cycles, records)
-        held.write(((generation, ready[-1][0]), rest))
+        held.write((self.store.commit(shard, index, last_cycles, records), rest))
 
 
 # --- 4. per-URL state --------------------------------------------------------------------------
@@ -289,8 +287,8 @@ def once_each(messages: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
 
 class _ApplyInEventTime(beam.DoFn):
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # (the shard's generation, due through), its batches not yet due
-        held_coder(with_through(VarIntCoder()), FastPrimitivesCoder()),
+        HELD_STATE,  # the shard's generation, and its message batches not yet due
+        held_coder(VarIntCoder(), FastPrimitivesCoder()),
     )
     RECORDS = records_spec()  # the shard's URLs' encoded states (`beam.shard_state`)
     TIMER = TimerSpec("update_due", TimeDomain.WATERMARK)
@@ -308,7 +306,7 @@ class _ApplyInEventTime(beam.DoFn):
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        hold_unless_taken(element[1], held, timer, ROUTE_AFTER_US)
+        buffer_until_due(element[1], held, timer, ROUTE_AFTER_US)
 
     @on_timer(TIMER)
     def fire(
@@ -319,10 +317,10 @@ class _ApplyInEventTime(beam.DoFn):
         records: Any = beam.DoFn.StateParam(RECORDS),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        taken, batches, rest = take_due(fired, held, timer, ROUTE_AFTER_US)
+        generation, batches, rest = take_due(fired, held, timer, ROUTE_AFTER_US)
         if not batches:
             return
-        index = self.store.load(shard, taken[0] if taken else None, records)
+        index = self.store.load(shard, generation, records)
         changes: dict[str, bytes | None] = {}
         for url, messages in due_messages(batches).items():
             encoded, latest = apply_encoded(
@@ -333,8 +331,7 @@ class _ApplyInEventTime(beam.DoFn):
             )
             changes[url] = encoded
             yield UrlUpdate(url, encoded, tuple(latest.values()), tuple(messages[-1][:3]))
-        generation = self.store.commit(shard, index, changes, records)
-        held.write(((generation, batches[-1][0]), rest))
+        held.write((self.store.commit(shard, index, changes, records), rest))
 
 
 # --- the whole pipeline ------------------------------------------------------------------------
