@@ -3,7 +3,7 @@ stateful step's input by event-time timers.
 
 `ClockWindows` are the fixed windows of `fetched_at` over which the crawl clock is
 refreshed (`--clock windowed:W`). A stateful step that must apply its input in a fixed
-order buffers it (`buffer_until_due`) and, when its watermark timer fires, takes what is
+order buffers it (`hold_unless_taken`) and, when its watermark timer fires, takes what is
 due in order (`take_due`), so results do not depend on processing speed or bundling.
 """
 
@@ -42,15 +42,10 @@ class ClockWindows:
         )
 
     def due_micros(self, event_ms: int) -> int:
-        """The last millisecond of the window holding `event_ms`, in µs (see `due_of`)."""
+        """The last millisecond of the window holding `event_ms`, in µs: a window's items
+        are due then. Not Beam's max_timestamp (end − 1 µs): the Fn API carries timer times
+        in milliseconds, and a timer set at end − 1 µs would fire at end − 1 ms."""
         return ((event_ms // self.width_ms + 1) * self.width_ms - 1) * 1000
-
-
-def due_of(window: Any) -> int:
-    """The last millisecond of `window`, in µs. Not Beam's max_timestamp (end − 1 µs): the
-    Fn API carries timer times in milliseconds, and a timer set at end − 1 µs would fire at
-    end − 1 ms, before the items it is meant to release."""
-    return int(window.end.micros) - 1000
 
 
 def parse_clock(text: str) -> ClockWindows | None:
@@ -67,26 +62,32 @@ def parse_clock(text: str) -> ClockWindows | None:
 
 # --- ordering by event-time timers ------------------------------------------------------------
 
-CLOCK_AFTER_US = 1_000
-ROUTE_AFTER_US = 2_000
-"""How far past a clock window's due the running count (`beam.running_clock`) and the
-routing (`beam.routing`) fire their timers and stamp what they emit.
+REPEAT_AFTER_US = 1_000
+CLOCK_AFTER_US = 2_000
+ROUTE_AFTER_US = 3_000
+APPLY_AFTER_US = 4_000
+"""How far past a clock window's due each timer-ordered step of the unbounded form fires
+its timer and stamps what it emits: the repeat step (`beam.stream`), the running count
+(`beam.running_clock`), the routing (`beam.routing`) and the per-shard update
+(`beam.stream`).
 
-A runner may fire an event-time timer at T once the watermark *reaches* T (Flink does),
-while an upstream step's timer at T, whose hold keeps the watermark at T, has yet to emit
-its elements stamped T. So a step that waits for what another stateful step emits at a
-window's due fires 1 ms (the grain of timer times) after the latest stamp it waits for:
-the repeat step emits first fetches at the due; the count fires 1 ms later and stamps
-before(w) there; the routing fires 1 ms after that (2 ms past the due) and stamps the
-window's messages there, and the per-shard update groups them in clock windows shifted by
-2 ms (`ClockWindows.fixed(ROUTE_AFTER_US)`)."""
+A runner may fire an event-time timer at T once the watermark *reaches* T (Flink and Prism
+do), while an element stamped T may still come: the upstream step whose timer at T holds
+the watermark there has yet to emit it. So every step fires 1 ms (the grain of timer times)
+after the latest stamp of what it waits for, and stamps its own output at its timer: a
+fetch is stamped at its own time, at most its window's due + 999 µs; the repeat step fires
+1 ms past the due; the count 2 ms past (before(w) stamped there); the routing 3 ms past
+(the window's messages stamped there, grouped per shard in clock windows shifted by 3 ms,
+`ClockWindows.fixed(ROUTE_AFTER_US)`, whose batches keep that stamp); the update 4 ms
+past. With a timer at its items' own stamp, an item Prism delivered just then was taken a
+window late, behind the next step's watermark (`docs/RESULTS.md`)."""
 
 HELD_STATE = "held"
 # Each timer-ordered step declares its own HELD cell and TIMER specs and its own `process`:
 # Beam keeps one on_timer callback per TimerSpec object, so the steps cannot share one spec
 # (and a shared `process` would have to name it). Each timer has a name of its own too: the
 # local runner keeps a stage's written timers in one buffer per timer family name, so two
-# fused steps with a timer of the same name would share it. `buffer_until_due` and
+# fused steps with a timer of the same name would share it. `hold_unless_taken` and
 # `take_due` are the shared part.
 
 
@@ -104,18 +105,10 @@ _DUE_ORDER = itemgetter(0, 1)
 """An item's due time, and its place among items: (due, position)."""
 
 
-def buffer_until_due(item: tuple[Any, ...], cell: Any, timer: Any, after_us: int = 0) -> None:
-    """Keep `item` (its first field: the microsecond it is due; its second: its position)
-    in the key's cell until the watermark passes; the timer is set for the earliest item,
-    `after_us` past its due (see `take_due`)."""
-    value, pending = cell.read() or (None, [])
-    hold_item(item, pending, timer, after_us)
-    cell.write((value, pending))
-
-
 def hold_item(item: tuple[Any, ...], pending: list[Any], timer: Any, after_us: int = 0) -> None:
-    """`buffer_until_due` on a cell's items already read (for a step that reads its value
-    first): `item` in (due, position) order, the timer on the earliest."""
+    """`item` (its first field: the microsecond it is due; its second: its position) among
+    a cell's items already read, in (due, position) order; the timer is set for the
+    earliest, `after_us` past its due (see `take_due`)."""
     if not pending or item[0] < pending[0][0]:
         timer.set(Timestamp(micros=item[0] + after_us))
     bisect.insort(pending, item, key=_DUE_ORDER)  # after equal ones: arrival order
@@ -129,19 +122,16 @@ def taken_before(due: int, through: int | None) -> bool:
     """Whether an item due at `due` belongs to a window its step has already taken (through
     the due `through`): then it is a second delivery (see `each_delivery_once`), to be
     dropped, not held: held, it would wait for a window that has come and gone (the
-    routing's clock value is gone with it) or count a page twice. Only for a step whose
-    timer fires strictly after its items' stamps (`after_us` > 0: the running count and the
-    routing): Prism may fire a timer once the watermark *reaches* its time, and an item
-    stamped at that very time may still come then; held, as the repeat and update steps
-    hold it (their timers fire at their items' stamps), it is taken at the next firing.
-    With this guard on those two steps, Prism's equality test lost the last windows of
-    many URLs (`docs/RESULTS.md`)."""
+    routing's clock value is gone with it), count a page twice or apply a message twice.
+    Sound because every step's timer fires strictly after its items' stamps (see
+    `REPEAT_AFTER_US`): when it fires, no first delivery of an item due by then can come."""
     return through is not None and due <= through
 
 
 def hold_unless_taken(item: tuple[Any, ...], cell: Any, timer: Any, after_us: int = 0) -> None:
-    """`buffer_until_due` for a step whose value is (its own value, the due through which
-    it has taken items), as a step that took items writes it, `cell.write(((new value,
+    """Keep `item` in the key's cell until the watermark passes its due + `after_us`
+    (`hold_item`). The cell's value is (the step's own value, the due through which it has
+    taken items), as a step that took items writes it, `cell.write(((new value,
     ready[-1][0]), rest))`: an item of a window already taken is dropped and counted."""
     value, pending = cell.read() or (None, [])
     if value is not None and taken_before(item[0], value[1]):

@@ -4,7 +4,7 @@ clock before(w), and are routed into keyed messages by the step core.
 They meet in state, not through a side input. Per crawl and routing shard, one stateful
 step in the global window takes a Flatten of the fetches (each with its window's due) and
 of the clock values before(w), each fanned out to every routing shard of its crawl. It
-holds both and, on an event-time timer 2 ms past a window's due, routes that window's
+holds both and, on an event-time timer 3 ms past a window's due, routes that window's
 fetches with before(w). Everything waiting lives in Beam state, so a Flink checkpoint holds
 it and a restore rolls it back with the rest of the job.
 
@@ -15,16 +15,16 @@ Prism a window's fetches now and then ran before the side input was ready for it
 (`ClockMissing`). Why not a windowed `CoGroupByKey` of the two: a window's fetches were now
 and then grouped before its clock value arrived (`docs/RESULTS.md`).
 
-The clock value before(w) leaves the running count 1 ms past w's due, stamped there
-(`beam.running_clock`), so it reaches this step before the watermark passes that. This
-step's timer is set 2 ms past the due, and the routed messages are stamped there too: the
-per-shard update groups them in clock windows shifted by those 2 ms
-(`ClockWindows.fixed(ROUTE_AFTER_US)`), so each window's messages land in its twin
-(`event_time.ROUTE_AFTER_US`). A
-window whose clock value has still not come when the timer fires (a safety net) keeps its
-fetches and re-arms the timer at its due, whose hold keeps the watermark below its
-messages' stamp until the value comes; windows are routed in order, so nothing after a
-waiting window goes first. A clock value sets the timer too, so a shard without fetches in
+The fetches leave the repeat step 1 ms past their window's due and the clock value before(w)
+the running count 2 ms past it, stamped there (`beam.running_clock`), so both reach this
+step before the watermark passes that. This step's timer is set 3 ms past the due, and the
+routed messages are stamped there too: the per-shard update groups them in clock windows
+shifted by those 3 ms (`ClockWindows.fixed(ROUTE_AFTER_US)`), so each window's messages
+land in its twin (`event_time.REPEAT_AFTER_US`). A window whose clock value has still not
+come when the timer fires (a safety net) keeps its fetches and re-arms the timer at its
+due, whose hold keeps the watermark below its messages' stamp until the value comes;
+windows are routed in order, so nothing after a waiting window goes first. A clock value
+sets the timer too, so a shard without fetches in
 a window drops that window's value at once instead of keeping it.
 """
 
@@ -40,7 +40,7 @@ from apache_beam.coders import BooleanCoder, ListCoder, NullableCoder, TupleCode
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
-from apache_beam.transforms.window import GlobalWindows, TimestampedValue
+from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
 from frontierflow.pipelines.beam.coders import FetchEventCoder
@@ -49,7 +49,6 @@ from frontierflow.pipelines.beam.event_time import (
     ROUTE_AFTER_US,
     SECOND_DELIVERIES,
     cheap_state_cache_accounting,
-    due_of,
     held_coder,
     hold_item,
     take_due,
@@ -83,7 +82,7 @@ Routed = typehints.KV[int, typehints.List[typehints.Any]]
 
 class AttachClock(beam.PTransform):
     """Windowed first fetches + the clock values (`beam.running_clock`) → (state shard,
-    [(key, ordered keyed message), …]) in the global window, stamped 2 ms past their
+    [(key, ordered keyed message), …]) in the global window, stamped 3 ms past their
     window's due: a window's messages of one routing shard, gathered per state shard of
     their key (`beam.shard_state.state_shard`), so the next grouping moves a few lists per
     window instead of one element per message."""
@@ -95,11 +94,8 @@ class AttachClock(beam.PTransform):
 
     def expand(self, pcolls: Any) -> Any:
         firsts, clock = pcolls
-        fetches = (
-            firsts
-            | "FetchesByShard"
-            >> beam.ParDo(_FetchByShard()).with_output_types(typehints.KV[ShardKey, JoinItem])
-            | "FetchesGlobal" >> beam.WindowInto(GlobalWindows())
+        fetches = firsts | "FetchesByShard" >> beam.Map(_fetch_by_shard).with_output_types(
+            typehints.KV[ShardKey, JoinItem]
         )
         clocks = clock | "ClockToShards" >> beam.FlatMap(_clock_to_shards).with_output_types(
             typehints.KV[ShardKey, JoinItem]
@@ -119,12 +115,9 @@ def route_shard(url: str) -> int:
     return state_shard(url, ROUTE_SHARDS)
 
 
-class _FetchByShard(beam.DoFn):
-    def process(
-        self, first: tuple[str, Fetch], window: Any = beam.DoFn.WindowParam
-    ) -> Iterator[Any]:
-        crawl_id, (position, repeat, event) = first
-        yield (crawl_id, route_shard(event.url)), (due_of(window), position, 0, repeat, event)
+def _fetch_by_shard(first: tuple[str, tuple[int, int, bool, FetchEvent]]) -> Any:
+    crawl_id, (due, position, repeat, event) = first
+    return (crawl_id, route_shard(event.url)), (due, position, 0, repeat, event)
 
 
 def _clock_to_shards(value: tuple[str, tuple[int, int]]) -> Iterator[Any]:

@@ -3,7 +3,7 @@
 Per crawl, one stateful step in the global window holds the first fetches themselves and
 counts them per clock window (a repeat counts 0, so a window of repeats only still gets its
 value), each fetch once by its position (`event_time.each_delivery_once`: a second
-delivery of one is not a second page). On an event-time timer 1 ms past each window's due
+delivery of one is not a second page). On an event-time timer 2 ms past each window's due
 (`event_time.CLOCK_AFTER_US`) it emits before(w), the pages fetched before window w
 started, as (crawl id, (due, before(w))) stamped there, for `beam.routing.AttachClock`.
 
@@ -23,14 +23,13 @@ from apache_beam import typehints
 from apache_beam.coders import TupleCoder, VarIntCoder
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
-from apache_beam.transforms.window import GlobalWindows, TimestampedValue
+from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
 from frontierflow.pipelines.beam.event_time import (
     CLOCK_AFTER_US,
     HELD_STATE,
     cheap_state_cache_accounting,
-    due_of,
     held_coder,
     hold_unless_taken,
     take_due,
@@ -46,14 +45,13 @@ repeat))."""
 
 
 class WindowedCrawlClock(beam.PTransform):
-    """Windowed (crawl id, (position, repeat, event)) → (crawl id, (due, before(w))) in the
-    global window, stamped 1 ms past w's due, for every window that holds a fetch."""
+    """(crawl id, (due, position, repeat, event)) → (crawl id, (due, before(w))), stamped
+    2 ms past w's due, for every window that holds a fetch."""
 
     def expand(self, firsts: Any) -> Any:
         return (
             firsts
-            | "PageOrRepeat" >> beam.ParDo(_PageOrRepeat()).with_output_types(PageCount)
-            | "ToGlobalWindow" >> beam.WindowInto(GlobalWindows())
+            | "PageOrRepeat" >> beam.Map(_page_or_repeat).with_output_types(PageCount)
             | "RunningCount"
             >> beam.ParDo(_RunningPageCount())
             .with_input_types(PageCount)
@@ -61,14 +59,9 @@ class WindowedCrawlClock(beam.PTransform):
         )
 
 
-class _PageOrRepeat(beam.DoFn):
-    def process(
-        self,
-        first: tuple[str, tuple[int, bool, FetchEvent]],
-        window: Any = beam.DoFn.WindowParam,
-    ) -> Iterator[tuple[str, tuple[int, int, int]]]:
-        crawl_id, (position, repeat, _) = first
-        yield crawl_id, (due_of(window), position, 0 if repeat else 1)
+def _page_or_repeat(first: tuple[str, tuple[int, int, bool, FetchEvent]]) -> Any:
+    crawl_id, (due, position, repeat, _) = first
+    return crawl_id, (due, position, 0 if repeat else 1)
 
 
 def before_each_window(

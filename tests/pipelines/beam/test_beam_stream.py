@@ -170,11 +170,11 @@ def test_routing_refuses_a_window_without_its_clock() -> None:
 
 
 def test_routing_waits_for_a_late_clock_value() -> None:
-    """A window's fetches are routed 2 ms past its due. If its clock value has not come by
+    """A window's fetches are routed 3 ms past its due. If its clock value has not come by
     then, they stay, and the timer is re-armed at the due (its hold keeps the watermark
     below the routed messages' stamp, so the grouping of the window cannot fire without
     them); once the value has come, the next firing routes the window with crawled =
-    before + 1, stamped 2 ms past its due, gathered per state shard, and drops the value."""
+    before + 1, stamped 3 ms past its due, gathered per state shard, and drops the value."""
     route = _RouteInOrder(build_strategy("ieca", budget=10), 1)  # one state shard
     event = FetchEvent(
         "https://a.example/", 5, 200, "f", "a.example", outlinks=("https://b.example/",)
@@ -182,8 +182,8 @@ def test_routing_waits_for_a_late_clock_value() -> None:
     held, timer = Cell(), Timer()
     key = ("c", route_shard(event.url))
     route.process((key, (0, 7, 0, False, event)), held, timer)  # the window due at 0 µs
-    assert timer.at == 2_000
-    assert list(route.fire(key, Timestamp(micros=2_000), held, timer)) == []  # no value yet
+    assert timer.at == 3_000
+    assert list(route.fire(key, Timestamp(micros=3_000), held, timer)) == []  # no value yet
     (waiting, clocks, through), pending = held.value
     assert (waiting, clocks) == (0, []) and [f[:2] for f in pending] == [(0, 7)]  # nothing lost
     assert through == -1  # routed through the window before it
@@ -194,7 +194,7 @@ def test_routing_waits_for_a_late_clock_value() -> None:
     [routed] = list(route.fire(key, Timestamp(micros=0), held, timer))
     # 4 pages before the window, a first fetch counts itself: crawled 5, now = fetched_at 5
     shard, messages = routed.value
-    assert shard == 0 and routed.timestamp == Timestamp(micros=2_000)
+    assert shard == 0 and routed.timestamp == Timestamp(micros=3_000)
     assert [(url, m[:5]) for url, m in messages] == [
         ("https://a.example/", (0, 7, 0, 5, 5)),
         ("https://b.example/", (0, 7, 1, 5, 5)),
@@ -215,11 +215,11 @@ def test_routing_drops_the_clock_value_of_a_window_without_fetches() -> None:
     held, timer = Cell(), Timer()
     route.process((("c", 0), (5_000, -1, 9, False, None)), held, timer)
     route.process((("c", 0), (2_000, -1, 3, False, None)), held, timer)  # earlier: moves it
-    assert timer.sets == [7_000, 4_000]
-    assert list(route.fire(("c", 0), Timestamp(micros=4_000), held, timer)) == []
+    assert timer.sets == [8_000, 5_000]
+    assert list(route.fire(("c", 0), Timestamp(micros=5_000), held, timer)) == []
     assert held.value == ((None, [(5_000, 9)], 2_000), [])
-    assert timer.at == 7_000  # re-armed for the value left
-    assert list(route.fire(("c", 0), Timestamp(micros=7_000), held, timer)) == []
+    assert timer.at == 8_000  # re-armed for the value left
+    assert list(route.fire(("c", 0), Timestamp(micros=8_000), held, timer)) == []
     assert held.value == ((None, [], 5_000), [])
 
 

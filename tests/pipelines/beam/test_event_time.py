@@ -7,7 +7,6 @@ from apache_beam.utils.timestamp import Timestamp
 from beam_state import Cell, Timer
 
 from frontierflow.pipelines.beam.event_time import (
-    buffer_until_due,
     each_delivery_once,
     held_coder,
     hold_unless_taken,
@@ -18,10 +17,10 @@ from frontierflow.pipelines.beam.event_time import (
 
 def test_items_wait_in_due_order_and_the_timer_follows_the_earliest() -> None:
     cell, timer = Cell(), Timer()
-    buffer_until_due((2_000, 5, "b"), cell, timer)
-    buffer_until_due((1_000, 9, "a"), cell, timer)  # earlier: the timer moves to it
-    buffer_until_due((2_000, 3, "c"), cell, timer)  # same due, earlier position
-    buffer_until_due((3_000, 1, "d"), cell, timer)  # later: the timer stays
+    hold_unless_taken((2_000, 5, "b"), cell, timer)
+    hold_unless_taken((1_000, 9, "a"), cell, timer)  # earlier: the timer moves to it
+    hold_unless_taken((2_000, 3, "c"), cell, timer)  # same due, earlier position
+    hold_unless_taken((3_000, 1, "d"), cell, timer)  # later: the timer stays
     assert timer.sets == [2_000, 1_000]
     assert cell.value == (
         None,
@@ -50,7 +49,7 @@ def test_take_due_on_an_empty_cell_takes_nothing_and_sets_no_timer() -> None:
 def test_equal_items_keep_their_arrival_order() -> None:
     cell, timer = Cell(), Timer()
     for tag in "xyz":
-        buffer_until_due((1_000, 4, tag), cell, timer)
+        hold_unless_taken((1_000, 4, tag), cell, timer)
     _, ready, _ = take_due(Timestamp(micros=1_000), cell, timer)
     assert [item[2] for item in ready] == ["x", "y", "z"]
 
@@ -68,7 +67,7 @@ def test_a_second_delivery_of_an_item_is_taken_once() -> None:
     and dropped when the window is taken."""
     cell, timer = Cell(), Timer()
     for item in [(1_000, 4, "a"), (1_000, 2, "b"), (1_000, 4, "a"), (2_000, 1, "c")]:
-        buffer_until_due(item, cell, timer)
+        hold_unless_taken(item, cell, timer)
     _, ready, rest = take_due(Timestamp(micros=1_000), cell, timer)
     assert ready == [(1_000, 2, "b"), (1_000, 4, "a")]
     assert rest == [(2_000, 1, "c")]
