@@ -99,7 +99,9 @@ class FlinkCluster:
         self.run("start-taskmanager", str(n))
 
     def stop_job(self, job_id: str) -> str:
-        """Stop a streaming job with a savepoint; the savepoint's path."""
+        """Take a savepoint of a streaming job and cancel it (`cluster.sh stop-job`: not
+        Flink's stop, which Beam's runner drains); the savepoint's path, once the job has
+        ended."""
         return self.run("stop-job", job_id).strip()
 
     def savepoint(self, job_id: str) -> str:

@@ -15,8 +15,9 @@
 #                                                has registered
 #   infra/flink/cluster.sh jobs                  one line per job: id, state, name
 #   infra/flink/cluster.sh savepoint JOB_ID      trigger a savepoint, print its path
-#   infra/flink/cluster.sh stop-job JOB_ID       stop the job with a savepoint (no drain),
-#                                                print the savepoint's path
+#   infra/flink/cluster.sh stop-job JOB_ID       take a savepoint and cancel the job (not
+#                                                Flink's stop: see savepoint_op), print
+#                                                the savepoint's path
 #   infra/flink/cluster.sh help                  this text
 #
 # Everything lives in one folder, FLINK_CLUSTER_DIR (${TMPDIR:-/tmp}/frontierflow-flink-
@@ -480,14 +481,18 @@ for job in json.load(sys.stdin)["jobs"]:
 }
 
 # savepoint_op JOB_ID stop|savepoint: trigger, then poll the asynchronous operation until
-# it completes; print the savepoint's path.
+# it completes; print the savepoint's path. `stop` takes the savepoint with cancel-job and
+# waits until the job has ended. Not Flink's stop-with-savepoint (`POST /jobs/<id>/stop`):
+# before its savepoint, Flink calls every operator's finish(), and Beam's Flink runner
+# (2.62) drains there: its sources emit the end-of-time watermark, every event-time timer
+# fires, every window fires, and state in the global window is cleared; the savepoint then
+# holds a drained job, and what was waiting for a timer is gone. A savepoint that cancels
+# the job snapshots it as it runs, like a checkpoint.
 savepoint_op() {
-  local job="$1" op="$2" body path trigger deadline result
-  if [[ "$op" == stop ]]; then
-    path="/jobs/$job/stop"; body="{\"targetDirectory\": \"file://$DIR/savepoints\", \"drain\": false}"
-  else
-    path="/jobs/$job/savepoints"; body="{\"target-directory\": \"file://$DIR/savepoints\", \"cancel-job\": false}"
-  fi
+  local job="$1" op="$2" body path trigger deadline result cancel=false
+  [[ "$op" == stop ]] && cancel=true
+  path="/jobs/$job/savepoints"
+  body="{\"target-directory\": \"file://$DIR/savepoints\", \"cancel-job\": $cancel}"
   trigger="$(rest POST "$path" "$body" | "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["request-id"])')" ||
     die "could not trigger a savepoint of job $job"
   deadline=$((SECONDS + SAVEPOINT_TIMEOUT))
@@ -502,10 +507,20 @@ elif "location" in r.get("operation", {}):
 else:
     print("FAILED " + json.dumps(r.get("operation", {}).get("failure-cause", r))[:2000])')"
     case "$result" in
-      OK\ *) echo "${result#OK }"; return 0 ;;
+      OK\ *) [[ "$cancel" == true ]] && wait_job_ended "$job"; echo "${result#OK }"; return 0 ;;
       FAILED\ *) die "savepoint of job $job failed: ${result#FAILED }" ;;
     esac
     (( SECONDS < deadline )) || die "savepoint of job $job not done within ${SAVEPOINT_TIMEOUT}s"
+    sleep 0.5
+  done
+}
+
+# wait_job_ended JOB_ID: poll until the job is CANCELED, FAILED or FINISHED.
+wait_job_ended() {
+  local job="$1" deadline=$((SECONDS + SAVEPOINT_TIMEOUT)) state
+  until state="$(rest GET "/jobs/$job" | "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["state"])')" &&
+    [[ "$state" =~ ^(CANCELED|FAILED|FINISHED)$ ]]; do
+    (( SECONDS < deadline )) || die "job $job still ${state:-unknown} ${SAVEPOINT_TIMEOUT}s after its savepoint"
     sleep 0.5
   done
 }

@@ -101,7 +101,7 @@ for _kind, _coder in (
 class UrlUpdate:
     """What a per-URL step emits: the URL, its encoded state (None: the key holds none), the
     latest change per change key among the changes it emitted, in order, and (in the
-    streaming form) the version of the last message applied: (window end µs, position,
+    streaming form) the version of the last message applied: (due µs, position,
     message index)."""
 
     url: str

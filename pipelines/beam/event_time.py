@@ -3,7 +3,7 @@ stateful step's input by event-time timers.
 
 `ClockWindows` are the fixed windows of `fetched_at` over which the crawl clock is
 refreshed (`--clock windowed:W`). A stateful step that must apply its input in a fixed
-order buffers it (`buffer_until_due`) and, when its watermark timer fires, takes what is
+order buffers it (`hold_unless_taken`) and, when its watermark timer fires, takes what is
 due in order (`take_due`), so results do not depend on processing speed or bundling.
 """
 
@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from apache_beam.coders.coders import Coder, ListCoder, NullableCoder, TupleCoder
+from apache_beam.coders.coders import Coder, ListCoder, NullableCoder, TupleCoder, VarIntCoder
+from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import FixedWindows
 from apache_beam.utils.timestamp import Duration, Timestamp
 
@@ -32,19 +33,19 @@ class ClockWindows:
         if not isinstance(self.width_ms, int) or self.width_ms < 1:
             raise ValueError(f"clock window must be a whole number of ms >= 1: {self.width_ms}")
 
-    def fixed(self) -> FixedWindows:
-        return FixedWindows(Duration(micros=self.width_ms * 1000))
+    def fixed(self, offset_us: int = 0) -> FixedWindows:
+        """Fixed windows of the width; with `offset_us`, each starts (and ends) that much
+        later: an element stamped `offset_us` past a window's due falls in that window's
+        shifted twin."""
+        return FixedWindows(
+            Duration(micros=self.width_ms * 1000), offset=Timestamp(micros=offset_us)
+        )
 
     def due_micros(self, event_ms: int) -> int:
-        """The last millisecond of the window holding `event_ms`, in µs (see `due_of`)."""
+        """The last millisecond of the window holding `event_ms`, in µs: a window's items
+        are due then. Not Beam's max_timestamp (end − 1 µs): the Fn API carries timer times
+        in milliseconds, and a timer set at end − 1 µs would fire at end − 1 ms."""
         return ((event_ms // self.width_ms + 1) * self.width_ms - 1) * 1000
-
-
-def due_of(window: Any) -> int:
-    """The last millisecond of `window`, in µs. Not Beam's max_timestamp (end − 1 µs): the
-    Fn API carries timer times in milliseconds, and a timer set at end − 1 µs would fire at
-    end − 1 ms, before the items it is meant to release."""
-    return int(window.end.micros) - 1000
 
 
 def parse_clock(text: str) -> ClockWindows | None:
@@ -61,12 +62,32 @@ def parse_clock(text: str) -> ClockWindows | None:
 
 # --- ordering by event-time timers ------------------------------------------------------------
 
+REPEAT_AFTER_US = 1_000
+CLOCK_AFTER_US = 2_000
+ROUTE_AFTER_US = 3_000
+APPLY_AFTER_US = 4_000
+"""How far past a clock window's due each timer-ordered step of the unbounded form fires
+its timer and stamps what it emits: the repeat step (`beam.stream`), the running count
+(`beam.running_clock`), the routing (`beam.routing`) and the per-shard update
+(`beam.stream`).
+
+A runner may fire an event-time timer at T once the watermark *reaches* T (Flink and Prism
+do), while an element stamped T may still come: the upstream step whose timer at T holds
+the watermark there has yet to emit it. So every step fires 1 ms (the grain of timer times)
+after the latest stamp of what it waits for, and stamps its own output at its timer: a
+fetch is stamped at its own time, at most its window's due + 999 µs; the repeat step fires
+1 ms past the due; the count 2 ms past (before(w) stamped there); the routing 3 ms past
+(the window's messages stamped there, grouped per shard in clock windows shifted by 3 ms,
+`ClockWindows.fixed(ROUTE_AFTER_US)`, whose batches keep that stamp); the update 4 ms
+past. With a timer at its items' own stamp, an item Prism delivered just then was taken a
+window late, behind the next step's watermark (`docs/RESULTS.md`)."""
+
 HELD_STATE = "held"
 # Each timer-ordered step declares its own HELD cell and TIMER specs and its own `process`:
 # Beam keeps one on_timer callback per TimerSpec object, so the steps cannot share one spec
 # (and a shared `process` would have to name it). Each timer has a name of its own too: the
 # local runner keeps a stage's written timers in one buffer per timer family name, so two
-# fused steps with a timer of the same name would share it. `buffer_until_due` and
+# fused steps with a timer of the same name would share it. `hold_unless_taken` and
 # `take_due` are the shared part.
 
 
@@ -84,32 +105,86 @@ _DUE_ORDER = itemgetter(0, 1)
 """An item's due time, and its place among items: (due, position)."""
 
 
-def buffer_until_due(item: tuple[Any, ...], cell: Any, timer: Any) -> None:
-    """Keep `item` (its first field: the microsecond it is due; its second: its position)
-    in the key's cell until the watermark passes; the timer is set for the earliest item."""
-    value, pending = cell.read() or (None, [])
+def hold_item(item: tuple[Any, ...], pending: list[Any], timer: Any, after_us: int = 0) -> None:
+    """`item` (its first field: the microsecond it is due; its second: its position) among
+    a cell's items already read, in (due, position) order; the timer is set for the
+    earliest, `after_us` past its due (see `take_due`)."""
     if not pending or item[0] < pending[0][0]:
-        timer.set(Timestamp(micros=item[0]))
+        timer.set(Timestamp(micros=item[0] + after_us))
     bisect.insort(pending, item, key=_DUE_ORDER)  # after equal ones: arrival order
+
+
+SECOND_DELIVERIES = Metrics.counter("frontierflow", "second_deliveries_dropped")
+"""Items a timer-ordered step dropped as second deliveries of a window it had taken."""
+
+
+def taken_before(due: int, through: int | None) -> bool:
+    """Whether an item due at `due` belongs to a window its step has already taken (through
+    the due `through`): then it is a second delivery (see `each_delivery_once`), to be
+    dropped, not held: held, it would wait for a window that has come and gone (the
+    routing's clock value is gone with it), count a page twice or apply a message twice.
+    Sound because every step's timer fires strictly after its items' stamps (see
+    `REPEAT_AFTER_US`): when it fires, no first delivery of an item due by then can come."""
+    return through is not None and due <= through
+
+
+def hold_unless_taken(item: tuple[Any, ...], cell: Any, timer: Any, after_us: int = 0) -> None:
+    """Keep `item` in the key's cell until the watermark passes its due + `after_us`
+    (`hold_item`). The cell's value is (the step's own value, the due through which it has
+    taken items), as a step that took items writes it, `cell.write(((new value,
+    ready[-1][0]), rest))`: an item of a window already taken is dropped and counted."""
+    value, pending = cell.read() or (None, [])
+    if value is not None and taken_before(item[0], value[1]):
+        SECOND_DELIVERIES.inc()
+        return
+    hold_item(item, pending, timer, after_us)
     cell.write((value, pending))
 
 
+def with_through(value: Coder) -> Coder:
+    """The coder of a step's value with the due through which it has taken items
+    (`hold_unless_taken`)."""
+    return TupleCoder([NullableCoder(value), VarIntCoder()])
+
+
 def take_due(
-    fired: Timestamp, cell: Any, timer: Any
+    fired: Timestamp, cell: Any, timer: Any, after_us: int = 0
 ) -> tuple[Any, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """(the step's value, the items due by `fired` in order, the rest); the timer is
-    re-armed for the first of the rest. A caller that took items writes the cell back,
-    `cell.write((new value, rest))`; one that took none leaves it as it is (no write).
+    """(the step's value, the items due by `fired` − `after_us` in order, each once (see
+    `each_delivery_once`), the rest); the timer is re-armed for the first of the rest (`after_us`
+    past its due). A caller that took items writes the cell back, `cell.write((new value,
+    rest))`; one that took none leaves it as it is (no write).
 
     The timer fired, so the watermark passed `fired`: no item due by then can still come.
+    A step that must also see what another stateful step emits at a window's due (that
+    step's timer holds the watermark there, and Flink fires a timer once the watermark
+    reaches its time) waits `after_us` = 1 ms (the grain of timer times) more.
     """
     value, pending = cell.read() or (None, [])
-    cut = bisect.bisect_right(pending, fired.micros, key=_DUE)
-    ready: list[tuple[Any, ...]] = pending[:cut]
+    cut = bisect.bisect_right(pending, fired.micros - after_us, key=_DUE)
     rest: list[tuple[Any, ...]] = pending[cut:]
     if rest:
-        timer.set(Timestamp(micros=rest[0][0]))
-    return value, ready, rest
+        timer.set(Timestamp(micros=rest[0][0] + after_us))
+    return value, each_delivery_once(pending[:cut]), rest
+
+
+def each_delivery_once(items: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """`items` (in (due, position) order) without repeats: an item equal to one kept
+    before it with the same (due, position) is dropped. Prism (2.75) now and then
+    delivers a step's output twice (an open Beam issue about timer callbacks and bundle
+    splits, apache/beam#35771); a second delivery of a fetch would count a page twice or
+    apply a message twice. Equal items only: two different items of one (due, position)
+    (none of the steps makes them) are both kept."""
+    kept: list[tuple[Any, ...]] = []
+    group = 0  # where the kept items of the current (due, position) start
+    for item in items:
+        if kept and item[:2] == kept[-1][:2]:
+            if item in kept[group:]:
+                continue
+        else:
+            group = len(kept)
+        kept.append(item)
+    return kept
 
 
 def cheap_state_cache_accounting() -> None:

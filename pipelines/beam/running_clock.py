@@ -1,9 +1,16 @@
 """Step 2 of the unbounded form (`beam.stream`): the crawl clock, per window and crawl.
 
-The first fetches of each clock window are counted (a combine per window), and a running
-sum over the windows in event-time order, on an event-time timer in the global window,
-gives before(w): the pages fetched before window w started, put back into w for
-`beam.routing.AttachClock` to read as a side input.
+Per crawl, one stateful step in the global window holds the first fetches themselves and
+counts them per clock window (a repeat counts 0, so a window of repeats only still gets its
+value), each fetch once by its position (`event_time.each_delivery_once`: a second
+delivery of one is not a second page). On an event-time timer 2 ms past each window's due
+(`event_time.CLOCK_AFTER_US`) it emits before(w), the pages fetched before window w
+started, as (crawl id, (due, before(w))) stamped there, for `beam.routing.AttachClock`.
+
+Why the fetches and not a windowed count of them: a windowed combine emits at its window's
+end, after the watermark has passed the due, and a running sum fed by it would emit
+before(w) behind the watermark, later than the routing step may wait for it. Here before(w)
+leaves on the count's own timer, whose hold keeps the watermark there until it has left.
 """
 
 from __future__ import annotations
@@ -16,65 +23,70 @@ from apache_beam import typehints
 from apache_beam.coders import TupleCoder, VarIntCoder
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
-from apache_beam.transforms.window import GlobalWindows, TimestampedValue
+from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
 from frontierflow.pipelines.beam.event_time import (
+    CLOCK_AFTER_US,
     HELD_STATE,
-    ClockWindows,
-    buffer_until_due,
     cheap_state_cache_accounting,
-    due_of,
     held_coder,
+    hold_unless_taken,
     take_due,
+    with_through,
 )
+from frontierflow.schemas.records import FetchEvent
+
+ClockValue = typehints.KV[str, typehints.Tuple[int, int]]
+"""(crawl id, (due µs of a clock window, pages fetched before it))."""
+PageCount = typehints.KV[str, typehints.Tuple[int, int, int]]
+"""(crawl id, (due µs of the fetch's clock window, its position, 1 for a page, 0 for a
+repeat))."""
 
 
 class WindowedCrawlClock(beam.PTransform):
-    """Windowed (crawl id, (position, repeat, event)) → windowed (crawl id, pages fetched
-    before the window), for every window that holds a fetch; repeats do not count (a window
-    of repeats only still gets its value, so every fetch finds one in `AttachClock`)."""
-
-    def __init__(self, windows: ClockWindows) -> None:
-        super().__init__()
-        self.windows = windows
+    """(crawl id, (due, position, repeat, event)) → (crawl id, (due, before(w))), stamped
+    2 ms past w's due, for every window that holds a fetch."""
 
     def expand(self, firsts: Any) -> Any:
         return (
             firsts
-            | "PageOrRepeat"
-            >> beam.Map(lambda kv: (kv[0], 0 if kv[1][1] else 1)).with_output_types(
-                typehints.KV[str, int]
-            )
-            | "PagesPerWindow" >> beam.CombinePerKey(sum)
-            | "WithWindowEnd"
-            >> beam.ParDo(_WithWindowEnd()).with_output_types(
-                typehints.KV[str, typehints.Tuple[int, int]]
-            )
-            | "ToGlobalWindow" >> beam.WindowInto(GlobalWindows())
-            | "RunningSum"
-            >> beam.ParDo(_RunningPageCount()).with_input_types(
-                typehints.KV[str, typehints.Tuple[int, int]]
-            )
-            | "BackToClockWindows" >> beam.WindowInto(self.windows.fixed())
+            | "PageOrRepeat" >> beam.Map(_page_or_repeat).with_output_types(PageCount)
+            | "RunningCount"
+            >> beam.ParDo(_RunningPageCount())
+            .with_input_types(PageCount)
+            .with_output_types(ClockValue)
         )
 
 
-class _WithWindowEnd(beam.DoFn):
-    def process(
-        self,
-        counted: tuple[str, int],
-        window: Any = beam.DoFn.WindowParam,
-    ) -> Iterator[tuple[str, tuple[int, int]]]:
-        yield counted[0], (due_of(window), counted[1])
+def _page_or_repeat(first: tuple[str, tuple[int, int, bool, FetchEvent]]) -> Any:
+    crawl_id, (due, position, repeat, _) = first
+    return crawl_id, (due, position, 0 if repeat else 1)
+
+
+def before_each_window(
+    total: int | None, ready: list[tuple[int, int, int]]
+) -> tuple[list[tuple[int, int]], int]:
+    """([(due, before(w))] for the windows of `ready` (its (due, position, pages) in due
+    order), the pages counted once they are all in): `total` pages came before the first."""
+    before = total or 0
+    out: list[tuple[int, int]] = []
+    for due, _, pages in ready:
+        if not out or out[-1][0] != due:
+            out.append((due, before))
+        before += pages
+    return out, before
 
 
 class _RunningPageCount(beam.DoFn):
-    """Per crawl: before(w) for each window w, summing the windows in event-time order."""
+    """Per crawl: before(w) for each window w, in event-time order."""
 
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # pages counted so far, and (window end, pages) of windows not yet due
-        held_coder(VarIntCoder(), TupleCoder([VarIntCoder(), VarIntCoder()])),
+        HELD_STATE,  # (pages counted in windows due, the last due counted), and the rest
+        held_coder(
+            with_through(VarIntCoder()),
+            TupleCoder([VarIntCoder(), VarIntCoder(), VarIntCoder()]),  # (due, position, pages)
+        ),
     )
     TIMER = TimerSpec("clock_due", TimeDomain.WATERMARK)
 
@@ -83,11 +95,11 @@ class _RunningPageCount(beam.DoFn):
 
     def process(
         self,
-        element: tuple[str, tuple[int, int]],
-        held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
+        element: tuple[str, tuple[int, int, int]],
+        held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        buffer_until_due(element[1], held, timer)
+        hold_unless_taken(element[1], held, timer, CLOCK_AFTER_US)
 
     @on_timer(TIMER)
     def fire(
@@ -97,11 +109,10 @@ class _RunningPageCount(beam.DoFn):
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        total, ready, rest = take_due(fired, held, timer)
+        counted, ready, rest = take_due(fired, held, timer, CLOCK_AFTER_US)
         if not ready:
             return
-        before = total or 0
-        for window_end, pages in ready:
-            yield TimestampedValue((key, before), Timestamp(micros=window_end))
-            before += pages
-        held.write((before, rest))
+        values, total = before_each_window(counted[0] if counted else None, ready)
+        for due, before in values:
+            yield TimestampedValue((key, (due, before)), Timestamp(micros=due + CLOCK_AFTER_US))
+        held.write(((total, ready[-1][0]), rest))

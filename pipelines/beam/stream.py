@@ -1,26 +1,31 @@
-"""The unbounded Beam pipeline: IECA's crawl clock as a slowly changing side input.
+"""The unbounded Beam pipeline: the crawl clock counted in event time, state per shard of URLs.
 
 The bounded pipeline (`beam.replay`) counts crawled pages exactly, in one ordered pass that
 waits for the input to end. Nothing here waits for the end. Event time is `fetched_at`, cut
-into fixed windows of W ms, and the clock comes from the pipeline's own count, fed back:
+into fixed windows of W ms, and the clock comes from the pipeline's own running count:
+
+Each step is a stateful step in the global window that holds its input until an event-time
+timer past the window's due (the window's last millisecond) fires, 1 ms later per step, and
+stamps its output at that timer (`event_time.REPEAT_AFTER_US`: why 1 ms).
 
 1. `DecideRepeatFetches`: per URL, fetches in (window, position) order, the step core's
-   `is_repeat_fetch`; a repeat is dropped whole, as the bounded pipeline does,
-   or, for a strategy that learns from repeats (LAFC), passed on marked as a repeat.
-2. `WindowedCrawlClock` (`beam.running_clock`): per window and crawl, the first fetches
-   in it (a combine); a running sum over the windows in event-time order gives before(w),
-   the pages fetched before window w started, re-windowed into w.
-3. `AttachClock`: in window w every first fetch gets `crawled = before(w) + 1` (a repeat
-   `before(w)`: it does not count) from an `AsDict` side input, once the window's fetches
-   are grouped (per crawl and shard of the URL), and is routed by the step core's
-   `keyed_messages` (the one routing function; a repeat gives only its `Reinforce` with
-   `fresh=False`); the messages leave gathered per state shard of their key.
-4. `UpdateFrontierInEventTime`: a window's messages are grouped per shard of their URL;
-   in the global window, keyed by shard (`beam.shard_state`: the shard's URL states in one
-   records bag, so a window touches a few shard cells, not one cell per URL), each URL's
-   messages are applied with the strategy's own `apply`, in (window, position, index)
-   order, once the watermark has passed their window; out comes one record per URL and
-   window: the state and the latest change per `change_key` (the step core's
+   `is_repeat_fetch` (keyed by a shard of the URL: `beam.shard_state`), 1 ms past the due;
+   a repeat is dropped whole, as the bounded pipeline does, or, for a strategy that learns
+   from repeats (LAFC), passed on marked as a repeat.
+2. `WindowedCrawlClock` (`beam.running_clock`): per crawl, a running count of the first
+   fetches in event-time order, 2 ms past each window's due, gives before(w), the pages
+   fetched before window w started.
+3. `AttachClock` (`beam.routing`): in window w every first fetch gets `crawled =
+   before(w) + 1` (a repeat `before(w)`: it does not count), joined in state per crawl and
+   routing shard (no side input), and is routed by the step core's `keyed_messages` (the
+   one routing function; a repeat gives only its `Reinforce` with `fresh=False`) 3 ms
+   past the window's due; the messages leave gathered per state shard of their key.
+4. `UpdateFrontierInEventTime`: a window's messages are grouped per shard of their URL
+   (in clock windows shifted by those 3 ms); 4 ms past the due, keyed by shard
+   (`beam.shard_state`: the shard's URL states in one records bag, so a window touches a
+   few shard cells, not one cell per URL), each URL's messages are applied with the
+   strategy's own `apply`, in (window, position, index) order; out comes one record per
+   URL and window: the state and the latest change per `change_key` (the step core's
    `apply_messages` and `keep_latest`).
 
 Staleness bound, by construction: an event of window w sees every page fetched before w
@@ -63,12 +68,16 @@ from apache_beam.utils.timestamp import Timestamp
 
 from frontierflow.pipelines.beam.coders import FetchEventCoder, UrlUpdate
 from frontierflow.pipelines.beam.event_time import (
+    APPLY_AFTER_US,
     HELD_STATE,
+    REPEAT_AFTER_US,
+    ROUTE_AFTER_US,
     ClockWindows,
-    buffer_until_due,
     cheap_state_cache_accounting,
     held_coder,
+    hold_unless_taken,
     take_due,
+    with_through,
 )
 from frontierflow.pipelines.beam.io import ReadFetchEventLog, write_results
 from frontierflow.pipelines.beam.replay import apply_encoded, beam_strategy
@@ -78,6 +87,7 @@ from frontierflow.pipelines.beam.shard_state import (
     STATE_SHARDS,
     ShardStore,
     records_spec,
+    state_shard,
 )
 from frontierflow.pipelines.core.step import (
     LatestChanges,
@@ -91,38 +101,45 @@ from frontierflow.schemas.records import FetchEvent
 
 
 class DecideRepeatFetches(beam.PTransform):
-    """(position, event) → (crawl id, (position, repeat, event)) of first fetches, and
-    with `keep_repeats` of repeats too, timestamped at the end of the event's clock
-    window. Keyed by URL: the step core keeps a page's last cycle per URL. An event's
-    window is that of its `fetched_at`, or with `by_arrival` that of the time its source
-    stamped it with (`beam.kafka_io`: the broker's append time)."""
+    """(position, event) → (crawl id, (due, position, repeat, event)) of first fetches,
+    and with `keep_repeats` of repeats too, in the global window, stamped 1 ms past their
+    clock window's due (`event_time.REPEAT_AFTER_US`). Keyed by a shard of the URL
+    (`beam.shard_state`): the step core keeps a page's last cycle per URL, in its shard's
+    records. An event's window is that of its `fetched_at`, or with `by_arrival` that of
+    the time its source stamped it with (`beam.kafka_io`: the broker's append time)."""
 
     def __init__(
-        self, windows: ClockWindows, keep_repeats: bool = False, by_arrival: bool = False
+        self,
+        windows: ClockWindows,
+        keep_repeats: bool = False,
+        by_arrival: bool = False,
+        shards: int = STATE_SHARDS,
     ) -> None:
         super().__init__()
         self.windows = windows
         self.keep_repeats = keep_repeats
         self.by_arrival = by_arrival
+        self.shards = shards
 
     def expand(self, events: Any) -> Any:
         return (
             events
             | "KeyByPage"
-            >> beam.ParDo(_KeyByPage(self.windows, self.by_arrival)).with_output_types(
-                typehints.KV[str, typehints.Tuple[int, int, int, FetchEvent]]
+            >> beam.ParDo(_KeyByPage(self.windows, self.by_arrival, self.shards)).with_output_types(
+                typehints.KV[int, typehints.Tuple[int, int, int, FetchEvent]]
             )
             | "FirstFetches"
             >> beam.ParDo(_FirstFetches(self.keep_repeats))
-            .with_input_types(typehints.KV[str, typehints.Tuple[int, int, int, FetchEvent]])
+            .with_input_types(typehints.KV[int, typehints.Tuple[int, int, int, FetchEvent]])
             .with_output_types(FirstFetch)
         )
 
 
 class _KeyByPage(beam.DoFn):
-    def __init__(self, windows: ClockWindows, by_arrival: bool) -> None:
+    def __init__(self, windows: ClockWindows, by_arrival: bool, shards: int) -> None:
         self.windows = windows
         self.by_arrival = by_arrival
+        self.shards = shards
 
     def process(
         self,
@@ -133,21 +150,26 @@ class _KeyByPage(beam.DoFn):
         event_ms = int(stamp.micros) // 1000 if self.by_arrival else event.fetched_at
         due = self.windows.due_micros(event_ms)
         value = (due, position, event.cycle, event)
-        yield TimestampedValue((event.url, value), Timestamp(micros=due))
+        # stamped at its own time (never moved back), at most due + 999 µs: before the
+        # repeat step's timer (`event_time.REPEAT_AFTER_US`)
+        at = max(int(stamp.micros), event_ms * 1000)
+        yield TimestampedValue((state_shard(event.url, self.shards), value), Timestamp(micros=at))
 
 
-FirstFetch = typehints.KV[str, typehints.Tuple[int, bool, FetchEvent]]
-"""(crawl id, (position, repeat, event)): a fetch with the step core's repeat verdict."""
+FirstFetch = typehints.KV[str, typehints.Tuple[int, int, bool, FetchEvent]]
+"""(crawl id, (due, position, repeat, event)): a fetch with the step core's repeat verdict,
+and the due of its clock window."""
 
 
 class _FirstFetches(beam.DoFn):
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # the page's last crawled cycle, and its fetches not yet due
+        HELD_STATE,  # (the shard's generation, the due taken through), the fetches not yet due
         held_coder(
-            VarIntCoder(),
+            with_through(VarIntCoder()),
             TupleCoder([VarIntCoder(), VarIntCoder(), VarIntCoder(), FetchEventCoder()]),
         ),
     )
+    RECORDS = records_spec()  # the shard's pages' last crawled cycles (`beam.shard_state`)
     TIMER = TimerSpec("repeats_due", TimeDomain.WATERMARK)
 
     def setup(self) -> None:
@@ -155,41 +177,49 @@ class _FirstFetches(beam.DoFn):
 
     def __init__(self, keep_repeats: bool) -> None:
         self.keep_repeats = keep_repeats
+        self.store = ShardStore(VarIntCoder())
 
     def process(
         self,
-        element: tuple[str, tuple[int, int, int, FetchEvent]],
+        element: tuple[int, tuple[int, int, int, FetchEvent]],
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        buffer_until_due(element[1], held, timer)
+        hold_unless_taken(element[1], held, timer, REPEAT_AFTER_US)
 
     @on_timer(TIMER)
     def fire(
         self,
+        shard: Any = beam.DoFn.KeyParam,
         fired: Any = beam.DoFn.TimestampParam,
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
+        records: Any = beam.DoFn.StateParam(RECORDS),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        last_cycle, ready, rest = take_due(fired, held, timer)
+        value, ready, rest = take_due(fired, held, timer, REPEAT_AFTER_US)
         if not ready:
             return  # nothing taken: the cell stands as it is
-        for _, position, cycle, event in ready:
-            repeat = is_repeat_fetch(last_cycle, cycle)
-            if repeat and not self.keep_repeats:
-                continue
+        index = self.store.load(shard, value[0] if value else None, records)
+        last_cycles: dict[str, int] = {}  # this firing's first fetches, over the index's
+        for due, position, cycle, event in ready:
+            last = last_cycles.get(event.url, index.values.get(event.url))
+            repeat = is_repeat_fetch(last, cycle)
             if not repeat:
-                last_cycle = cycle
-            yield event.crawl_id, (position, repeat, event)
-        held.write((last_cycle, rest))
+                last_cycles[event.url] = cycle
+            elif not self.keep_repeats:
+                continue
+            yield TimestampedValue((event.crawl_id, (due, position, repeat, event)), fired)
+        generation = self.store.commit(shard, index, last_cycles, records)
+        held.write(((generation, ready[-1][0]), rest))
 
 
 # --- 4. per-URL state --------------------------------------------------------------------------
 
 
 class UpdateFrontierInEventTime(beam.PTransform):
-    """(state shard, [(url, message), …]) in clock windows (`AttachClock`) → one
-    `UrlUpdate` per URL and window (its version: (window end µs, position, index) of the
+    """(state shard, [(url, message), …]) stamped 3 ms past their window's due
+    (`AttachClock`) → one `UrlUpdate` per URL and window, stamped 4 ms past it (its
+    version: (due µs, position, index) of the
     last message applied). State is keyed by a shard of the URL (`beam.shard_state`): a
     window's messages are grouped per shard first, so the stateful step touches each
     shard's cells once per window, not each URL's; the batches are then applied in window
@@ -206,7 +236,8 @@ class UpdateFrontierInEventTime(beam.PTransform):
             keyed
             | "AtWindowEnd"
             >> beam.WindowInto(
-                self.windows.fixed(), timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST
+                self.windows.fixed(ROUTE_AFTER_US),
+                timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST,
             )
             | "ByShardAndWindow" >> beam.GroupByKey()
             | "OneBatch"
@@ -226,20 +257,21 @@ def shard_batch(
 ) -> tuple[int, int, dict[str, list[tuple[Any, ...]]]]:
     """A shard's (url, message)s of one clock window, each message (due, position, index,
     crawled, now_ms, message), as one buffered item: (due, first position, url → its
-    messages in (position, index) order)."""
+    messages in (position, index) order, each once: see `once_each`)."""
     ordered = sorted(messages, key=lambda m: (m[1][1], m[1][2]))
     by_url: dict[str, list[tuple[Any, ...]]] = {}
     for url, message in ordered:
         by_url.setdefault(url, []).append(message)
     first = ordered[0][1]
-    return first[0], first[1], by_url
+    return first[0], first[1], {url: once_each(kept) for url, kept in by_url.items()}
 
 
 def due_messages(
     batches: list[tuple[int, int, dict[str, list[tuple[Any, ...]]]]],
 ) -> dict[str, list[tuple[Any, ...]]]:
     """The messages of a shard's due batches per URL, each URL's in (due, position, index)
-    order (one batch per shard and window: merged only if a window came in more than one)."""
+    order, each once (one batch per shard and window: merged only if a window came in
+    more than one, or came twice)."""
     if len(batches) == 1:
         return batches[0][2]
     merged: dict[str, list[tuple[Any, ...]]] = {}
@@ -248,13 +280,26 @@ def due_messages(
             merged.setdefault(url, []).extend(messages)
     for messages in merged.values():
         messages.sort(key=lambda m: (m[0], m[1], m[2]))
-    return merged
+    return {url: once_each(messages) for url, messages in merged.items()}
+
+
+def once_each(messages: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """A URL's messages in (due, position, index) order with each (due, position, index)
+    kept once: that triple names a URL's message. Prism (2.75) now and then delivers a
+    step's output twice — a routed window's messages, or a grouped batch — (an open Beam
+    issue about timer callbacks and bundle splits, apache/beam#35771), and a strategy's
+    update is not idempotent (IECA's is not)."""
+    kept = messages[:1]
+    for message in messages[1:]:
+        if message[:3] != kept[-1][:3]:
+            kept.append(message)
+    return kept
 
 
 class _ApplyInEventTime(beam.DoFn):
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # the shard's generation, and its message batches not yet due
-        held_coder(VarIntCoder(), FastPrimitivesCoder()),
+        HELD_STATE,  # (the shard's generation, the due taken through), the batches not yet due
+        held_coder(with_through(VarIntCoder()), FastPrimitivesCoder()),
     )
     RECORDS = records_spec()  # the shard's URLs' encoded states (`beam.shard_state`)
     TIMER = TimerSpec("update_due", TimeDomain.WATERMARK)
@@ -272,7 +317,7 @@ class _ApplyInEventTime(beam.DoFn):
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        buffer_until_due(element[1], held, timer)
+        hold_unless_taken(element[1], held, timer, APPLY_AFTER_US)
 
     @on_timer(TIMER)
     def fire(
@@ -283,10 +328,10 @@ class _ApplyInEventTime(beam.DoFn):
         records: Any = beam.DoFn.StateParam(RECORDS),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        generation, batches, rest = take_due(fired, held, timer)
+        value, batches, rest = take_due(fired, held, timer, APPLY_AFTER_US)
         if not batches:
             return
-        index = self.store.load(shard, generation, records)
+        index = self.store.load(shard, value[0] if value else None, records)
         changes: dict[str, bytes | None] = {}
         for url, messages in due_messages(batches).items():
             encoded, latest = apply_encoded(
@@ -297,7 +342,8 @@ class _ApplyInEventTime(beam.DoFn):
             )
             changes[url] = encoded
             yield UrlUpdate(url, encoded, tuple(latest.values()), tuple(messages[-1][:3]))
-        held.write((self.store.commit(shard, index, changes, records), rest))
+        generation = self.store.commit(shard, index, changes, records)
+        held.write(((generation, batches[-1][0]), rest))
 
 
 # --- the whole pipeline ------------------------------------------------------------------------
@@ -309,12 +355,10 @@ def stream_frontier(
     """Checked `(position, FetchEvent)`s in; one `UrlUpdate` per URL and clock window out
     (its version: the last message applied). No step waits for the input to end. Clock
     windows of `fetched_at`, or of arrival with `by_arrival` (`DecideRepeatFetches`)."""
-    firsts = (
-        events
-        | "Repeats" >> DecideRepeatFetches(windows, strategy.learns_from_repeats, by_arrival)
-        | "ClockWindows" >> beam.WindowInto(windows.fixed())
+    firsts = events | "Repeats" >> DecideRepeatFetches(
+        windows, strategy.learns_from_repeats, by_arrival
     )
-    clock = firsts | "Clock" >> WindowedCrawlClock(windows)
+    clock = firsts | "Clock" >> WindowedCrawlClock()
     keyed = (firsts, clock) | "AttachClock" >> AttachClock(strategy, STATE_SHARDS)
     return keyed | "Update" >> UpdateFrontierInEventTime(strategy, windows)
 

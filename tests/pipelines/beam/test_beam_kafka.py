@@ -4,8 +4,10 @@ the exact-clock pipeline and for the unbounded form (event time = `fetched_at`).
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -22,6 +24,26 @@ pytestmark = [pytest.mark.kafka, pytest.mark.beam_runner]
 
 BUDGET = 1000
 STEP = 25  # the steps of the replay that the Beam runs must equal
+
+PRISM_ACCOUNTING = "nothing in progress and no refreshes with non zero pending elements"
+T = TypeVar("T")
+
+
+def _once_more_on_prism_accounting(run: Callable[[], T]) -> T:
+    """`run()`, and once more (on topics of its own) if Prism failed the job on its own
+    element accounting: every stage's watermark at +inf, nothing pending or held, yet a
+    count of pending elements above 0 (Prism 2.75, now and then on the unbounded form,
+    whose outputs it sometimes delivers twice: `docs/RESULTS.md`). Any other failure, and
+    a second one of these, fail the test."""
+    try:
+        return run()
+    except RuntimeError as err:
+        if PRISM_ACCOUNTING not in str(err):
+            raise
+        warnings.warn(
+            f"Prism's element accounting failed the job; run again: {err!s:.200}", stacklevel=2
+        )
+    return run()
 
 
 def test_kafka_through_prism_equals_replay(
@@ -90,18 +112,23 @@ def test_kafka_stream_through_prism_equals_replay(
     future = {**records[9], "url": "https://future.example.net/y", "fetched_at": 4 * 10**12}
     avro = kafka_client.avro
     values = [*avro(records[:100]), *avro([late, future]), b"garbage", *avro(records[100:])]
-    settings = kafka_client.settings(kafka_broker.bootstrap)
-    state_topic = settings.topics.frontier + "-state"
-    kafka_client.produce(settings, values)
-    run_beam_kafka_stream(
-        settings,
-        strategy_name="ieca",
-        budget=BUDGET,
-        windows=ClockWindows(1),
-        beam_args=_prism(prism_binary),
-        lateness_ms=0,
-        state_topic=state_topic,
-    )
+
+    def run() -> tuple[Any, str]:
+        settings = kafka_client.settings(kafka_broker.bootstrap)  # topics of its own
+        state_topic = settings.topics.frontier + "-state"
+        kafka_client.produce(settings, values)
+        run_beam_kafka_stream(
+            settings,
+            strategy_name="ieca",
+            budget=BUDGET,
+            windows=ClockWindows(1),
+            beam_args=_prism(prism_binary),
+            lateness_ms=0,
+            state_topic=state_topic,
+        )
+        return settings, state_topic
+
+    settings, state_topic = _once_more_on_prism_accounting(run)
     expected, expected_state = kafka_client.replayed(
         tmp_path, records, budget=BUDGET, step=STEP
     )  # the late event is dead

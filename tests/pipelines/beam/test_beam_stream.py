@@ -1,4 +1,4 @@
-"""The unbounded Beam form: the crawl clock from windowed counts fed back as a side input.
+"""The unbounded Beam form: the crawl clock from a running count joined in state.
 
 With one page per clock window the clock is exact and the result equals the embedded
 engine; with wider windows only the children of events whose stale clock crossed one of
@@ -15,14 +15,20 @@ from typing import Any, ClassVar
 import apache_beam as beam
 import pytest
 from apache_beam.io.filesystem import FileMetadata, FileSystem, MatchResult
-from apache_beam.transforms.window import IntervalWindow
 from apache_beam.utils.timestamp import Timestamp
+from beam_state import Cell, Timer
 
 from frontierflow.pipelines.beam import shard_state
 from frontierflow.pipelines.beam.event_time import ClockWindows, parse_clock
 from frontierflow.pipelines.beam.io import one_log_file, read_log_items
 from frontierflow.pipelines.beam.replay import build_replay
-from frontierflow.pipelines.beam.routing import ClockMissing, _RouteWithClock, by_state_shard
+from frontierflow.pipelines.beam.routing import (
+    ClockMissing,
+    _RouteInOrder,
+    by_state_shard,
+    route_shard,
+    route_window,
+)
 from frontierflow.pipelines.beam.stream import (
     build_stream_replay,
     due_messages,
@@ -156,22 +162,65 @@ def test_stateful_steps_have_deterministic_key_coders(
 
 
 def test_routing_refuses_a_window_without_its_clock() -> None:
-    """A fetch whose window has no clock value in the side input (the runner ran it before
-    the side input was ready) stops the job instead of being routed with crawled = 1."""
-    route = _RouteWithClock(build_strategy("ieca", budget=10), 1)  # one state shard
+    """`route_window` with no clock value stops the job instead of routing with crawled = 1."""
+    strategy = build_strategy("ieca", budget=10)
+    event = FetchEvent("https://a.example/", 5, 200, "f", "a.example")
+    with pytest.raises(ClockMissing, match="crawl 'c': no clock value for the window due 0"):
+        list(route_window(strategy, "c", 0, None, [(7, False, event)]))
+
+
+def test_routing_waits_for_a_late_clock_value() -> None:
+    """A window's fetches are routed 3 ms past its due. If its clock value has not come by
+    then, they stay, and the timer is re-armed at the due (its hold keeps the watermark
+    below the routed messages' stamp, so the grouping of the window cannot fire without
+    them); once the value has come, the next firing routes the window with crawled =
+    before + 1, stamped 3 ms past its due, gathered per state shard, and drops the value."""
+    route = _RouteInOrder(build_strategy("ieca", budget=10), 1)  # one state shard
     event = FetchEvent(
         "https://a.example/", 5, 200, "f", "a.example", outlinks=("https://b.example/",)
     )
-    window = IntervalWindow(Timestamp(0), Timestamp(micros=1000))  # due: its last ms, 0
-    with pytest.raises(ClockMissing, match="crawl 'c': no clock value for the window due 0"):
-        list(route.process((("c", 3), [(7, False, event)]), {}, window))
-    [(shard, routed)] = list(route.process((("c", 3), [(7, False, event)]), {"c": 4}, window))
+    held, timer = Cell(), Timer()
+    key = ("c", route_shard(event.url))
+    route.process((key, (0, 7, 0, False, event)), held, timer)  # the window due at 0 µs
+    assert timer.at == 3_000
+    assert list(route.fire(key, Timestamp(micros=3_000), held, timer)) == []  # no value yet
+    (waiting, clocks, through), pending = held.value
+    assert (waiting, clocks) == (0, []) and [f[:2] for f in pending] == [(0, 7)]  # nothing lost
+    assert through == -1  # routed through the window before it
+    assert timer.at == 0
+    sets = len(timer.sets)
+    route.process((key, (0, -1, 4, False, None)), held, timer)  # before(w) = 4 comes
+    assert len(timer.sets) == sets  # still waiting: the value does not move the timer
+    [routed] = list(route.fire(key, Timestamp(micros=0), held, timer))
     # 4 pages before the window, a first fetch counts itself: crawled 5, now = fetched_at 5
-    assert shard == 0
-    assert [(key, m[:5]) for key, m in routed] == [
+    shard, messages = routed.value
+    assert shard == 0 and routed.timestamp == Timestamp(micros=3_000)
+    assert [(url, m[:5]) for url, m in messages] == [
         ("https://a.example/", (0, 7, 0, 5, 5)),
         ("https://b.example/", (0, 7, 1, 5, 5)),
     ]
+    assert held.value == ((None, [], 0), [])
+    # the fetch and the value delivered a second time (Prism does now and then): dropped,
+    # the timer left alone, not routed again and not held for a value that has gone
+    sets = len(timer.sets)
+    route.process((key, (0, 7, 0, False, event)), held, timer)
+    route.process((key, (0, -1, 4, False, None)), held, timer)
+    assert held.value == ((None, [], 0), []) and len(timer.sets) == sets
+
+
+def test_routing_drops_the_clock_value_of_a_window_without_fetches() -> None:
+    """A shard with no fetches in a window gets its clock value all the same (fanned out to
+    every shard); the value sets the timer, which drops it: no value is kept for ever."""
+    route = _RouteInOrder(build_strategy("ieca", budget=10), 1)
+    held, timer = Cell(), Timer()
+    route.process((("c", 0), (5_000, -1, 9, False, None)), held, timer)
+    route.process((("c", 0), (2_000, -1, 3, False, None)), held, timer)  # earlier: moves it
+    assert timer.sets == [8_000, 5_000]
+    assert list(route.fire(("c", 0), Timestamp(micros=5_000), held, timer)) == []
+    assert held.value == ((None, [(5_000, 9)], 2_000), [])
+    assert timer.at == 8_000  # re-armed for the value left
+    assert list(route.fire(("c", 0), Timestamp(micros=8_000), held, timer)) == []
+    assert held.value == ((None, [], 5_000), [])
 
 
 @pytest.mark.parametrize(
@@ -298,6 +347,25 @@ def test_shard_batch_orders_each_urls_messages_and_due_messages_merges_windows()
     later = (1_999, 2, 0, 5, 7, ("Link",))
     merged = due_messages([shard_batch([("a", later)]), batch])  # out of order on purpose
     assert merged == {"a": [a0, a1, a2, later], "b": [b0]}
+
+
+def test_shard_batch_applies_a_message_delivered_twice_once() -> None:
+    """A routed window or a grouped batch delivered twice (Prism re-sends a step's outputs
+    now and then): each URL keeps one copy of each (due, position, index); a different
+    index of the same position, the same index of another position, or the same position
+    and index in another window, is another message."""
+    a0 = (999, 7, 0, 3, 5, ("Fetched",))
+    a1 = (999, 7, 1, 3, 5, ("Link",))
+    b1 = (999, 7, 1, 3, 5, ("Link",))  # same position and index as a1, another URL
+    a3 = (999, 8, 1, 4, 6, ("Link",))
+    twice = [("a", a0), ("a", a1), ("b", b1), ("a", a3)] * 2
+    batch = shard_batch(twice)
+    assert batch == (999, 7, {"a": [a0, a1, a3], "b": [b1]})
+    later = (1_999, 7, 0, 5, 7, ("Link",))  # same position and index, a later window
+    assert due_messages([batch, shard_batch([("a", later)]), batch]) == {
+        "a": [a0, a1, a3, later],
+        "b": [b1],
+    }
 
 
 def test_routed_messages_leave_gathered_per_state_shard_in_order() -> None:

@@ -3,15 +3,18 @@ Java's KafkaIO (`beam.kafka_io`): the form that Flink streams (a Python source's
 does not reach Flink's streaming runner, see RESULTS).
 
 A recorded two-cycle LAFC crawl (reply requests, answers without download, tombstones) is
-produced to fetch-events in two halves. The job runs at parallelism 2 on both TaskManagers;
-after the first half's frontier has reached Kafka, TaskManager 1 is killed with SIGKILL and
-a fresh one started, as a supervisor would. The job takes no checkpoints (with Flink
-checkpoints on, the 2.62 job server's pipeline stops emitting: RESULTS), so Flink restarts
-it from nothing: KafkaIO reads every partition from its start again into empty state. The
-frontier it writes must end up, partition by partition, exactly what the live embedded
-engine writes for the same topic: nothing lost, and what the restart sends again is the
-same upsert (the form is deterministic in its input's append times). LAFC never reads the
-crawl clock, so the result does not depend on how arrivals fall into clock windows.
+produced to fetch-events in two halves. The job runs at parallelism 2 on both TaskManagers
+with Flink checkpoints every 2 s (RocksDB state backend; the form adds
+`--finish_bundle_before_checkpointing`: a checkpoint that caught a bundle open lost its
+records at the next grouping, RESULTS).
+Once the first half's frontier has reached Kafka and a checkpoint has completed,
+TaskManager 1 is killed with SIGKILL and a fresh one started, as a supervisor would. The
+job must restore its last completed checkpoint (Beam state and KafkaIO's offsets, not a
+restart from nothing), and the frontier it writes must end up, partition by partition,
+exactly what the live embedded engine writes for the same topic: nothing lost, and what
+is sent again after the restore is the same upsert (the form is deterministic in its
+input's append times). LAFC never reads the crawl clock, so the result does not depend on
+how arrivals fall into clock windows.
 """
 
 from __future__ import annotations
@@ -38,12 +41,87 @@ from frontierflow.pipelines.embedded.live import LiveOptions, run_live
 pytestmark = [pytest.mark.kafka, pytest.mark.beam_runner, pytest.mark.slow]
 
 JOB_S = 240.0  # submission (the job server uploads its jars) and the first outputs
-RESTORE_S = 240.0  # the kill noticed, a fresh TaskManager, the restart, the rest
+RESTORE_S = 240.0  # the kill noticed, a fresh TaskManager, the restore, the rest
+CHECKPOINT_INTERVAL = "2 s"
+
+
+def _checkpointing_conf(folder: Path) -> Path:
+    """A Flink configuration folder for the job (`--flink_conf_dir`) that turns on Flink's
+    periodic checkpoints."""
+    folder.mkdir()
+    (folder / "config.yaml").write_text(
+        f"execution.checkpointing.interval: {CHECKPOINT_INTERVAL}\n"
+    )
+    return folder
+
+
+def _checkpoints(cluster: FlinkCluster, jid: str) -> dict[str, Any]:
+    return cluster.rest(f"/jobs/{jid}/checkpoints")  # type: ignore[no-any-return]
 
 
 def _running_job(cluster: FlinkCluster, before: dict[str, str]) -> str | None:
     new = [j for j, state in cluster.jobs().items() if j not in before and state == "RUNNING"]
     return new[0] if len(new) == 1 else None
+
+
+def _submit(
+    settings: Any,
+    cluster: FlinkCluster,
+    worker_pool: str,
+    expansion_jar: Path,
+    conf_dir: Path,
+    *more: str,
+) -> tuple[Any, str]:
+    """Submit the unbounded LAFC form at parallelism 2 with checkpoints on; (the runner's
+    result, the cluster's job id) once the job runs."""
+    before = cluster.jobs()
+    result = run_beam_kafka_stream(
+        settings,
+        strategy_name="lafc",
+        budget=1000,
+        windows=ClockWindows(1000),
+        beam_args=[
+            *cluster.beam_args(worker_pool, 2),
+            "--streaming",  # `--finish_bundle_before_checkpointing`: added by the form
+            f"--flink_conf_dir={conf_dir}",
+            *more,
+        ],
+        until_current_end=False,
+        strategy=lafc(),
+        kafka_io=str(expansion_jar),
+        wait=False,
+    )
+    try:
+        jid = wait_for(lambda: _running_job(cluster, before), "the job to run", JOB_S, 0.5)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            result.cancel()
+        raise
+    return result, jid
+
+
+def _frontier_diff(
+    actual: dict[int, dict[bytes, bytes | None]], expected: dict[int, dict[bytes, bytes | None]]
+) -> str:
+    """What separates two frontiers, for a failure message: keys missing, extra, or with
+    another value, a few of each."""
+    missing, extra, other = [], [], []
+    for p in sorted(set(actual) | set(expected)):
+        got, want = actual.get(p, {}), expected.get(p, {})
+        missing += [(p, k) for k in want if k not in got]
+        extra += [(p, k) for k in got if k not in want]
+        other += [(p, k, got[k], want[k]) for k in want if k in got and got[k] != want[k]]
+    return (
+        f"{len(missing)} missing {missing[:5]}, {len(extra)} extra {extra[:5]}, "
+        f"{len(other)} other values {other[:3]}"
+    )
+
+
+def _end(cluster: FlinkCluster, result: Any, jid: str) -> None:
+    with contextlib.suppress(Exception):  # the runner's own cancel may not reach it
+        result.cancel()
+    if cluster.jobs().get(jid) not in ("CANCELED", "FAILED", "FINISHED"):
+        cluster.cancel_job(jid)
 
 
 def test_stream_on_the_cluster_survives_a_killed_taskmanager(
@@ -60,27 +138,23 @@ def test_stream_on_the_cluster_survives_a_killed_taskmanager(
     avro = kafka_client.avro([e.to_avro() for e in events])
     kafka_client.produce(engine, avro[:half])
 
-    before = flink_cluster.jobs()
-    result = run_beam_kafka_stream(
+    result, jid = _submit(
         beam_side,
-        strategy_name="lafc",
-        budget=1000,
-        windows=ClockWindows(1000),
-        beam_args=[
-            *flink_cluster.beam_args(flink_worker_pool, 2),
-            "--streaming",
-        ],
-        until_current_end=False,
-        strategy=lafc(),
-        kafka_io=str(kafka_expansion_jar),
-        wait=False,
+        flink_cluster,
+        flink_worker_pool,
+        kafka_expansion_jar,
+        _checkpointing_conf(tmp_path / "flink-conf"),
     )
-    jid = None
     try:
-        jid = wait_for(lambda: _running_job(flink_cluster, before), "the job to run", JOB_S, 0.5)
         first = wait_for(
             lambda: sum(map(len, frontier_per_partition(beam_side).values())),
             "the first half's frontier on Kafka",
+            JOB_S,
+            0.5,
+        )
+        completed = wait_for(
+            lambda: _checkpoints(flink_cluster, jid)["counts"]["completed"],
+            "a completed checkpoint",
             JOB_S,
             0.5,
         )
@@ -101,15 +175,88 @@ def test_stream_on_the_cluster_survives_a_killed_taskmanager(
             RESTORE_S,
             1.0,
         )
-        # the kill reached the job: it failed over and restarted, and it is running again
+        # the kill reached the job: it failed over, restored its last completed checkpoint
+        # (state and Kafka offsets, not a restart from nothing), and it is running again
         exceptions = flink_cluster.rest(f"/jobs/{jid}/exceptions")["exceptionHistory"]
         assert exceptions["entries"], "the job saw no failure: the kill missed it"
+        checkpoints = _checkpoints(flink_cluster, jid)
+        assert completed >= 1
+        assert checkpoints["counts"]["restored"] >= 1
+        assert checkpoints["latest"]["restored"] is not None
+        assert not checkpoints["latest"]["restored"]["is_savepoint"]
         assert flink_cluster.jobs()[jid] == "RUNNING"
         total = sum(map(len, expected.values()))
         assert 0 < first < total  # the kill came mid-stream
         assert set(expected) == set(range(FRONTIER_PARTITIONS))
     finally:
-        with contextlib.suppress(Exception):  # the runner's own cancel may not reach it
-            result.cancel()
-        if jid is not None and flink_cluster.jobs().get(jid) not in ("CANCELED", "FAILED"):
-            flink_cluster.cancel_job(jid)
+        _end(flink_cluster, result, jid)
+
+
+def test_stop_with_a_savepoint_and_resume_equals_an_uninterrupted_run(
+    kafka_broker: Any,
+    kafka_client: Any,
+    flink_cluster: FlinkCluster,
+    flink_worker_pool: str,
+    kafka_expansion_jar: Path,
+    tmp_path: Path,
+) -> None:
+    """The first half is read and written; the job is stopped with a savepoint (its Beam
+    state and KafkaIO's offsets; `cluster.sh stop-job`, a savepoint that cancels the job:
+    Flink's own stop-with-savepoint drains a Beam job first, so the savepoint would hold
+    none of what waits for a timer); the second half is produced while no job runs; the
+    same pipeline submitted with `--savepoint_path` resumes there. The frontier must end
+    up what the live embedded engine writes for the whole topic, as if never stopped."""
+    events = recorded_crawl()
+    half = len(events) // 2
+    engine, beam_side = engine_and_beam_settings(kafka_client.settings(kafka_broker.bootstrap))
+    avro = kafka_client.avro([e.to_avro() for e in events])
+    kafka_client.produce(engine, avro[:half])
+    conf = _checkpointing_conf(tmp_path / "flink-conf")
+
+    result, jid = _submit(beam_side, flink_cluster, flink_worker_pool, kafka_expansion_jar, conf)
+    try:
+        first = wait_for(
+            lambda: sum(map(len, frontier_per_partition(beam_side).values())),
+            "the first half's frontier on Kafka",
+            JOB_S,
+            0.5,
+        )
+        savepoint = flink_cluster.stop_job(jid)
+    finally:
+        _end(flink_cluster, result, jid)
+    assert savepoint.startswith("file:")
+    kafka_client.produce(engine, avro[half:])
+    run_live(
+        engine,
+        lafc(),
+        tmp_path / "live",
+        LiveOptions(step_size=7, exit_when_idle=True, retry_backoff_s=0.2),
+    )
+    expected = frontier_per_partition(engine)
+    total = sum(map(len, expected.values()))
+    assert 0 < first < total  # stopped mid-stream
+
+    result, jid = _submit(
+        beam_side,
+        flink_cluster,
+        flink_worker_pool,
+        kafka_expansion_jar,
+        conf,
+        f"--savepoint_path={savepoint}",
+    )
+    try:
+        try:
+            wait_for(
+                lambda: frontier_per_partition(beam_side) == expected,
+                "the resumed frontier to equal the embedded engine's",
+                RESTORE_S,
+                1.0,
+            )
+        except AssertionError as timeout:
+            diff = _frontier_diff(frontier_per_partition(beam_side), expected)
+            raise AssertionError(f"{timeout}: {diff}") from None
+        restored = _checkpoints(flink_cluster, jid)["latest"]["restored"]
+        assert restored is not None and restored["is_savepoint"]
+        assert restored["external_path"] == savepoint
+    finally:
+        _end(flink_cluster, result, jid)

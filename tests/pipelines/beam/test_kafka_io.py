@@ -12,6 +12,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 
 from frontierflow.connectors.kafka import ensure_topics
 from frontierflow.pipelines.beam.io import DEAD
+from frontierflow.pipelines.beam.kafka import with_finished_bundles
 from frontierflow.pipelines.beam.kafka_io import check_log_append_time, record_item
 from frontierflow.pipelines.beam.kafka_records import FUTURE_EVENT
 from frontierflow.schemas.codecs import AvroCodec
@@ -78,3 +79,12 @@ def test_bad_records_become_dead_letters_with_their_bytes() -> None:
     out = record_item("t", 0, 10, value, record["fetched_at"])  # 1 h 1 ms after Kafka got it
     assert out.value.error_class == FUTURE_EVENT
     assert out.value.raw == value
+
+
+def test_the_flink_form_always_finishes_bundles_before_a_checkpoint() -> None:
+    """The option is added once, whatever else the operator gave."""
+    given = ["--runner=FlinkRunner", "--streaming"]
+    assert with_finished_bundles(given) == [*given, "--finish_bundle_before_checkpointing"]
+    assert given == ["--runner=FlinkRunner", "--streaming"]  # not changed in place
+    again = with_finished_bundles(with_finished_bundles(given))
+    assert again.count("--finish_bundle_before_checkpointing") == 1

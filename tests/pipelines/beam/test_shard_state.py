@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from apache_beam.coders import BytesCoder, VarIntCoder
+from beam_state import Bag
 
 from frontierflow.pipelines.beam import shard_state
 from frontierflow.pipelines.beam.shard_state import (
@@ -18,28 +19,6 @@ from frontierflow.pipelines.beam.shard_state import (
     needs_compaction,
     state_shard,
 )
-
-
-class Bag:
-    """A BagState as the SDK's user state gives it: read, add, clear, counted."""
-
-    def __init__(self) -> None:
-        self.items: list[Any] = []
-        self.reads = 0
-        self.adds = 0
-        self.clears = 0
-
-    def read(self) -> list[Any]:
-        self.reads += 1
-        return list(self.items)
-
-    def add(self, item: Any) -> None:
-        self.adds += 1
-        self.items.append(item)
-
-    def clear(self) -> None:
-        self.clears += 1
-        self.items = []
 
 
 def _records(store: ShardStore, bag: Bag) -> list[tuple[str, Any]]:
