@@ -96,7 +96,13 @@ def held_coder(value: Coder, item: Coder) -> Coder:
     None, the items waiting for the watermark, in order). One cell, not a bag, a due time
     and a value: each state cell a key touches is a request to the runner (on Flink a
     round trip of a fraction of a millisecond, most of the unbounded form's cost), and a
-    key new to the step costs one read instead of three."""
+    key new to the step costs one read instead of three.
+
+    The items a step holds keep their bulk encoded (an event's or a batch's bytes, decoded
+    when taken): with the SDK's state cache on, every write of the cell is weighed by
+    walking the value object by object (`objsize`), which for decoded events and messages
+    was a third of the worker's bundle time (`docs/RESULTS.md`); a bytes object is weighed
+    at once, and a waiting item is not encoded again at every commit."""
     return TupleCoder([NullableCoder(value), ListCoder(item)])
 
 

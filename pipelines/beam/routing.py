@@ -36,14 +36,20 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam import typehints
-from apache_beam.coders import BooleanCoder, ListCoder, NullableCoder, TupleCoder, VarIntCoder
+from apache_beam.coders import (
+    BooleanCoder,
+    BytesCoder,
+    ListCoder,
+    NullableCoder,
+    TupleCoder,
+    VarIntCoder,
+)
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
-from frontierflow.pipelines.beam.coders import FetchEventCoder
 from frontierflow.pipelines.beam.event_time import (
     HELD_STATE,
     ROUTE_AFTER_US,
@@ -58,6 +64,7 @@ from frontierflow.pipelines.beam.replay import message_tuple
 from frontierflow.pipelines.beam.shard_state import STATE_SHARDS, state_shard
 from frontierflow.pipelines.core.step import crawl_clock, keyed_messages
 from frontierflow.pipelines.core.strategy import Strategy
+from frontierflow.schemas.codecs import decode_record
 from frontierflow.schemas.records import FetchEvent
 
 _log = logging.getLogger(__name__)
@@ -74,9 +81,10 @@ routing of one window runs on this many workers at most."""
 Fetch = tuple[int, bool, FetchEvent]
 """(position, repeat, event) of a first fetch (or a repeat a strategy learns from)."""
 ShardKey = typehints.Tuple[str, int]
-JoinItem = typehints.Tuple[int, int, int, bool, typehints.Optional[FetchEvent]]
-"""(due, position, pages before, repeat, event): a fetch (pages before: 0), or with no
-event the clock value before(w) of the window due then (position −1, repeat False)."""
+JoinItem = typehints.Tuple[int, int, int, bool, typehints.Optional[bytes]]
+"""(due, position, pages before, repeat, the event's bytes): a fetch (pages before: 0), or
+with no event the clock value before(w) of the window due then (position −1, repeat
+False). The event stays encoded until its window is routed (`event_time.held_coder`)."""
 Routed = typehints.KV[int, typehints.List[typehints.Any]]
 
 
@@ -115,9 +123,9 @@ def route_shard(url: str) -> int:
     return state_shard(url, ROUTE_SHARDS)
 
 
-def _fetch_by_shard(first: tuple[str, tuple[int, int, bool, FetchEvent]]) -> Any:
-    crawl_id, (due, position, repeat, event) = first
-    return (crawl_id, route_shard(event.url)), (due, position, 0, repeat, event)
+def _fetch_by_shard(first: tuple[str, tuple[int, int, bool, str, bytes]]) -> Any:
+    crawl_id, (due, position, repeat, url, event) = first
+    return (crawl_id, route_shard(url)), (due, position, 0, repeat, event)
 
 
 def _clock_to_shards(value: tuple[str, tuple[int, int]]) -> Iterator[Any]:
@@ -151,7 +159,7 @@ class _RouteInOrder(beam.DoFn):
                     NullableCoder(VarIntCoder()),
                 ]
             ),
-            TupleCoder([VarIntCoder(), VarIntCoder(), BooleanCoder(), FetchEventCoder()]),
+            TupleCoder([VarIntCoder(), VarIntCoder(), BooleanCoder(), BytesCoder()]),
         ),
     )
     # its own timer family name: the local runner keeps timers per family name within a
@@ -167,7 +175,7 @@ class _RouteInOrder(beam.DoFn):
 
     def process(
         self,
-        element: tuple[tuple[str, int], tuple[int, int, int, bool, FetchEvent | None]],
+        element: tuple[tuple[str, int], tuple[int, int, int, bool, bytes | None]],
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
@@ -230,7 +238,7 @@ class _RouteInOrder(beam.DoFn):
             end = start
             while end < len(ready) and ready[end][0] == window_due:
                 end += 1
-            window = ((p, r, e) for _, p, r, e in ready[start:end])
+            window = ((p, r, decode_record(FetchEvent, e)) for _, p, r, e in ready[start:end])
             routed = route_window(self.strategy, key[0], window_due, before[window_due], window)
             stamp = Timestamp(micros=window_due + ROUTE_AFTER_US)
             for shard_messages in by_state_shard(routed, self.shards).items():

@@ -35,7 +35,6 @@ from frontierflow.pipelines.beam.event_time import (
     take_due,
     with_through,
 )
-from frontierflow.schemas.records import FetchEvent
 
 ClockValue = typehints.KV[str, typehints.Tuple[int, int]]
 """(crawl id, (due µs of a clock window, pages fetched before it))."""
@@ -45,7 +44,7 @@ repeat))."""
 
 
 class WindowedCrawlClock(beam.PTransform):
-    """(crawl id, (due, position, repeat, event)) → (crawl id, (due, before(w))), stamped
+    """First fetches (`beam.stream.FirstFetch`) → (crawl id, (due, before(w))), stamped
     2 ms past w's due, for every window that holds a fetch."""
 
     def expand(self, firsts: Any) -> Any:
@@ -59,8 +58,8 @@ class WindowedCrawlClock(beam.PTransform):
         )
 
 
-def _page_or_repeat(first: tuple[str, tuple[int, int, bool, FetchEvent]]) -> Any:
-    crawl_id, (due, position, repeat, _) = first
+def _page_or_repeat(first: tuple[str, tuple[int, int, bool, str, bytes]]) -> Any:
+    crawl_id, (due, position, repeat, _, _) = first
     return crawl_id, (due, position, 0 if repeat else 1)
 
 

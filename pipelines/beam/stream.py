@@ -55,7 +55,13 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam import typehints
-from apache_beam.coders import BytesCoder, FastPrimitivesCoder, TupleCoder, VarIntCoder
+from apache_beam.coders import (
+    BytesCoder,
+    FastPrimitivesCoder,
+    StrUtf8Coder,
+    TupleCoder,
+    VarIntCoder,
+)
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import (
@@ -66,7 +72,7 @@ from apache_beam.transforms.userstate import (
 from apache_beam.transforms.window import GlobalWindows, TimestampCombiner, TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
-from frontierflow.pipelines.beam.coders import FetchEventCoder, UrlUpdate
+from frontierflow.pipelines.beam.coders import UrlUpdate
 from frontierflow.pipelines.beam.event_time import (
     APPLY_AFTER_US,
     HELD_STATE,
@@ -95,14 +101,15 @@ from frontierflow.pipelines.core.step import (
     keep_latest,
 )
 from frontierflow.pipelines.core.strategy import Strategy
+from frontierflow.schemas.codecs import encode_record
 from frontierflow.schemas.records import FetchEvent
 
 # --- 1. repeats --------------------------------------------------------------------------------
 
 
 class DecideRepeatFetches(beam.PTransform):
-    """(position, event) → (crawl id, (due, position, repeat, event)) of first fetches,
-    and with `keep_repeats` of repeats too, in the global window, stamped 1 ms past their
+    """(position, event) → (crawl id, (due, position, repeat, url, event's bytes)) of first
+    fetches, and with `keep_repeats` of repeats too, in the global window, stamped 1 ms past their
     clock window's due (`event_time.REPEAT_AFTER_US`). Keyed by a shard of the URL
     (`beam.shard_state`): the step core keeps a page's last cycle per URL, in its shard's
     records. An event's window is that of its `fetched_at`, or with `by_arrival` that of
@@ -126,11 +133,11 @@ class DecideRepeatFetches(beam.PTransform):
             events
             | "KeyByPage"
             >> beam.ParDo(_KeyByPage(self.windows, self.by_arrival, self.shards)).with_output_types(
-                typehints.KV[int, typehints.Tuple[int, int, int, FetchEvent]]
+                typehints.KV[int, PageFetch]
             )
             | "FirstFetches"
             >> beam.ParDo(_FirstFetches(self.keep_repeats))
-            .with_input_types(typehints.KV[int, typehints.Tuple[int, int, int, FetchEvent]])
+            .with_input_types(typehints.KV[int, PageFetch])
             .with_output_types(FirstFetch)
         )
 
@@ -149,16 +156,20 @@ class _KeyByPage(beam.DoFn):
         position, event = item
         event_ms = int(stamp.micros) // 1000 if self.by_arrival else event.fetched_at
         due = self.windows.due_micros(event_ms)
-        value = (due, position, event.cycle, event)
+        value = (due, position, event.url, event.cycle, event.crawl_id, encode_record(event))
         # stamped at its own time (never moved back), at most due + 999 µs: before the
         # repeat step's timer (`event_time.REPEAT_AFTER_US`)
         at = max(int(stamp.micros), event_ms * 1000)
         yield TimestampedValue((state_shard(event.url, self.shards), value), Timestamp(micros=at))
 
 
-FirstFetch = typehints.KV[str, typehints.Tuple[int, int, bool, FetchEvent]]
-"""(crawl id, (due, position, repeat, event)): a fetch with the step core's repeat verdict,
-and the due of its clock window."""
+PageFetch = typehints.Tuple[int, int, str, int, str, bytes]
+"""(due, position, url, cycle, crawl id, the event's bytes): a fetch keyed for the repeat
+step, which holds it as it comes (`event_time.held_coder`: why encoded) and reads only its
+URL, cycle and crawl."""
+FirstFetch = typehints.KV[str, typehints.Tuple[int, int, bool, str, bytes]]
+"""(crawl id, (due, position, repeat, url, the event's bytes)): a fetch with the step core's
+repeat verdict and the due of its clock window."""
 
 
 class _FirstFetches(beam.DoFn):
@@ -166,7 +177,16 @@ class _FirstFetches(beam.DoFn):
         HELD_STATE,  # (the shard's generation, the due taken through), the fetches not yet due
         held_coder(
             with_through(VarIntCoder()),
-            TupleCoder([VarIntCoder(), VarIntCoder(), VarIntCoder(), FetchEventCoder()]),
+            TupleCoder(
+                [
+                    VarIntCoder(),
+                    VarIntCoder(),
+                    StrUtf8Coder(),
+                    VarIntCoder(),
+                    StrUtf8Coder(),
+                    BytesCoder(),
+                ]
+            ),
         ),
     )
     RECORDS = records_spec()  # the shard's pages' last crawled cycles (`beam.shard_state`)
@@ -181,7 +201,7 @@ class _FirstFetches(beam.DoFn):
 
     def process(
         self,
-        element: tuple[int, tuple[int, int, int, FetchEvent]],
+        element: tuple[int, tuple[int, int, str, int, str, bytes]],
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
@@ -201,14 +221,14 @@ class _FirstFetches(beam.DoFn):
             return  # nothing taken: the cell stands as it is
         index = self.store.load(shard, value[0] if value else None, records)
         last_cycles: dict[str, int] = {}  # this firing's first fetches, over the index's
-        for due, position, cycle, event in ready:
-            last = last_cycles.get(event.url, index.values.get(event.url))
+        for due, position, url, cycle, crawl_id, event in ready:
+            last = last_cycles.get(url, index.values.get(url))
             repeat = is_repeat_fetch(last, cycle)
             if not repeat:
-                last_cycles[event.url] = cycle
+                last_cycles[url] = cycle
             elif not self.keep_repeats:
                 continue
-            yield TimestampedValue((event.crawl_id, (due, position, repeat, event)), fired)
+            yield TimestampedValue((crawl_id, (due, position, repeat, url, event)), fired)
         generation = self.store.commit(shard, index, last_cycles, records)
         held.write(((generation, ready[-1][0]), rest))
 
@@ -299,8 +319,11 @@ def once_each(messages: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
 class _ApplyInEventTime(beam.DoFn):
     HELD = ReadModifyWriteStateSpec(
         HELD_STATE,  # (the shard's generation, the due taken through), the batches not yet due
-        held_coder(with_through(VarIntCoder()), FastPrimitivesCoder()),
+        held_coder(
+            with_through(VarIntCoder()), TupleCoder([VarIntCoder(), VarIntCoder(), BytesCoder()])
+        ),
     )
+    BATCH = FastPrimitivesCoder()  # a held batch's url → messages
     RECORDS = records_spec()  # the shard's URLs' encoded states (`beam.shard_state`)
     TIMER = TimerSpec("update_due", TimeDomain.WATERMARK)
 
@@ -317,7 +340,8 @@ class _ApplyInEventTime(beam.DoFn):
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        hold_unless_taken(element[1], held, timer, APPLY_AFTER_US)
+        due, position, by_url = element[1]
+        hold_unless_taken((due, position, self.BATCH.encode(by_url)), held, timer, APPLY_AFTER_US)
 
     @on_timer(TIMER)
     def fire(
@@ -328,9 +352,10 @@ class _ApplyInEventTime(beam.DoFn):
         records: Any = beam.DoFn.StateParam(RECORDS),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        value, batches, rest = take_due(fired, held, timer, APPLY_AFTER_US)
-        if not batches:
+        value, held_batches, rest = take_due(fired, held, timer, APPLY_AFTER_US)
+        if not held_batches:
             return
+        batches = [(due, at, self.BATCH.decode(b)) for due, at, b in held_batches]
         index = self.store.load(shard, value[0] if value else None, records)
         changes: dict[str, bytes | None] = {}
         for url, messages in due_messages(batches).items():

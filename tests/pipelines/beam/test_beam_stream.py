@@ -37,6 +37,7 @@ from frontierflow.pipelines.beam.stream import (
 )
 from frontierflow.pipelines.core.step import is_repeat_fetch
 from frontierflow.pipelines.strategies import build_strategy
+from frontierflow.schemas.codecs import encode_record
 from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.ieca import IecaParams, clock_coefficients
 
@@ -181,7 +182,9 @@ def test_routing_waits_for_a_late_clock_value() -> None:
     )
     held, timer = Cell(), Timer()
     key = ("c", route_shard(event.url))
-    route.process((key, (0, 7, 0, False, event)), held, timer)  # the window due at 0 µs
+    route.process(
+        (key, (0, 7, 0, False, encode_record(event))), held, timer
+    )  # the window due at 0 µs
     assert timer.at == 3_000
     assert list(route.fire(key, Timestamp(micros=3_000), held, timer)) == []  # no value yet
     (waiting, clocks, through), pending = held.value
@@ -203,7 +206,7 @@ def test_routing_waits_for_a_late_clock_value() -> None:
     # the fetch and the value delivered a second time (Prism does now and then): dropped,
     # the timer left alone, not routed again and not held for a value that has gone
     sets = len(timer.sets)
-    route.process((key, (0, 7, 0, False, event)), held, timer)
+    route.process((key, (0, 7, 0, False, encode_record(event))), held, timer)
     route.process((key, (0, -1, 4, False, None)), held, timer)
     assert held.value == ((None, [], 0), []) and len(timer.sets) == sets
 
