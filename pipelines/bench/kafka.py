@@ -73,10 +73,9 @@ def run_kafka_bench(setup: KafkaBenchSetup) -> str:
         outputs = _read_all(job, job.topics.frontier)
         ceiling = _ceiling(setup.bootstrap_servers, job, outputs, len(values))
         rate = len(values) / seconds
-        latencies = _latency(setup, Path(tmp) / "state-latency", rate / 2, values)
+        latencies = paced_latency(setup, Path(tmp) / "state-latency", rate / 2, values)
     lat = sorted(latencies)
-    p50 = statistics.median(lat) if lat else float("nan")
-    p99 = lat[int(0.99 * (len(lat) - 1))] if lat else float("nan")
+    p50, p99 = percentiles(lat)
     ceiling_rate = len(values) / ceiling
     return "\n".join(
         [
@@ -321,7 +320,9 @@ def _ceiling(bootstrap: str, job: KafkaSettings, outputs: list[Any], n_in: int) 
     return elapsed
 
 
-def _latency(setup: KafkaBenchSetup, state: Path, rate: float, values: list[bytes]) -> list[int]:
+def paced_latency(
+    setup: KafkaBenchSetup, state: Path, rate: float, values: list[bytes]
+) -> list[int]:
     """Per frontier entry: ms from the event's produce time to the entry's send time."""
     settings = fresh_settings(setup.bootstrap_servers)
     ensure_topics(settings)
@@ -330,9 +331,30 @@ def _latency(setup: KafkaBenchSetup, state: Path, rate: float, values: list[byte
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    try:
+        count = produce_paced(settings, values, rate, setup.latency_seconds)
+        _wait_drained(settings, count)
+    finally:
+        job.send_signal(signal.SIGTERM)
+        job.wait(timeout=60)
+    return [
+        latency
+        for ts, _key, value in read_topic(setup.bootstrap_servers, settings.topics.frontier)
+        if (latency := entry_latency(ts, value, 0)) is not None
+    ]
+
+
+LATENCY_URL = "?latency="
+"""What `produce_paced` appends to each page's URL (then its index): every page is new."""
+
+
+def produce_paced(settings: KafkaSettings, values: list[bytes], rate: float, seconds: float) -> int:
+    """Produce `rate` events a second for `seconds` (at least one) to the fetch-events
+    topic, each of `values` in turn as a page never fetched before (its URL + `?latency=i`)
+    fetched now (`fetched_at`: the wall clock at its send); returns how many."""
     codec = AvroCodec.for_name("FetchEvent")
-    producer = KafkaProducer(bootstrap_servers=setup.bootstrap_servers, acks="all", linger_ms=0)
-    count = max(1, int(rate * setup.latency_seconds))
+    producer = KafkaProducer(bootstrap_servers=settings.bootstrap_servers, acks="all", linger_ms=0)
+    count = max(1, int(rate * seconds))
     started = time.monotonic()
     try:
         for i in range(count):
@@ -342,20 +364,32 @@ def _latency(setup: KafkaBenchSetup, state: Path, rate: float, values: list[byte
                 time.sleep(wait)  # pacing the load, not waiting for a result
             record = codec.decode(values[i % len(values)])
             record["fetched_at"] = int(time.time() * 1000)
-            record["url"] = f"{record['url']}?latency={i}"
+            record["url"] = f"{record['url']}{LATENCY_URL}{i}"
             producer.send(settings.topics.fetch_events, value=codec.encode(record))
         producer.flush()
-        _wait_drained(settings, count)
     finally:
-        job.send_signal(signal.SIGTERM)
-        job.wait(timeout=60)
         producer.close()
-    entry_codec = AvroCodec.for_name("FrontierEntry")
-    out = []
-    for ts, _key, value in read_topic(setup.bootstrap_servers, settings.topics.frontier):
-        if value is not None:
-            out.append(ts - entry_codec.decode(value)["emitted_at"])
-    return out
+    return count
+
+
+_ENTRY_CODEC = AvroCodec.for_name("FrontierEntry")
+
+
+def entry_latency(timestamp_ms: int, value: bytes | None, since_ms: int) -> int | None:
+    """ms from a frontier entry's `emitted_at` (its event's `fetched_at`: the wall clock
+    when `produce_paced` sent the event) to the record's Kafka timestamp (when the job's
+    producer sent it); None for a tombstone or an entry emitted before `since_ms`."""
+    if value is None:
+        return None
+    emitted = _ENTRY_CODEC.decode(value)["emitted_at"]
+    return timestamp_ms - emitted if emitted >= since_ms else None
+
+
+def percentiles(ordered: list[int]) -> tuple[float, float]:
+    """(p50, p99) of sorted values (nan, nan when empty)."""
+    if not ordered:
+        return float("nan"), float("nan")
+    return statistics.median(ordered), ordered[int(0.99 * (len(ordered) - 1))]
 
 
 def _wait_drained(settings: KafkaSettings, events: int) -> None:

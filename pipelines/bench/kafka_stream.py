@@ -20,10 +20,14 @@ a process of its own and writing a frontier topic of its own:
    started (its own process group), and on a session cluster its job is cancelled through
    the cluster's REST API (the cluster keeps a job whose submitter is gone).
 3. the events/s of the Beam form: the rest over the net time (it includes the last
-   window's wait for the watermark).
-
-The Beam form's latency is at least one clock window plus the source's idle-watermark
-delay by construction; it is not measured here.
+   window's wait for the watermark);
+4. latency, as `bench-kafka` measures the embedded engine's (`bench.kafka.produce_paced`):
+   to the Beam job, still running, pages never fetched before are produced at half its net
+   rate for `latency_seconds`, each fetched at its send; latency is a frontier entry's
+   Kafka timestamp minus its `emitted_at` (its event's send), until every paced page's
+   removal is out. Then the same paced load, at the same rate, to a fresh embedded job.
+   The Beam form's latency is at least one clock window plus KafkaIO's idle-watermark
+   delay (two seconds once a partition has no backlog) by construction.
 """
 
 from __future__ import annotations
@@ -48,8 +52,14 @@ from frontierflow.connectors.kafka import KafkaSettings
 from frontierflow.pipelines.bench.beam import beam_args
 from frontierflow.pipelines.bench.engine import BenchSetup, generated_events
 from frontierflow.pipelines.bench.kafka import (
+    LATENCY_URL,
+    KafkaBenchSetup,
+    entry_latency,
     fresh_settings,
+    paced_latency,
+    percentiles,
     produce_events,
+    produce_paced,
     read_topic,
     timed_job,
 )
@@ -75,6 +85,7 @@ class StreamBenchSetup:
     step_size: int = 500
     window_ms: int = 1_000
     timeout_s: float = 1_800.0
+    latency_seconds: float = 15.0
     flink_conf_dir: str | None = None
     flink_master: str | None = None
     worker_pool: str | None = None
@@ -104,6 +115,10 @@ class StreamRun:
     """From producing the rest until it held the expected live keys."""
     first_output_s: float
     records: int
+    latency_rate: float
+    """Events/s of the paced load the latencies were measured at."""
+    latencies: list[int]
+    """ms from an event's send to a frontier entry it gave, sorted."""
 
 
 def run_stream_bench(setup: StreamBenchSetup) -> str:
@@ -129,6 +144,18 @@ def run_stream_bench(setup: StreamBenchSetup) -> str:
             (values[STARTUP_EVENTS:], engine["full"][1]),
             Path(tmp) / "beam.log",
         )
+        engine_latencies = sorted(
+            paced_latency(
+                KafkaBenchSetup(
+                    setup.bootstrap_servers,
+                    step_size=setup.step_size,
+                    latency_seconds=setup.latency_seconds,
+                ),
+                Path(tmp) / "state-latency",
+                full.latency_rate,
+                values,
+            )
+        )
     engine_s = engine["full"][0]
     engine_rate = setup.events / engine_s
     beam_rate = (setup.events - STARTUP_EVENTS) / full.net_s
@@ -149,6 +176,8 @@ def run_stream_bench(setup: StreamBenchSetup) -> str:
             f"{full.startup_s:>9.1f}",
             f"{'Beam stream, the rest (net)':<40}{full.net_s:>9.1f}{beam_rate:>10,.1f}"
             f"{beam_rate / engine_rate:>8.4f}",
+            _latency_line("Beam stream", full.latency_rate, full.latencies),
+            _latency_line("embedded", full.latency_rate, engine_latencies),
             f"Beam: first frontier record after {full.first_output_s:.1f} s, "
             f"{full.records:,} records in all (one per URL and clock window it changed in)",
             "embedded: from its first frontier record to its last (bench-kafka's measure); "
@@ -163,6 +192,14 @@ def run_stream_bench(setup: StreamBenchSetup) -> str:
                 else []
             ),
         ]
+    )
+
+
+def _latency_line(label: str, rate: float, latencies: list[int]) -> str:
+    p50, p99 = percentiles(latencies)
+    return (
+        f"latency produce -> frontier entry, {label}, at {rate:,.1f} events/s: "
+        f"p50 {p50:,.0f} ms, p99 {p99:,.0f} ms ({len(latencies):,} entries)"
     )
 
 
@@ -261,13 +298,36 @@ def _beam_run(
                     else:
                         live.add(record.key)
 
+    def until_fetched(count: int, since_ms: int) -> list[int]:
+        """The latencies of the entries emitted since `since_ms`, until the frontier holds
+        a removal of each of the `count` paced pages (their fetches took effect)."""
+        latencies: list[int] = []
+        removed = 0
+        deadline = time.monotonic() + setup.timeout_s
+        while removed < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{removed:,} of {count:,} paced pages fetched")
+            for batch in consumer.poll(timeout_ms=500).values():
+                for record in batch:
+                    if record.value is None:
+                        removed += LATENCY_URL.encode() in record.key
+                    elif (
+                        lat := entry_latency(record.timestamp, record.value, since_ms)
+                    ) is not None:
+                        latencies.append(lat)
+        return sorted(latencies)
+
     try:
         until(startup[1])
         startup_s = time.monotonic() - started
         produce_events(job, rest[0])
         until(rest[1])
         seconds = time.monotonic() - started
-        return StreamRun(seconds, startup_s, seconds - startup_s, first, records)
+        rate = len(rest[0]) / (seconds - startup_s) / 2
+        since_ms = int(time.time() * 1000)
+        count = produce_paced(job, rest[0], rate, setup.latency_seconds)
+        latencies = until_fetched(count, since_ms)
+        return StreamRun(seconds, startup_s, seconds - startup_s, first, records, rate, latencies)
     finally:
         consumer.close()
         _stop_group(proc)

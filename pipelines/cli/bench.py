@@ -215,6 +215,7 @@ def bench_kafka_stream(args: argparse.Namespace) -> int:
         step_size=args.step_size,
         window_ms=args.clock_window_ms,
         timeout_s=args.timeout_s,
+        latency_seconds=args.latency_seconds,
         flink_conf_dir=conf,
         flink_master=args.flink_master,
         worker_pool=args.worker_pool,

@@ -7,12 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from frontierflow.pipelines.bench.kafka import entry_latency, percentiles
 from frontierflow.pipelines.bench.kafka_stream import (
     STARTUP_EVENTS,
     StreamBenchSetup,
     kafka_expansion_jar,
 )
 from frontierflow.pipelines.cli import main
+from frontierflow.schemas.codecs import encode_record
+from frontierflow.schemas.records import FrontierEntry
 
 
 def test_the_expansion_service_sits_beside_the_assembled_job_server() -> None:
@@ -52,3 +55,29 @@ def test_cli_names_the_script_when_the_expansion_service_is_missing(
     err = caplog.text
     assert "no KafkaIO expansion service at" in err
     assert "fetch-job-server.sh --kafka-expansion-service" in err
+
+
+def test_entry_latency_is_the_record_time_minus_the_entrys_emitted_at() -> None:
+    """An entry emitted (its event sent) at 1,000 ms and sent by the job at 1,450 ms: 450 ms;
+    an entry emitted before the paced load began, or a tombstone, is no latency."""
+    entry = FrontierEntry(
+        url="https://a.example/",
+        host="a.example",
+        priority=0.5,
+        strategy="ieca",
+        crawl_id="c",
+        cycle=0,
+        via=None,
+        emitted_at=1_000,
+    )
+    value = encode_record(entry)
+    assert entry_latency(1_450, value, since_ms=900) == 450
+    assert entry_latency(1_450, value, since_ms=1_001) is None
+    assert entry_latency(1_450, None, since_ms=0) is None
+
+
+def test_percentiles_of_1_to_100() -> None:
+    """Median of 1..100: (50 + 51) / 2; p99: the value at index ⌊0.99 · 99⌋ = 98, i.e. 99."""
+    assert percentiles(list(range(1, 101))) == (50.5, 99)
+    p50, p99 = percentiles([])
+    assert p50 != p50 and p99 != p99  # nan: no entries
