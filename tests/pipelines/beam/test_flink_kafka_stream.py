@@ -117,6 +117,18 @@ def _frontier_diff(
     )
 
 
+def _engine_frontier(engine: Any, tmp_path: Path) -> dict[int, dict[bytes, bytes | None]]:
+    """The live embedded engine (LAFC) run over `engine`'s topics to their end: its
+    frontier per partition, what the Beam side must equal."""
+    run_live(
+        engine,
+        lafc(),
+        tmp_path / "live",
+        LiveOptions(step_size=7, exit_when_idle=True, retry_backoff_s=0.2),
+    )
+    return frontier_per_partition(engine)
+
+
 def _end(cluster: FlinkCluster, result: Any, jid: str) -> None:
     with contextlib.suppress(Exception):  # the runner's own cancel may not reach it
         result.cancel()
@@ -162,13 +174,7 @@ def test_stream_on_the_cluster_survives_a_killed_taskmanager(
         flink_cluster.start_taskmanager(1)  # returns once it has registered
         kafka_client.produce(engine, avro[half:])
 
-        run_live(
-            engine,
-            lafc(),
-            tmp_path / "live",
-            LiveOptions(step_size=7, exit_when_idle=True, retry_backoff_s=0.2),
-        )
-        expected = frontier_per_partition(engine)
+        expected = _engine_frontier(engine, tmp_path)
         wait_for(
             lambda: frontier_per_partition(beam_side) == expected,
             "the Beam frontier to equal the embedded engine's",
@@ -226,13 +232,7 @@ def test_stop_with_a_savepoint_and_resume_equals_an_uninterrupted_run(
         _end(flink_cluster, result, jid)
     assert savepoint.startswith("file:")
     kafka_client.produce(engine, avro[half:])
-    run_live(
-        engine,
-        lafc(),
-        tmp_path / "live",
-        LiveOptions(step_size=7, exit_when_idle=True, retry_backoff_s=0.2),
-    )
-    expected = frontier_per_partition(engine)
+    expected = _engine_frontier(engine, tmp_path)
     total = sum(map(len, expected.values()))
     assert 0 < first < total  # stopped mid-stream
 
