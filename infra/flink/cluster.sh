@@ -35,6 +35,10 @@
 #   FLINK_CLUSTER_START_TIMEOUT   seconds to wait for the TaskManagers to register (90)
 #   FLINK_CLUSTER_STOP_TIMEOUT    seconds to wait for a process to exit on SIGTERM (30)
 #   FLINK_CLUSTER_SAVEPOINT_TIMEOUT  seconds to wait for a savepoint (120)
+#   FLINK_CLUSTER_TASK_HEAP_MB    each TaskManager's task heap, MiB (256: enough for the
+#                                 tests; a TaskManager of a 333,000-event backlog run ran
+#                                 out of heap at 256 while it took in a Python stage's
+#                                 output, docs/RESULTS.md)
 #   FLINK_CLUSTER_CLASSPATH_CACHE where the resolved class path is kept
 #                                 (${XDG_CACHE_HOME:-~/.cache}/frontierflow/flink)
 #   PYTHON                        python3, for free ports and the REST calls
@@ -56,7 +60,7 @@ CP_CACHE="${FLINK_CLUSTER_CLASSPATH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/front
 # (BashJavaUtils), written out here because the entrypoints are started directly. Small: the
 # whole cluster (JobManager + 2 TaskManagers) stays within ~3.5 GB of JVM limits.
 JM_HEAP=384; JM_OFF_HEAP=64; JM_METASPACE=192; JM_OVERHEAD=128
-TM_FRAMEWORK_HEAP=64; TM_TASK_HEAP=256            # JVM heap = framework + task heap
+TM_FRAMEWORK_HEAP=64; TM_TASK_HEAP="${FLINK_CLUSTER_TASK_HEAP_MB:-256}"  # JVM heap = both
 TM_FRAMEWORK_OFF_HEAP=128; TM_TASK_OFF_HEAP=128   # direct memory: Netty, Beam's gRPC
 TM_NETWORK=128                                    # shuffle buffers (min = max)
 TM_MANAGED=128                                    # RocksDB, shared by the slots
