@@ -323,6 +323,12 @@ def _beam_run(
         produce_events(job, rest[0])
         until(rest[1])
         seconds = time.monotonic() - started
+        print(  # a long run's result before its latency phase
+            f"Beam form: the engine's frontier after {seconds:.1f} s, {startup_s:.1f} s of "
+            f"them the fixed cost; {records:,} records",
+            file=sys.stderr,
+            flush=True,
+        )
         rate = len(rest[0]) / (seconds - startup_s) / 2
         since_ms = int(time.time() * 1000)
         count = produce_paced(job, rest[0], rate, setup.latency_seconds)
