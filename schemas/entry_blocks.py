@@ -66,7 +66,8 @@ _pack_double: Final = struct.Struct("<d").pack
 class FrontierEntryEncoder:
     """The Avro binary body of FrontierEntries, in the field order of the schema:
     url, host, priority, strategy, crawl_id, cycle, via (union null|string), emitted_at
-    (timestamp-millis as a long), echo (map of strings, one block then its end).
+    (timestamp-millis as a long), echo (map of strings, one block then its end), not_before
+    (union null|timestamp-millis).
 
     The parts that repeat within a block are kept in small dicts that `bodies` starts
     empty, so memory stays bounded by one block (hosts, parents, times, echo keys); a run
@@ -129,6 +130,8 @@ class FrontierEntryEncoder:
                             text,
                         )
                 parts.append(b"\x00")
+                not_before = entry.not_before
+                parts.append(b"\x00" if not_before is None else b"\x02" + _long(not_before))
                 append(b"".join(parts))
         except CodecError as exc:
             raise CodecError(f"cannot encode FrontierEntry {_url_of(entry)}: {exc}") from exc

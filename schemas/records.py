@@ -32,6 +32,10 @@ class FetchEvent:
     bytes: int = 0
     fetch_ms: float = 0.0
     echo: dict[str, str] = field(default_factory=dict)
+    retry_after_ms: int | None = None
+    crawl_delay_ms: int | None = None
+    failure: str | None = None
+    will_retry: bool = False
 
     def to_avro(self) -> dict[str, Any]:
         return {
@@ -51,6 +55,10 @@ class FetchEvent:
             "bytes": self.bytes,
             "fetch_ms": self.fetch_ms,
             "echo": self.echo,
+            "retry_after_ms": self.retry_after_ms,
+            "crawl_delay_ms": self.crawl_delay_ms,
+            "failure": self.failure,
+            "will_retry": self.will_retry,
         }
 
     @classmethod
@@ -72,6 +80,10 @@ class FetchEvent:
             bytes=d.get("bytes", 0),
             fetch_ms=d.get("fetch_ms", 0.0),
             echo=dict(d.get("echo") or {}),
+            retry_after_ms=d.get("retry_after_ms"),
+            crawl_delay_ms=d.get("crawl_delay_ms"),
+            failure=d.get("failure"),
+            will_retry=d.get("will_retry", False),
         )
 
 
@@ -92,6 +104,7 @@ class FrontierEntry:
     via: str | None
     emitted_at: int
     echo: dict[str, str] = field(default_factory=dict)
+    not_before: int | None = None
 
     def to_avro(self) -> dict[str, Any]:
         return {
@@ -104,6 +117,7 @@ class FrontierEntry:
             "via": self.via,
             "emitted_at": self.emitted_at,
             "echo": self.echo,
+            "not_before": self.not_before,
         }
 
     @classmethod
@@ -118,6 +132,7 @@ class FrontierEntry:
             via=d.get("via"),
             emitted_at=_millis(d["emitted_at"]),
             echo=dict(d.get("echo") or {}),
+            not_before=_millis_or_none(d.get("not_before")),
         )
 
 

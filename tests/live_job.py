@@ -44,13 +44,16 @@ class LiveJob:
         return cls(thread, stop, applied)
 
     def wait_applied(self, events: int) -> None:
-        """Until the job has applied `events` FetchEvents, repeats included."""
-        wait_for(
-            lambda: (
-                self.applied and self.applied[-1].events + self.applied[-1].duplicates >= events
-            ),
-            "the job to apply every FetchEvent",
-        )
+        """Until the job has applied `events` FetchEvents, repeats and deferred answers
+        included (counted since this job started)."""
+
+        def done() -> bool:
+            if not self.applied:
+                return False
+            last = self.applied[-1]
+            return last.events + last.duplicates + last.deferred >= events
+
+        wait_for(done, "the job to apply every FetchEvent")
 
     def close(self) -> None:
         self.stop.set()

@@ -2,7 +2,8 @@
 
 `fetch_event` and `outcome_event` turn a frontier entry and what its download came to into
 the FetchEvent (the entry's echo, via, crawl and cycle; outlinks and terms read from the
-body by `htmlpages.page_links_and_terms`, queries dropped). `EventPublisher` sends it to
+body by `htmlpages.page_links_and_terms`, queries dropped, links of the shapes traps hand
+out dropped: `state.traps.followable_links`). `EventPublisher` sends it to
 `fetch-events` and keeps the two records a fetcher writes beside it: the download on the
 compacted `fetched` topic (for the fetcher that owns the host next) and, for an answered
 reply request, the tombstone of that request's own frontier record. The reference fetcher
@@ -18,7 +19,7 @@ from typing import Any
 
 from kafka import KafkaProducer
 
-from frontierflow.connectors.fetcher.outcomes import PageOutcome
+from frontierflow.connectors.fetcher.outcomes import STATUS_REASONS, PageOutcome
 from frontierflow.connectors.fetcher.queue import is_reply_request
 from frontierflow.connectors.htmlpages import page_links, page_links_and_terms
 from frontierflow.connectors.kafka import KafkaTopics, host_partition
@@ -30,6 +31,7 @@ from frontierflow.schemas.records import (
     FrontierEntry,
     frontier_record_key,
 )
+from frontierflow.state.traps import followable_links
 
 
 def fetch_event(entry: FrontierEntry, status: int, fetcher_id: str, **fields: Any) -> FetchEvent:
@@ -58,10 +60,31 @@ def outcome_event(
     outcome: PageOutcome,
     fetcher_id: str,
     follow_hosts: frozenset[str] | None = None,
+    crawl_delay_ms: int | None = None,
 ) -> FetchEvent:
-    """The FetchEvent of a download: a negative status with no content for a transport
-    problem, the target as the only outlink for a redirect that was not followed, and for
-    a body the outlinks and terms read from it, resolved against the final URL."""
+    """The FetchEvent of a download: a negative status with no content (and the kind of
+    failure) for a transport problem, the target as the only outlink for a redirect that
+    was not followed, and for a body the outlinks and terms read from it, resolved against
+    the final URL. The answer's `Retry-After` and the host's robots.txt Crawl-delay go
+    with it, for the frontier's host rule."""
+    event = _outcome_event(entry, outcome, fetcher_id, follow_hosts)
+    failure = STATUS_REASONS.get(outcome.status) if outcome.status < 0 else None
+    if outcome.retry_after_ms is None and crawl_delay_ms is None and failure is None:
+        return event
+    return replace(
+        event,
+        retry_after_ms=outcome.retry_after_ms,
+        crawl_delay_ms=crawl_delay_ms,
+        failure=failure,
+    )
+
+
+def _outcome_event(
+    entry: FrontierEntry,
+    outcome: PageOutcome,
+    fetcher_id: str,
+    follow_hosts: frozenset[str] | None,
+) -> FetchEvent:
     if outcome.status < 0:
         return fetch_event(
             entry, outcome.status, fetcher_id, fetch_ms=outcome.fetch_ms, bytes=outcome.size
@@ -94,7 +117,7 @@ def outcome_event(
         entry,
         outcome.status,
         fetcher_id,
-        outlinks=page.outlinks,
+        outlinks=followable_links(page.outlinks),
         terms=page.terms,
         content_hash=hashlib.sha256(outcome.body).hexdigest(),
         bytes=outcome.size,

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
@@ -41,8 +41,8 @@ POLL_MS = 200
 FrontierRecord = tuple[int, int, bytes | None, bytes | None]
 """(partition, offset, key, value) of one record of the frontier topic."""
 
-FetchedPage = tuple[str, int, str]
-"""(crawl id, cycle, URL) of a download recorded on the `fetched` topic."""
+FetchedPage: TypeAlias = FetchEvent
+"""A download recorded on the `fetched` topic (no outlinks, terms or echo)."""
 
 
 class FrontierListener(Protocol):
@@ -184,8 +184,8 @@ def latest_threads(batches: dict[Any, list[Any]], fetcher_id: str, codec: AvroCo
 
 
 def read_fetched(kafka: KafkaSettings, partitions: list[int]) -> list[FetchedPage]:
-    """(crawl id, cycle, URL) of every download recorded on the `fetched` topic's
-    `partitions` (the same numbers as the frontier's: both are partitioned by host)."""
+    """Every download recorded on the `fetched` topic's `partitions` (the same numbers as
+    the frontier's: both are partitioned by host)."""
     topic = kafka.topics.fetched
     codec = AvroCodec.for_name("FetchEvent")
     consumer = KafkaConsumer(enable_auto_commit=False, **kafka.connection())
@@ -208,7 +208,7 @@ def read_fetched(kafka: KafkaSettings, partitions: list[int]) -> list[FetchedPag
                     except (CodecError, KeyError, TypeError, ValueError) as exc:
                         log.warning("undecodable record on %s skipped: %s", topic, exc)
                         continue
-                    out.append((e.crawl_id, e.cycle, e.url))
+                    out.append(e)
         return out
     finally:
         consumer.close()

@@ -35,6 +35,7 @@ from frontierflow.connectors.fetcher.outcomes import (
 )
 from frontierflow.connectors.fetcher.settings import FetcherSettings
 from frontierflow.connectors.htmlpages import HTML_TYPES
+from frontierflow.state.hosts import PAUSE_STATUSES, parse_retry_after
 
 __all__ = [
     "BAD_URL",
@@ -176,6 +177,11 @@ async def fetch_page(
                         return done(status, current, redirect_to=target, reason="off-host")
                     current = target
                     continue
+                if status in PAUSE_STATUSES:
+                    wait = parse_retry_after(
+                        response.headers.get("Retry-After"), int(time.time() * 1000)
+                    )
+                    return done(status, current, retry_after_ms=wait, reason="pushed back")
                 return await _read_body(response, status, current, settings, accept, done)
         except TimeoutError:
             return done(

@@ -57,6 +57,7 @@ from frontierflow.connectors.fetcher.settings import FetcherSettings
 from frontierflow.connectors.kafka import KafkaSettings, ensure_fetched_topic
 from frontierflow.schemas.codecs import AvroCodec
 from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry
+from frontierflow.state.hosts import group_key
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class Fetcher:
         self.metrics = metrics or FetcherMetrics()
         self.stop = stop or threading.Event()
         self.stats = FetcherStats()
-        self.queues = HostQueues(settings.delay_s)
+        self.queues = HostQueues(settings.delay_s, settings.hosts, settings.spend)
         self.target_workers = settings.workers
         self._robots: dict[str, HostRules] = {}
         self._entry_codec = AvroCodec.for_name("FrontierEntry")
@@ -228,8 +229,7 @@ class Fetcher:
         self.metrics.dead.labels(letter.error_class).inc()
 
     def _mark_fetched(self, fetched: list[FetchedPage]) -> None:
-        for crawl_id, cycle, url in fetched:
-            self.queues.mark_url_fetched(crawl_id, cycle, url)
+        self.queues.restore(fetched)
 
     def _drop(self, partitions: set[int]) -> None:
         gone = self.queues.drop_partitions(partitions)
@@ -268,9 +268,9 @@ class Fetcher:
             if not self.caught_up:
                 await self._wait_change(POLL_MS / 1000)
                 continue
-            job, wake = self.queues.take(time.monotonic())
+            job, wake = self.queues.take(time.time())
             if job is None:
-                timeout = POLL_MS / 1000 if wake is None else max(0.0, wake - time.monotonic())
+                timeout = POLL_MS / 1000 if wake is None else max(0.0, wake - time.time())
                 await self._wait_change(min(timeout, POLL_MS / 1000))
                 continue
             if not job.download:
@@ -284,11 +284,17 @@ class Fetcher:
                 log.exception("fetching %s failed unexpectedly", job.entry.url)
                 event = self._event(job.entry, -1, fetch_ms=0.0)
                 self.metrics.errors.labels(type(exc).__name__).inc()
+            if self.queues.retries(job.entry, event.status):
+                event = replace(event, will_retry=True)
+                self._reserved -= 1  # asked for again: the budget pays for the page once
             self._publish(event)
             self._record_fetch(event)
-            self._answered(job.entry)
-            self.queues.mark_fetched(job.entry)
-            self.queues.release(job.entry, time.monotonic())
+            if not event.will_retry:
+                self._answered(job.entry)
+            before = self._pauses(event)
+            self.queues.release(job.entry, time.time(), event, job.partition)
+            if self._pauses(event) > before:
+                self._pushed_back(event)
             self._notify()
 
     async def _download(self, job: Job, session: aiohttp.ClientSession) -> FetchEvent:
@@ -310,7 +316,28 @@ class Fetcher:
                 entry, PageOutcome(ROBOTS_DISALLOWED, entry.url, reason="robots.txt")
             )
         outcome = await fetch_page(session, entry.url, self.settings, rest)
-        return self._outcome_event(entry, outcome)
+        return self._outcome_event(entry, outcome, self._crawl_delay_ms(host))
+
+    def _crawl_delay_ms(self, host: str) -> int | None:
+        rules = self._robots.get(host)
+        delay = None if rules is None else rules.crawl_delay(self.settings.user_agent)
+        return None if delay is None else round(delay * 1000)
+
+    def _pauses(self, event: FetchEvent) -> int:
+        state = self.queues.states.get(group_key(event.crawl_id, event.host))
+        return 0 if state is None else state.pauses
+
+    def _pushed_back(self, event: FetchEvent) -> None:
+        """Log and count a pause the host rule began on this answer."""
+        state = self.queues.states[group_key(event.crawl_id, event.host)]
+        self.metrics.pauses.labels(state.reason).inc()
+        log.info(
+            "%s paused for %.1f s (%s, level %d)",
+            event.host,
+            (state.paused_until - event.fetched_at) / 1000,
+            state.reason,
+            state.level,
+        )
 
     def _host_delay(self, host: str) -> float:
         rules = self._robots.get(host)
@@ -361,7 +388,9 @@ class Fetcher:
         self.stats.answered += 1
         return already_fetched_event(entry, self.settings.fetcher_id)
 
-    def _outcome_event(self, entry: FrontierEntry, outcome: PageOutcome) -> FetchEvent:
+    def _outcome_event(
+        self, entry: FrontierEntry, outcome: PageOutcome, crawl_delay_ms: int | None = None
+    ) -> FetchEvent:
         self.stats.downloads += 1
         self.metrics.fetch_seconds.observe(outcome.fetch_ms / 1000)
         self.metrics.bytes.inc(outcome.size)
@@ -370,7 +399,9 @@ class Fetcher:
             reason = STATUS_REASONS.get(outcome.status, "error")
             self.metrics.errors.labels(reason).inc()
             log.warning("%s: %s (status %d): %s", entry.url, reason, outcome.status, outcome.reason)
-        return outcome_event(entry, outcome, self.settings.fetcher_id, self.settings.follow_hosts)
+        return outcome_event(
+            entry, outcome, self.settings.fetcher_id, self.settings.follow_hosts, crawl_delay_ms
+        )
 
     def _answered(self, entry: FrontierEntry) -> None:
         self.publisher.answered(entry)

@@ -38,6 +38,12 @@ class FetcherMetrics:
             ["error_class"],
             registry=r,
         )
+        self.pauses = Counter(
+            "frontierflow_fetcher_host_pauses",
+            "host pauses begun (429, 503, a run of 5xx or transport failures), by reason",
+            ["reason"],
+            registry=r,
+        )
         self.robots = Counter(
             "frontierflow_fetcher_robots_fetches", "robots.txt requests", registry=r
         )

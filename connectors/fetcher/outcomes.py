@@ -51,3 +51,5 @@ class PageOutcome:
     """For a negative status or a skipped body: why, for the log."""
     redirect_to: str | None = None
     """A redirect to another host: where it pointed."""
+    retry_after_ms: int | None = None
+    """The answer's `Retry-After`, parsed (`state.hosts.parse_retry_after`)."""

@@ -5,19 +5,65 @@ request per (url, via)); a tombstone removes the URL's entry but leaves reply re
 alone (schemas/README.md, "Reply requests"). A host serves one request at a time and not
 again before its politeness delay has passed since the previous one ended. Pages fetched
 in a crawl cycle are remembered: a later entry for one is dropped, a reply request for one
-is answered without a download. Pure bookkeeping: the clock is passed in.
+is answered without a download.
+
+What a host's answers say is the frontier's rule, `state.hosts.host_after_fetch`, applied
+here at once to each answer (`release`) and to the downloads recorded on the `fetched`
+topic when a fetcher takes a host over (`restore`): no request goes to a host inside a
+pause it announced (429/503, `Retry-After`) or a back-off, an entry whose `not_before`
+lies ahead waits, a host (or registered domain) whose pages for the cycle are spent gives
+none, and an answer that will be asked again (`will_retry`) puts its entry back.
+
+How a free worker chooses (`spend`): "pages" (the default) takes the best entry of every
+host that may be asked, and waits rather than take a worse one from a rested host while
+a better one waits for its host's delay, or for a pause that ends within `max_wait_s` —
+a page budget goes to the best pages, as the strategy ranks them, not to a trap that
+happens to be free; "time" takes the best entry of any rested host, so no worker
+idles while a host rests (more pages a second, the order less the strategy's).
+Times are wall-clock seconds since the epoch, passed in.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Literal
 from urllib.parse import urlsplit
 
-from frontierflow.schemas.records import REPLY_ECHO, FrontierEntry, change_key
+from frontierflow.schemas.records import REPLY_ECHO, FetchEvent, FrontierEntry, change_key
+from frontierflow.state.hosts import (
+    DEFAULT_POLICY,
+    HostPolicy,
+    HostReport,
+    HostState,
+    count_page,
+    domain_key,
+    group_key,
+    host_after_fetch,
+    is_deferred,
+)
+from frontierflow.state.traps import registered_domain
 
 Key = str | tuple[str, str]
+Spend = Literal["pages", "time"]
+SPENDS: tuple[Spend, ...] = ("pages", "time")
+
+DEFAULT_MAX_WAIT_S = 60.0
+"""Under "pages" spend, how long a better entry may keep a worse one waiting: its host's
+delay always, a pause (or a `not_before`) that ends within this many seconds too."""
+
+
+def report_of(event: FetchEvent) -> HostReport:
+    """What the host rule reads of a FetchEvent."""
+    return HostReport(
+        fetched_at=event.fetched_at,
+        status=event.status,
+        cycle=event.cycle,
+        retry_after_ms=event.retry_after_ms,
+        crawl_delay_ms=event.crawl_delay_ms,
+    )
 
 
 def is_reply_request(entry: FrontierEntry) -> bool:
@@ -40,17 +86,33 @@ class Job:
 
     entry: FrontierEntry
     download: bool
+    partition: int | None = None
 
 
 class HostQueues:
     """See the module docstring. `host_key(entry)` is the politeness unit (host:port)."""
 
-    def __init__(self, delay_s: float) -> None:
+    def __init__(
+        self,
+        delay_s: float,
+        policy: HostPolicy = DEFAULT_POLICY,
+        spend: Spend = "pages",
+        max_wait_s: float = DEFAULT_MAX_WAIT_S,
+    ) -> None:
+        if spend not in SPENDS:
+            raise ValueError(f"spend is one of {SPENDS}, got {spend!r}")
         self.delay_s = delay_s
+        self.policy = policy
+        self.spend = spend
+        self.max_wait_s = max_wait_s
         self._entries: dict[Key, tuple[FrontierEntry, int | None]] = {}
         self._hosts: dict[str, _Host] = {}
         self._seq = itertools.count()
         self._fetched: set[tuple[str, int, str]] = set()
+        self._attempts: dict[tuple[str, int, str], int] = {}
+        self.states: dict[str, HostState] = {}
+        """`group_key(crawl, host)` (and `domain_key(crawl, domain)`) → what the host rule
+        made of the answers so far."""
         self.in_flight = 0
 
     def __len__(self) -> int:
@@ -105,11 +167,14 @@ class HostQueues:
         self._fetched.add((crawl_id, cycle, url))
 
     def take(self, now: float) -> tuple[Job | None, float | None]:
-        """The best entry of any host that is free and past its delay, with its host marked
-        busy (call `release` when done); else (None, when a host becomes ready, or None
-        when nothing is queued). A reply request for a page already fetched is served at
-        once, whatever its host is doing."""
+        """The best entry that may be fetched now (see the module docstring), with its
+        host marked busy (call `release` when done); else (None, when to look again, or
+        None when only a release or new entries can change the answer). A reply request
+        for a page already fetched is served at once, whatever its host is doing."""
+        now_ms = int(now * 1000)
         best: tuple[float, int, str] | None = None
+        waiting: float | None = None  # best priority held back only by a host's delay
+        waiting_at: float | None = None
         wake: float | None = None
         for name, host in self._hosts.items():
             head = self._head(host)
@@ -120,29 +185,113 @@ class HostQueues:
                 heapq.heappop(host.heap)
                 del self._entries[head[2]]
                 return Job(entry, download=False), now
-            if host.busy:
+            held = self._held_until(entry, now_ms)
+            if held is not None:
+                if held > 0:
+                    wake = held if wake is None else min(wake, held)
+                    if (
+                        self.spend == "pages"
+                        and held - now <= self.max_wait_s
+                        and (waiting is None or head[0] < waiting)
+                    ):
+                        waiting, waiting_at = head[0], held
                 continue
-            if host.ready_at > now:
-                wake = host.ready_at if wake is None else min(wake, host.ready_at)
+            if host.busy or host.ready_at > now:
+                if waiting is None or head[0] < waiting:
+                    waiting = head[0]
+                    waiting_at = None if host.busy else host.ready_at
+                if not host.busy:
+                    wake = host.ready_at if wake is None else min(wake, host.ready_at)
                 continue
             rank = (head[0], head[1], name)
             if best is None or rank < best:
                 best = rank
         if best is None:
             return None, wake
+        if self.spend == "pages" and waiting is not None and waiting < best[0]:
+            return None, waiting_at  # a better page waits for its host: so do we
         host = self._hosts[best[2]]
         _, _, key, entry = heapq.heappop(host.heap)
-        del self._entries[key]
+        _, partition = self._entries.pop(key)
         host.busy = True
         self.in_flight += 1
-        return Job(entry, download=True), now
+        return Job(entry, download=True, partition=partition), now
 
-    def release(self, entry: FrontierEntry, now: float) -> None:
-        """The request for `entry` ended at `now`: its host rests for its delay."""
+    def _held_until(self, entry: FrontierEntry, now_ms: int) -> float | None:
+        """None when `entry`'s host may be asked now; else when it may (seconds), or 0 when
+        only a new cycle can free it (its pages, or its domain's, are spent)."""
+        policy = self.policy
+        state = self.states.get(group_key(entry.crawl_id, entry.host))
+        if state is not None:
+            if state.paused(now_ms):
+                return state.paused_until / 1000
+            if state.exhausted(policy.host_page_limit, entry.cycle):
+                return 0
+        if policy.domain_page_limit is not None:
+            domain = self.states.get(domain_key(entry.crawl_id, registered_domain(entry.host)))
+            if domain is not None and domain.exhausted(policy.domain_page_limit, entry.cycle):
+                return 0
+        if entry.not_before is not None and entry.not_before > now_ms:
+            return entry.not_before / 1000
+        return None
+
+    def retries(self, entry: FrontierEntry, status: int) -> bool:
+        """Whether the answer `status` to `entry` is deferred and the page will be asked
+        for again (within the policy's tries); counts the try. Its FetchEvent then says
+        `will_retry`, and `release` puts the entry back."""
+        if not is_deferred(status):
+            return False
+        key = (entry.crawl_id, entry.cycle, entry.url)
+        tries = self._attempts.get(key, 0) + 1
+        if tries >= self.policy.max_attempts:
+            self._attempts.pop(key, None)
+            return False
+        self._attempts[key] = tries
+        return True
+
+    def observe(self, event: FetchEvent) -> None:
+        """The host rule applied to one answer (a download of this or an earlier fetcher)."""
+        self._observe(event.crawl_id, event.host, report_of(event))
+
+    def _observe(self, crawl_id: str, host: str, report: HostReport) -> None:
+        key = group_key(crawl_id, host)
+        self.states[key] = host_after_fetch(self.states.get(key), report, key, self.policy)
+        if self.policy.domain_page_limit is not None:
+            dkey = domain_key(crawl_id, registered_domain(host))
+            self.states[dkey] = count_page(self.states.get(dkey), report)
+
+    def restore(self, events: Iterable[FetchEvent]) -> None:
+        """Downloads recorded on the `fetched` topic for hosts this fetcher takes over, in
+        time order: the host rule folded over them, and the pages marked fetched (not the
+        deferred ones: their entries are still to fetch)."""
+        for event in sorted(events, key=lambda e: e.fetched_at):
+            self.observe(event)
+            if not event.will_retry:
+                self.mark_url_fetched(event.crawl_id, event.cycle, event.url)
+
+    def release(
+        self,
+        entry: FrontierEntry,
+        now: float,
+        answer: FetchEvent | None = None,
+        partition: int | None = None,
+    ) -> None:
+        """The request for `entry` ended at `now`: its host rests for its delay, and what
+        the `answer` says of the host is applied (an answer that `will_retry` puts the
+        entry back, held by its host's pause)."""
         host = self._hosts[self.host_key(entry)]
         host.busy = False
         host.ready_at = now + host.delay_s
         self.in_flight -= 1
+        if answer is None:
+            return
+        self.observe(answer)
+        if answer.will_retry:
+            key = change_key(entry)
+            if key not in self._entries:  # not replaced by a newer entry meanwhile
+                self.offer(entry, partition)
+        else:
+            self.mark_fetched(entry)
 
     def _head(self, host: _Host) -> tuple[float, int, Key, FrontierEntry] | None:
         """The host's best live item (stale heap items, replaced or removed, are skipped)."""

@@ -7,6 +7,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from frontierflow.connectors.fetcher.queue import SPENDS, Spend
+from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
+
 DEFAULT_USER_AGENT = "frontierflow-fetcher/0.1"
 
 
@@ -58,6 +61,11 @@ class FetcherSettings:
     """Keep only outlinks on these hosts (host or host:port); None: every http(s) link."""
     idle_exit_s: float | None = None
     """Stop when nothing was queued or in flight for this long (None: wait for more)."""
+    hosts: HostPolicy = DEFAULT_POLICY
+    """The frontier's rule for hosts that push back, and the page limits per cycle."""
+    spend: Spend = "pages"
+    """How a free worker chooses: "pages" never takes a worse entry while a better one
+    waits only for its host's delay; "time" takes the best of any rested host."""
 
     def __post_init__(self) -> None:
         if not self.fetcher_id:
@@ -79,6 +87,8 @@ class FetcherSettings:
             raise ValueError(f"max_pages must be >= 1, got {self.max_pages}")
         if self.idle_exit_s is not None and not self.idle_exit_s > 0:
             raise ValueError(f"idle_exit_s must be > 0, got {self.idle_exit_s}")
+        if self.spend not in SPENDS:
+            raise ValueError(f"spend is one of {SPENDS}, got {self.spend!r}")
 
     def clamp_workers(self, threads: int) -> int:
         """A ScalingDecision's thread count, kept within [min_workers, max_workers]."""

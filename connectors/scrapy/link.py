@@ -25,6 +25,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from kafka import KafkaProducer
@@ -89,10 +90,13 @@ class FrontierLink:
     def __init__(self, settings: ScrapyFrontierSettings, crawler: Any) -> None:
         self.settings = settings
         self.crawler = crawler
-        self.queues = HostQueues(0.0)  # politeness is Scrapy's, per downloader slot
+        # the delay between requests is Scrapy's, per downloader slot; pauses are the rule's
+        self.queues = HostQueues(0.0, settings.hosts, settings.spend)
         self.reader = FrontierReader(settings.kafka, settings.fetcher_id, _ToReactor(self))
         self.pending: dict[str, FrontierEntry] = {}
         """Token → entry handed to Scrapy and not answered yet."""
+        self.partitions: dict[str, int | None] = {}
+        """Token → the frontier partition its entry was read from."""
         self.reserved = 0
         self._tokens = itertools.count()
         self._entry_codec = AvroCodec.for_name("FrontierEntry")
@@ -170,8 +174,7 @@ class FrontierLink:
         log.info("frontier partitions %s revoked: %d entries handed over", sorted(partitions), gone)
 
     def _mark_fetched(self, fetched: list[FetchedPage]) -> None:
-        for crawl_id, cycle, url in fetched:
-            self.queues.mark_url_fetched(crawl_id, cycle, url)
+        self.queues.restore(fetched)
 
     def _set_threads(self, threads: int) -> None:
         self._stat_inc("decisions")
@@ -220,7 +223,7 @@ class FrontierLink:
         if not self.opened or not self.reader.caught_up or self.reader_error is not None:
             return None
         while not self.budget_spent():
-            job, _ = self.queues.take(time.monotonic())
+            job, _ = self.queues.take(time.time())
             if job is None:
                 return None
             entry = job.entry
@@ -230,6 +233,7 @@ class FrontierLink:
                 continue
             token = str(next(self._tokens))
             self.pending[token] = entry
+            self.partitions[token] = job.partition
             self.reserved += 1
             try:
                 return Request(
@@ -253,7 +257,11 @@ class FrontierLink:
         entry = self.pending.pop(token, None)
         if entry is None:
             return None
+        partition = self.partitions.pop(token, None)
         event = outcome_event(entry, outcome, self.settings.fetcher_id, self.settings.follow_hosts)
+        if self.queues.retries(entry, event.status):
+            event = replace(event, will_retry=True)
+            self.reserved -= 1  # asked for again: the budget pays for the page once
         self._send(event, entry)
         assert self._publisher is not None
         self._publisher.record_fetch(event)
@@ -262,15 +270,15 @@ class FrontierLink:
             reason = STATUS_REASONS.get(outcome.status, "error")
             self._stat_inc(f"errors/{reason}")
             log.warning("%s: %s (status %d): %s", entry.url, reason, outcome.status, outcome.reason)
-        self.queues.mark_fetched(entry)
-        self.queues.release(entry, time.monotonic())
+        self.queues.release(entry, time.time(), event, partition)
         self._wake()
         return event
 
     def _send(self, event: FetchEvent, entry: FrontierEntry) -> None:
         assert self._publisher is not None
         self._publisher.publish(event)
-        self._publisher.answered(entry)
+        if not event.will_retry:
+            self._publisher.answered(entry)
         self._stat_inc("events")
 
     # ----------------------------------------------------------------- stats

@@ -10,6 +10,7 @@ An exception becomes the fetcher's negative status for that kind of failure.
 
 from __future__ import annotations
 
+import time
 from urllib.parse import urljoin
 
 from scrapy.exceptions import (
@@ -33,6 +34,7 @@ from frontierflow.connectors.fetcher.outcomes import (
     PageOutcome,
 )
 from frontierflow.connectors.htmlpages import HTML_TYPES
+from frontierflow.state.hosts import PAUSE_STATUSES, parse_retry_after
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
@@ -56,6 +58,15 @@ def response_outcome(response: Response, latency_s: float) -> PageOutcome:
         return PageOutcome(
             response.status, response.url, fetch_ms=fetch_ms, redirect_to=target, reason="redirect"
         )
+    if response.status in PAUSE_STATUSES:
+        raw = response.headers.get(b"Retry-After")
+        wait = parse_retry_after(
+            None if raw is None else raw.decode("latin-1"), int(time.time() * 1000)
+        )
+        return PageOutcome(
+            response.status, response.url, fetch_ms=fetch_ms, retry_after_ms=wait,
+            reason="pushed back",
+        )  # fmt: skip
     size = len(response.body)
     kind = media_type(response)
     if kind not in HTML_TYPES:

@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from frontierflow.connectors.fetcher.queue import SPENDS, Spend
 from frontierflow.connectors.fetcher.settings import parse_resolve
 from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
+from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
 
 DEFAULT_GROUP_ID = "frontierflow-fetchers"
 """The consumer group `frontierflow fetch` uses too: Scrapy processes and reference
@@ -33,6 +35,11 @@ class ScrapyFrontierSettings:
     total concurrency."""
     follow_hosts: frozenset[str] | None = None
     resolve: Mapping[str, str] = field(default_factory=dict)
+    hosts: HostPolicy = DEFAULT_POLICY
+    """The frontier's rule for hosts that push back (FRONTIERFLOW_HOST_PAGE_LIMIT,
+    FRONTIERFLOW_DOMAIN_PAGE_LIMIT, FRONTIERFLOW_MAX_ATTEMPTS; the rest at its defaults)."""
+    spend: Spend = "pages"
+    """FRONTIERFLOW_SPEND: "pages" or "time" (the reference fetcher's `--spend`)."""
 
     def __post_init__(self) -> None:
         if not self.fetcher_id:
@@ -43,6 +50,8 @@ class ScrapyFrontierSettings:
             math.isfinite(self.idle_exit_s) and self.idle_exit_s > 0
         ):
             raise ValueError(f"FRONTIERFLOW_IDLE_EXIT must be > 0, got {self.idle_exit_s}")
+        if self.spend not in SPENDS:
+            raise ValueError(f"FRONTIERFLOW_SPEND is one of {SPENDS}, got {self.spend!r}")
         if not 1 <= self.min_concurrency <= self.max_concurrency:
             raise ValueError(
                 "need 1 <= FRONTIERFLOW_MIN_CONCURRENCY <= FRONTIERFLOW_MAX_CONCURRENCY, got "
@@ -84,6 +93,14 @@ class ScrapyFrontierSettings:
             max_concurrency=settings.getint("FRONTIERFLOW_MAX_CONCURRENCY", 64),
             follow_hosts=frozenset(h for h in follow if h) or None,
             resolve=parse_host_addresses(settings.getlist("FRONTIERFLOW_RESOLVE")),
+            hosts=HostPolicy(
+                host_page_limit=settings.getint("FRONTIERFLOW_HOST_PAGE_LIMIT", 0) or None,
+                domain_page_limit=settings.getint("FRONTIERFLOW_DOMAIN_PAGE_LIMIT", 0) or None,
+                max_attempts=settings.getint(
+                    "FRONTIERFLOW_MAX_ATTEMPTS", DEFAULT_POLICY.max_attempts
+                ),
+            ),
+            spend=settings.get("FRONTIERFLOW_SPEND") or "pages",
         )
 
 

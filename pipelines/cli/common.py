@@ -263,3 +263,65 @@ def client_settings(pairs: Sequence[str]) -> dict[str, object]:
             raise ValueError(f"--kafka takes KEY=VALUE, got {pair!r}")
         out[key.strip()] = int(value) if value.strip().isdigit() else value
     return out
+
+
+def add_host_policy_args(parser: argparse.ArgumentParser) -> None:
+    """The options of the frontier's host rule (`state.hosts.HostPolicy`), one set for the
+    job and the fetchers: both apply the same rule, so give both the same values."""
+    from frontierflow.state.hosts import DEFAULT_POLICY as P
+
+    g = parser.add_argument_group("hosts that push back, page limits")
+    g.add_argument(
+        "--backoff-base",
+        type=float,
+        default=P.backoff_base_ms / 1000,
+        metavar="SECONDS",
+        help="first back-off after a 429/503 without Retry-After, doubling each time",
+    )
+    g.add_argument(
+        "--backoff-max",
+        type=float,
+        default=P.backoff_max_ms / 1000,
+        metavar="SECONDS",
+        help="longest back-off, and the cap on a Retry-After",
+    )
+    g.add_argument("--backoff-jitter", type=float, default=P.jitter, help="± share of a back-off")
+    g.add_argument(
+        "--failure-run",
+        type=int,
+        default=P.failure_run,
+        help="5xx answers or transport failures in a row that back a host off",
+    )
+    g.add_argument(
+        "--max-attempts",
+        type=int,
+        default=P.max_attempts,
+        help="tries of a page answered 429, 503 or not at all before its answer stands",
+    )
+    g.add_argument(
+        "--host-page-limit",
+        type=int,
+        default=None,
+        help="pages of one host per crawl cycle (default: no limit)",
+    )
+    g.add_argument(
+        "--domain-page-limit",
+        type=int,
+        default=None,
+        help="pages of one registered domain per crawl cycle (default: no limit)",
+    )
+
+
+def host_policy(args: argparse.Namespace) -> Any:
+    """The `HostPolicy` of `add_host_policy_args`' options (ValueError when invalid)."""
+    from frontierflow.state.hosts import HostPolicy
+
+    return HostPolicy(
+        backoff_base_ms=round(args.backoff_base * 1000),
+        backoff_max_ms=round(args.backoff_max * 1000),
+        jitter=args.backoff_jitter,
+        failure_run=args.failure_run,
+        max_attempts=args.max_attempts,
+        host_page_limit=args.host_page_limit,
+        domain_page_limit=args.domain_page_limit,
+    )

@@ -7,7 +7,12 @@ import argparse
 import logging
 from typing import Any
 
-from frontierflow.pipelines.cli.common import add_kafka_args, kafka_settings
+from frontierflow.pipelines.cli.common import (
+    add_host_policy_args,
+    add_kafka_args,
+    host_policy,
+    kafka_settings,
+)
 
 FETCH_TOPICS = ("fetch-events", "frontier", "fetcher-control", "dead-letter", "fetched")
 
@@ -61,6 +66,15 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         help="comma-separated hosts (or host:port) whose links are kept; default: all",
     )
     fp.add_argument("--no-robots", action="store_true", help="do not read robots.txt")
+    fp.add_argument(
+        "--spend",
+        choices=("pages", "time"),
+        default="pages",
+        help="pages (default): never take a worse entry while a better one waits only for "
+        "its host's delay (a page budget goes to the best pages); time: take the best entry "
+        "of any rested host (more pages a second)",
+    )
+    add_host_policy_args(fp)
     fp.add_argument("--user-agent", default=None)
     fp.add_argument(
         "--metrics-port", type=int, default=None, help="serve Prometheus metrics on 127.0.0.1:PORT"
@@ -103,6 +117,8 @@ def fetch(args: argparse.Namespace) -> int:
         max_pages=args.max_pages,
         follow_hosts=follow,
         idle_exit_s=args.idle_exit,
+        hosts=host_policy(args),
+        spend=args.spend,
     )
     kafka = kafka_settings(args, FETCH_TOPICS, group_id=args.group_id)
     metrics = FetcherMetrics()

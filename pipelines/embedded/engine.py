@@ -33,9 +33,11 @@ from frontierflow.pipelines.core.strategy import (
 )
 from frontierflow.pipelines.core.validate import Limits, checked
 from frontierflow.pipelines.embedded.observer import StepObserver, StepReport
-from frontierflow.pipelines.embedded.step import SPEED_FAMILY, Step
+from frontierflow.pipelines.embedded.step import HOST_PREFIX, SPEED_FAMILY, Step
 from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.schemas.records import (
+    FrontierChange,
+    FrontierEntry,
     Removal,
     SeedRequest,
 )
@@ -48,6 +50,7 @@ from frontierflow.state.format import (
     SEEDS_POSITION,
     crawled_key,
 )
+from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy, decode_host_state, group_key
 from frontierflow.state.store import META_FAMILY, StateStore, Transaction, with_meta
 from frontierflow.state.urls import is_http_url
 
@@ -79,6 +82,11 @@ class EngineStats:
     decisions: int = 0
     speed_skipped: int = 0
     """Valid events the speed statistics could not use (empty fetcher id, ...)."""
+    deferred: int = 0
+    """Answers a fetcher will ask again (`will_retry`: a 429, a 503, no answer): they
+    changed their host's state only."""
+    held: int = 0
+    """Frontier entries sent with a `not_before`: their host was paused."""
     steps: int = 0
     """Steps applied and flushed (committed, or waiting for the end of a commit interval)."""
     commits: int = 0
@@ -103,6 +111,7 @@ class Engine(Generic[S]):
         fill_echo: bool = False,
         observer: StepObserver | None = None,
         commit_every: int = DEFAULT_COMMIT_EVERY,
+        hosts: HostPolicy | None = DEFAULT_POLICY,
     ) -> None:
         if commit_every < 1:
             raise ValueError(f"commit interval must be >= 1 step, got {commit_every}")
@@ -113,6 +122,11 @@ class Engine(Generic[S]):
         if speed is not None and not isinstance(sink, DecisionSink):
             raise ValueError("the speed controller needs a sink that takes ScalingDecisions")
         self.speed = speed
+        self.hosts = hosts
+        """The frontier's host rule (None: hosts are not tracked, no entry is held)."""
+        self.paused: dict[str, int] = {} if hosts is None else paused_groups(store)
+        """Queue group key → the end of its pause, for the groups ever paused (committed
+        and this step's): their entries go out with `not_before`."""
         self.fill_echo = fill_echo
         """Whether an event without echo gets the one its strategy derives from state
         (`step.echo_fill_key`): for logs of other crawlers and WARC files."""
@@ -278,6 +292,8 @@ class Engine(Generic[S]):
         """
         step.apply_pending()
         changes = list(step.changes.values())
+        if self.hosts is not None:
+            changes = self._hold_paused(step, changes)
         self.sink.write(changes, step.dead_letters)
         if step.decisions:
             assert isinstance(self.sink, DecisionSink)  # checked in __init__
@@ -315,6 +331,26 @@ class Engine(Generic[S]):
         self._uncommitted += 1
         if not interval or self._uncommitted >= self.commit_every:
             self.commit_pending()
+
+    def _hold_paused(self, step: Step[S], changes: list[FrontierChange]) -> list[FrontierChange]:
+        """`changes` with every entry of a paused queue group held until its pause ends
+        (`not_before`), at the step's event time: a replay holds the same entries."""
+        paused = self.paused
+        for key, state in step.hosts.items():
+            if state is not None and state.paused_until:
+                paused[key] = state.paused_until
+        if not paused:
+            return changes
+        now = step.time_ms
+        out: list[FrontierChange] = []
+        for change in changes:
+            if isinstance(change, FrontierEntry):
+                until = paused.get(group_key(change.crawl_id, change.host), 0)
+                if until > now and (change.not_before or 0) < until:
+                    change = replace(change, not_before=until)
+                    self.stats.held += 1
+            out.append(change)
+        return out
 
     def commit_pending(self) -> None:
         """Commit the steps applied since the last commit in one write batch (nothing when
@@ -362,6 +398,17 @@ class Engine(Generic[S]):
                 self.hot.clear()
                 self._cache_ahead = False
             raise
+
+
+def paused_groups(store: StateStore) -> dict[str, int]:
+    """Queue group key → the end of its last pause, for every group ever paused."""
+    out: dict[str, int] = {}
+    for key, value in store.items(META_FAMILY):
+        if key.startswith(HOST_PREFIX):
+            state = decode_host_state(value)
+            if state.paused_until:
+                out[key[len(HOST_PREFIX) :].decode()] = state.paused_until
+    return out
 
 
 @contextlib.contextmanager

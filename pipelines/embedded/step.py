@@ -51,8 +51,19 @@ from frontierflow.state.format import (
     CRAWLED_FAMILY,
     crawled_key,
 )
+from frontierflow.state.hosts import (
+    HostReport,
+    HostState,
+    count_page,
+    decode_host_state,
+    domain_key,
+    encode_host_state,
+    group_key,
+    host_after_fetch,
+)
 from frontierflow.state.speed import SpeedState, decode_speed_state, encode_speed_state
 from frontierflow.state.store import META_FAMILY, Transaction
+from frontierflow.state.traps import registered_domain
 
 if TYPE_CHECKING:
     from frontierflow.pipelines.embedded.engine import Engine
@@ -61,6 +72,10 @@ S = TypeVar("S")
 
 SPEED_FAMILY = "speed"
 """Engine-owned when the speed controller runs: fetcher id → its windows and controller."""
+
+HOST_PREFIX = b"host\x00"
+"""Keys of the meta family that hold a queue group's (or a registered domain's)
+`HostState`: the prefix, then `state.hosts.group_key` (or `domain_key`)."""
 
 
 class Step(Generic[S]):
@@ -83,6 +98,10 @@ class Step(Generic[S]):
         self.dead_letters: list[DeadLetter] = []
         self.speed_states: dict[str, SpeedState | None] = {}
         self.decisions: list[ScalingDecision] = []
+        self.hosts: dict[str, HostState | None] = {}
+        """Queue groups (and registered domains) the step's events told of, by state key."""
+        self.time_ms = 0
+        """The latest event time the step saw (a replay's clock for pauses)."""
         self.similarities: list[float] | None = (
             [] if engine.observer is not None and engine.strategy.judges_pages else None
         )
@@ -151,6 +170,11 @@ class Step(Generic[S]):
                 event = self.with_echo(fill_key, event)
         if self.engine.speed is not None and counts_for_speed(event):
             self.observe_speed(event, self.engine.speed)
+        if self.engine.hosts is not None:
+            self.observe_host(event)
+        if event.will_retry:  # the host's answer, not the page's: its entry stays
+            stats.deferred += 1
+            return
         url = event.url
         if url not in self.last_crawled:
             self._load_crawled(url)
@@ -184,6 +208,32 @@ class Step(Generic[S]):
             )
             self.dirty[key] = None
         return with_echo_from_state(self.strategy, event, self.states[key])
+
+    def observe_host(self, event: FetchEvent) -> None:
+        """The frontier's host rule (`state.hosts.host_after_fetch`) applied to the event's
+        queue group, and its page counted for its registered domain when domains have a
+        limit."""
+        policy = self.engine.hosts
+        assert policy is not None
+        self.time_ms = max(self.time_ms, event.fetched_at)
+        report = HostReport(
+            fetched_at=event.fetched_at,
+            status=event.status,
+            cycle=event.cycle,
+            retry_after_ms=event.retry_after_ms,
+            crawl_delay_ms=event.crawl_delay_ms,
+        )
+        key = group_key(event.crawl_id, event.host)
+        self.hosts[key] = host_after_fetch(self.host_state(key), report, key, policy)
+        if policy.domain_page_limit is not None:
+            dkey = domain_key(event.crawl_id, registered_domain(event.host))
+            self.hosts[dkey] = count_page(self.host_state(dkey), report)
+
+    def host_state(self, key: str) -> HostState | None:
+        if key not in self.hosts:
+            raw = self.txn.get(META_FAMILY, HOST_PREFIX + key.encode())
+            self.hosts[key] = None if raw is None else decode_host_state(raw)
+        return self.hosts[key]
 
     def observe_speed(self, event: FetchEvent, settings: ControllerSettings) -> None:
         """Every fetch, repeats included, counts in its fetcher's speed windows (seed 003);
@@ -311,6 +361,15 @@ class Step(Generic[S]):
         )
         for crawl_id, count in self.crawl_counts.items():
             self.txn.put(META_FAMILY, crawled_key(crawl_id), encode_u64(count))
+        if self.hosts:
+            self.txn.put_many(
+                META_FAMILY,
+                (
+                    (HOST_PREFIX + key.encode(), encode_host_state(state))
+                    for key, state in self.hosts.items()
+                    if state is not None
+                ),
+            )
         if self.speed_states:
             self.txn.put_many(
                 SPEED_FAMILY,

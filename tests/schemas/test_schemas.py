@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from frontierflow.schemas.codecs import (
     schema_fingerprint,
 )
 from frontierflow.schemas.container import iter_log_from, read_container, read_log, write_container
+from frontierflow.schemas.entry_blocks import FrontierEntryEncoder
 from frontierflow.schemas.jsonl import json_to_record, record_to_json
 from frontierflow.schemas.records import (
     DeadLetter,
@@ -634,3 +636,49 @@ def test_fetch_event_round_trips_in_every_encoding(event: FetchEvent) -> None:
     write_container(buffer, FetchEvent, [event.to_avro()], codec="deflate")
     buffer.seek(0)
     assert [FetchEvent.from_avro(r) for r in read_container(buffer)] == [event]
+
+
+_PUSHBACK_FIELDS = {
+    "FetchEvent": ("retry_after_ms", "crawl_delay_ms", "failure", "will_retry"),
+    "FrontierEntry": ("not_before",),
+}
+
+
+def _before_pushback(name: str) -> dict[str, Any]:
+    """`name`'s schema as it was before the host rule's fields were added."""
+    file = {"FetchEvent": "fetch_event.avsc", "FrontierEntry": "frontier_entry.avsc"}[name]
+    text = resources.files("frontierflow.schemas").joinpath(file).read_text()
+    schema: dict[str, Any] = json.loads(text)
+    schema["fields"] = [f for f in schema["fields"] if f["name"] not in _PUSHBACK_FIELDS[name]]
+    return schema
+
+
+def test_pushback_fields_evolve_both_ways() -> None:
+    # an old producer's FetchEvent reads with the new fields at their defaults
+    old_event, new_event = AvroCodec(_before_pushback("FetchEvent")), AvroCodec("FetchEvent")
+    old = {k: v for k, v in FETCH_FULL.to_avro().items() if k not in _PUSHBACK_FIELDS["FetchEvent"]}
+    new_event.register_writer(_before_pushback("FetchEvent"))
+    read = FetchEvent.from_avro(new_event.decode(old_event.encode(old)))
+    assert (read.retry_after_ms, read.crawl_delay_ms, read.failure, read.will_retry) == (
+        None,
+        None,
+        None,
+        False,
+    )
+    # a new producer's FetchEvent reads in an old consumer, the new fields dropped
+    pushed = replace(FETCH_FULL, status=429, retry_after_ms=15_000, will_retry=True)
+    old_event.register_writer("FetchEvent")
+    assert old_event.decode(new_event.encode(pushed.to_avro())) == {
+        **old,
+        "status": 429,
+    }
+    # the same for a FrontierEntry's not_before, through the hand-written block encoder too
+    entry = FrontierEntry("http://a.test/", "a.test", 1.0, "bfs", "c", 0, None, 5, {}, 16_000)
+    old_entry, new_entry = AvroCodec(_before_pushback("FrontierEntry")), AvroCodec("FrontierEntry")
+    old_entry.register_writer("FrontierEntry")
+    assert "not_before" not in old_entry.decode(new_entry.encode(entry.to_avro()))
+    new_entry.register_writer(_before_pushback("FrontierEntry"))
+    unheld = {k: v for k, v in entry.to_avro().items() if k != "not_before"}
+    assert FrontierEntry.from_avro(new_entry.decode(old_entry.encode(unheld))).not_before is None
+    body = FrontierEntryEncoder().bodies([entry])[0]
+    assert body == new_entry.encode(entry.to_avro())[10:]  # the header is 10 bytes

@@ -183,7 +183,9 @@ def _records(path: Path) -> list[dict[str, Any]]:
 
 
 def _latest_per_url(path: Path) -> dict[str, dict[str, Any]]:
-    return {entry["url"]: entry for entry in _records(path)}
+    """The latest entry per URL, with the fields added since release 0.1.0 at their schema
+    defaults (an old file lacks them)."""
+    return {entry["url"]: {"not_before": None, **entry} for entry in _records(path)}
 
 
 def _sorted(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

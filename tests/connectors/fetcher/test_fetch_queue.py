@@ -4,7 +4,8 @@ at a time, tombstones, reply requests kept per parent and answered once."""
 from __future__ import annotations
 
 from frontierflow.connectors.fetcher.queue import HostQueues
-from frontierflow.schemas.records import REPLY_ECHO, FrontierEntry
+from frontierflow.schemas.records import REPLY_ECHO, FetchEvent, FrontierEntry
+from frontierflow.state.hosts import HostPolicy
 
 
 def entry(url: str, priority: float, via: str | None = None, reply: bool = False) -> FrontierEntry:
@@ -83,3 +84,116 @@ def test_crawl_delay_never_below_the_fetchers_and_revoked_partitions_forgotten()
     assert q.take(now=1.4)[0] is None
     q.set_host_delay("a", 2.0)
     assert q.take(now=1.5)[0] is not None  # the new delay applies from the next release
+
+
+# --------------------------------------------------------------- the frontier's host rule
+
+
+def answer(e: FrontierEntry, status: int, at_s: float, **fields: object) -> FetchEvent:
+    return FetchEvent(
+        url=e.url,
+        fetched_at=int(at_s * 1000),
+        status=status,
+        fetcher_id="f",
+        host=e.host,
+        crawl_id=e.crawl_id,
+        cycle=e.cycle,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def test_a_429_pauses_the_host_and_its_entry_waits_for_the_announced_time() -> None:
+    q = HostQueues(delay_s=0.2, spend="time")
+    q.offer(entry("http://a/1", 5.0))
+    q.offer(entry("http://a/2", 4.0))
+    q.offer(entry("http://b/1", 1.0))
+    job, _ = q.take(now=100.0)
+    assert job is not None and job.entry.url == "http://a/1"
+    assert q.retries(job.entry, 429)  # first try of three: asked for again
+    event = answer(job.entry, 429, 100.0, retry_after_ms=15_000, will_retry=True)
+    q.release(job.entry, 100.0, event, job.partition)
+    assert len(q) == 3  # the entry is back, held
+    other, _ = q.take(now=100.5)  # only b may be asked
+    assert other is not None and other.entry.url == "http://b/1"
+    q.release(other.entry, 100.5, answer(other.entry, 200, 100.5))
+    nothing, wake = q.take(now=114.9)
+    assert nothing is None and wake == 115.0  # the announced end, not the 0.2 s delay
+    again, _ = q.take(now=115.0)
+    assert again is not None and again.entry.url == "http://a/1"
+
+
+def test_tries_are_bounded_then_the_answer_stands() -> None:
+    q = HostQueues(delay_s=0.0, policy=HostPolicy(max_attempts=3))
+    e = entry("http://a/1", 1.0)
+    assert q.retries(e, 503) and q.retries(e, -1)
+    assert not q.retries(e, 503)  # the third try's answer is the page's
+    assert not q.retries(e, 404) and not q.retries(e, 500)  # never deferred
+
+
+def test_entry_not_before_is_held_until_then() -> None:
+    q = HostQueues(delay_s=0.0)
+    held = entry("http://a/1", 9.0)
+    held.not_before = 50_000
+    q.offer(held)
+    assert q.take(now=49.0) == (None, 50.0)
+    job, _ = q.take(now=50.0)
+    assert job is not None and job.entry.url == "http://a/1"
+
+
+def test_pages_spend_waits_for_a_better_entry_time_spend_does_not() -> None:
+    for spend, expected in (("pages", None), ("time", "http://b/1")):
+        q = HostQueues(delay_s=1.0, spend=spend)  # type: ignore[arg-type]
+        q.offer(entry("http://a/1", 9.0))
+        q.offer(entry("http://a/2", 8.0))
+        q.offer(entry("http://b/1", 1.0))
+        first, _ = q.take(now=0.0)
+        assert first is not None and first.entry.url == "http://a/1"
+        q.release(first.entry, 0.0, answer(first.entry, 200, 0.0))
+        job, wake = q.take(now=0.5)  # a rests until 1.0 with a better entry than b's
+        assert (None if job is None else job.entry.url) == expected
+        if expected is None:
+            assert wake == 1.0
+
+
+def test_a_paused_host_does_not_hold_back_the_others_under_pages_spend() -> None:
+    q = HostQueues(delay_s=0.0)
+    q.offer(entry("http://a/1", 9.0))
+    q.offer(entry("http://a/2", 9.0))
+    q.offer(entry("http://b/1", 1.0))
+    job, _ = q.take(now=0.0)
+    assert job is not None
+    q.release(job.entry, 0.0, answer(job.entry, 503, 0.0, will_retry=True), job.partition)
+    other, _ = q.take(now=1.0)  # a is backed off for ~60 s: b's worse entry goes
+    assert other is not None and other.entry.url == "http://b/1"
+
+
+def test_host_and_domain_page_limits_per_cycle() -> None:
+    q = HostQueues(delay_s=0.0, policy=HostPolicy(host_page_limit=2, domain_page_limit=3))
+    for i in range(3):
+        q.offer(entry(f"http://x.example.com/{i}", 1.0))
+        q.offer(entry(f"http://y.example.com/{i}", 1.0))
+    taken: list[str] = []
+    for t in range(10):
+        job, _ = q.take(now=float(t))
+        if job is None:
+            break
+        taken.append(job.entry.host)
+        q.release(job.entry, float(t), answer(job.entry, 200, float(t)))
+    # three pages of example.com in all, at most two of each host
+    assert len(taken) == 3 and max(taken.count("x.example.com"), taken.count("y.example.com")) == 2
+
+
+def test_restore_folds_the_recorded_answers_and_keeps_deferred_pages_to_fetch() -> None:
+    q = HostQueues(delay_s=0.0)
+    e1, e2 = entry("http://a/1", 2.0), entry("http://a/2", 1.0)
+    q.restore(
+        [
+            answer(e2, 429, 10.0, retry_after_ms=30_000, will_retry=True),
+            answer(e1, 200, 5.0),
+        ]
+    )
+    assert q.was_fetched(e1) and not q.was_fetched(e2)
+    q.offer(e2)
+    assert q.take(now=39.9) == (None, 40.0)  # the pause announced before the restart
+    job, _ = q.take(now=40.0)
+    assert job is not None and job.entry.url == "http://a/2"

@@ -263,9 +263,35 @@ def test_the_best_entry_of_a_free_host_goes_first_and_the_budget_counts_handouts
     assert third is not None and third.url == "http://a.test/1"
     assert link.next_request() is None  # budget of 3 handed out; b.test/2 stays queued
     assert link.reserved == 3 and not link.finished()  # two answers outstanding
-    for request in (second, third):
-        link.answer(request.meta[META_KEY], exception_outcome(request.url, TimeoutError(), 1.0))
+    for request in (second, third):  # answers that stand (a time-out would be tried again)
+        gone = HtmlResponse(request.url, status=404, headers={"Content-Type": "text/html"})
+        link.answer(request.meta[META_KEY], response_outcome(gone, 1.0))
     assert link.finished() and len(link.queues) == 1
+
+
+def test_a_timeout_is_tried_again_and_a_429_pauses_its_host() -> None:
+    crawler = get_crawler(Spider, BASE)
+    link = link_for(crawler)
+    recorder = _Recorder()
+    link._publisher = recorder  # type: ignore[assignment]
+    link.opened = True
+    link.reader.caught_up = True
+    link.queues.offer(_entry("http://a.test/1", 2.0))
+    link.queues.offer(_entry("http://b.test/1", 1.0))
+    first = link.next_request()
+    assert first is not None and first.url == "http://a.test/1"
+    event = link.answer(first.meta[META_KEY], exception_outcome(first.url, TimeoutError(), 1.0))
+    assert event is not None and event.will_retry and event.failure == "transport-error"
+    assert [kind for kind, _ in recorder.sent] == ["event", "fetched"]  # not answered yet
+    assert link.reserved == 0 and len(link.queues) == 2  # the entry is back
+    second = link.next_request()
+    assert second is not None
+    busy = HtmlResponse(second.url, status=429, headers={"Retry-After": "120"})
+    event = link.answer(second.meta[META_KEY], response_outcome(busy, 0.01))
+    assert event is not None and event.will_retry and event.retry_after_ms == 120_000
+    # its host is paused for two minutes: nothing of it is handed to Scrapy meanwhile
+    paused = [r.url for r in iter(link.next_request, None)]
+    assert second.url not in paused
 
 
 def test_a_reply_request_for_a_page_fetched_is_answered_208_without_scrapy() -> None:

@@ -1,0 +1,304 @@
+"""Politeness and pushback per host: one state per (crawl, queue group) and one transition.
+
+A server that answers `429 Too Many Requests` or `503 Service Unavailable` asks the
+crawler to go away for a while; a run of server errors or broken connections says the
+same without words. `host_after_fetch` is the one rule every path applies to what a
+fetcher reports, in event order: the frontier's engines (in RocksDB, per crawl and queue
+group) and the fetchers we ship (at once, on their own answers, so no request goes out
+between an answer and the frontier's word on it). `HostState.next_allowed` is when the
+group may be asked again; `HostState.exhausted` says its pages for this cycle are spent.
+
+The rules (defaults of `HostPolicy`):
+
+- 429 or 503 pause the group: for `Retry-After` when the server sent one (capped at
+  24 h), else for an exponential back-off: 60 s at the first, doubling at each further
+  one up to 24 h, times 1 ± 10 % jitter (the curve of Nutch's NUTCH-2946). The jitter is
+  drawn from the group, the level and the answer's time, so a replay is repeatable.
+- Other 5xx answers and transport failures (refused, reset, timed out, unresolvable)
+  count in a run; `failure_run` of them in a row back off the same way.
+- A 2xx resets the level and the run (an earlier pause still runs out as announced).
+- Every download that is not deferred (a 429, a 503, a transport failure: the page is
+  asked for again) counts as one page of its group in its crawl cycle; a later cycle
+  starts the count again.
+- A robots.txt Crawl-delay the fetcher saw becomes the group's delay between requests.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import struct
+import zlib
+from dataclasses import dataclass, replace
+
+from frontierflow.state.codec import StateCodecError
+
+SECOND_MS = 1_000
+DAY_MS = 86_400_000
+
+PAUSE_STATUSES = frozenset({429, 503})
+"""Answers that ask the crawler to come back later (with or without `Retry-After`)."""
+
+TRANSPORT_FAILURES = frozenset({-1, -2, -3})
+"""FetchEvent statuses of a request that never got an answer: transport error (refused,
+reset, broken), timeout, DNS failure (connectors/fetcher/outcomes.py names them)."""
+
+NO_REQUEST_STATUSES = frozenset({208, -4, -7, -8})
+"""Statuses of a page answered without a request to its host: already fetched (208), a
+refused address, robots.txt disallows it, not an http(s) URL. They do not count."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostPolicy:
+    """How the frontier treats a host that pushes back, and the page limits per cycle.
+
+    Times in milliseconds. Validated once: a bad setting fails at start-up.
+    """
+
+    backoff_base_ms: int = 60 * SECOND_MS
+    """The first back-off without `Retry-After` (Nutch: 60 s)."""
+    backoff_max_ms: int = DAY_MS
+    """The longest back-off, and the cap on a `Retry-After`."""
+    jitter: float = 0.10
+    """A back-off is multiplied by 1 + u·jitter, u uniform in [-1, 1)."""
+    failure_run: int = 3
+    """Server errors (5xx other than 503) or transport failures in a row that back off."""
+    max_attempts: int = 3
+    """Tries of one page that a fetcher makes before its last answer stands as the page's."""
+    host_page_limit: int | None = None
+    """Pages of one queue group per crawl cycle (None: no limit)."""
+    domain_page_limit: int | None = None
+    """Pages of one registered domain per crawl cycle (None: no limit)."""
+    max_crawl_delay_ms: int = 60 * SECOND_MS
+    """A robots.txt Crawl-delay longer than this is taken as this."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.backoff_base_ms <= self.backoff_max_ms:
+            raise ValueError(
+                f"need 0 < backoff_base_ms <= backoff_max_ms, got "
+                f"{self.backoff_base_ms}, {self.backoff_max_ms}"
+            )
+        if not (math.isfinite(self.jitter) and 0 <= self.jitter < 1):
+            raise ValueError(f"jitter must be in [0, 1), got {self.jitter!r}")
+        if self.failure_run < 1 or self.max_attempts < 1:
+            raise ValueError("failure_run and max_attempts must be >= 1")
+        for name in ("host_page_limit", "domain_page_limit"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1 or None, got {value}")
+        if self.max_crawl_delay_ms < 0:
+            raise ValueError("max_crawl_delay_ms must be >= 0")
+
+
+DEFAULT_POLICY = HostPolicy()
+
+
+@dataclass(frozen=True, slots=True)
+class HostReport:
+    """What one answer says about its host: the fields of a FetchEvent the rule reads."""
+
+    fetched_at: int
+    status: int
+    cycle: int = 0
+    retry_after_ms: int | None = None
+    crawl_delay_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostState:
+    """One queue group of one crawl, as the frontier remembers it."""
+
+    paused_until: int = 0
+    """No request before this (epoch ms); 0: never paused."""
+    delay_ms: int = 0
+    """Between two requests (robots.txt Crawl-delay); 0: the fetcher's own delay."""
+    level: int = 0
+    """Back-offs in a row (0: none since the last 2xx)."""
+    failures: int = 0
+    """Server errors or transport failures in a row."""
+    reason: str = ""
+    """Why the last pause began: "429", "503", "5xx", "transport"; "" when none did."""
+    cycle: int = 0
+    pages: int = 0
+    """Downloads of the group in `cycle`."""
+    last_fetch_at: int = 0
+    pauses: int = 0
+    """Pauses begun, over the crawl (for reports)."""
+
+    def next_allowed(self) -> int:
+        """When the group may be asked again (epoch ms)."""
+        return max(self.paused_until, self.last_fetch_at + self.delay_ms)
+
+    def paused(self, now_ms: int) -> bool:
+        """Inside a pause the server announced or a back-off began."""
+        return now_ms < self.paused_until
+
+    def exhausted(self, limit: int | None, cycle: int) -> bool:
+        """The group's pages for `cycle` are spent."""
+        return limit is not None and cycle == self.cycle and self.pages >= limit
+
+
+def jitter_factor(key: str, level: int, at_ms: int, jitter: float) -> float:
+    """1 + u·jitter with u in [-1, 1) drawn from (key, level, at_ms): the same answer gives
+    the same back-off on every path and in every replay."""
+    if jitter == 0:
+        return 1.0
+    h = zlib.crc32(f"{key}\x00{level}\x00{at_ms}".encode())
+    u = h / 2**31 - 1.0
+    return 1.0 + jitter * u
+
+
+def backoff_ms(level: int, key: str, at_ms: int, policy: HostPolicy = DEFAULT_POLICY) -> int:
+    """The back-off at `level` (1 = first): base·2^(level−1), at most the cap, jittered,
+    and never past the cap."""
+    if level < 1:
+        return 0
+    exp = min(level - 1, 62)
+    plain = min(policy.backoff_max_ms, policy.backoff_base_ms * (1 << exp))
+    jittered = round(plain * jitter_factor(key, level, at_ms, policy.jitter))
+    return min(policy.backoff_max_ms, jittered)
+
+
+def is_deferred(status: int) -> bool:
+    """An answer that says "not now": the fetcher asks again after the group's pause."""
+    return status in PAUSE_STATUSES or status in TRANSPORT_FAILURES
+
+
+def host_after_fetch(
+    state: HostState | None,
+    report: HostReport,
+    key: str,
+    policy: HostPolicy = DEFAULT_POLICY,
+) -> HostState:
+    """The group's state after one answer (see the module docstring); `key` names the
+    group (crawl and queue group) for the jitter."""
+    s = state if state is not None else HostState()
+    status, at = report.status, report.fetched_at
+    if report.crawl_delay_ms is not None and report.crawl_delay_ms >= 0:
+        s = replace(s, delay_ms=min(report.crawl_delay_ms, policy.max_crawl_delay_ms))
+    if status in NO_REQUEST_STATUSES:
+        return s
+    if report.cycle > s.cycle:
+        s = replace(s, cycle=report.cycle, pages=0)
+    if report.cycle == s.cycle and not is_deferred(status):
+        s = replace(s, pages=s.pages + 1)
+    s = replace(s, last_fetch_at=max(s.last_fetch_at, at))
+    if 200 <= status < 300:
+        return replace(s, level=0, failures=0)
+    if status in PAUSE_STATUSES:
+        level = s.level + 1
+        if report.retry_after_ms is not None and report.retry_after_ms >= 0:
+            pause = min(report.retry_after_ms, policy.backoff_max_ms)
+        else:
+            pause = backoff_ms(level, key, at, policy)
+        return _paused(s, at + pause, level, str(status), failures=0)
+    if status >= 500 or status in TRANSPORT_FAILURES:
+        failures = s.failures + 1
+        if failures < policy.failure_run:
+            return replace(s, failures=failures)
+        level = s.level + 1
+        reason = "5xx" if status >= 500 else "transport"
+        return _paused(s, at + backoff_ms(level, key, at, policy), level, reason, failures)
+    return s  # 1xx, 3xx, 4xx other than 429, a too-large page: the page's own affair
+
+
+def count_page(state: HostState | None, report: HostReport) -> HostState:
+    """A registered domain's page count after one answer: only `cycle` and `pages` of
+    `host_after_fetch` (a domain is not paused for one of its hosts)."""
+    s = state if state is not None else HostState()
+    if report.status in NO_REQUEST_STATUSES or is_deferred(report.status):
+        return s
+    if report.cycle > s.cycle:
+        return replace(s, cycle=report.cycle, pages=1)
+    return replace(s, pages=s.pages + 1) if report.cycle == s.cycle else s
+
+
+def _paused(s: HostState, until: int, level: int, reason: str, failures: int) -> HostState:
+    return replace(
+        s,
+        paused_until=max(s.paused_until, until),
+        level=level,
+        failures=failures,
+        reason=reason,
+        pauses=s.pauses + 1,
+    )
+
+
+def parse_retry_after(value: str | None, now_ms: int) -> int | None:
+    """A `Retry-After` header as milliseconds from `now_ms` (RFC 9110 §10.2.3: a number of
+    seconds, or an HTTP date); None when absent or unreadable; never negative."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return int(text) * SECOND_MS
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return max(0, int(when.timestamp() * 1000) - now_ms)
+
+
+def group_key(crawl_id: str, group: str) -> str:
+    """The state key of a queue group (a host, or an IP address) in a crawl."""
+    return f"{crawl_id}\x00{group}"
+
+
+def domain_key(crawl_id: str, domain: str) -> str:
+    """The state key of a registered domain's page count in a crawl."""
+    return f"{crawl_id}\x00@{domain}"
+
+
+# --------------------------------------------------------------------------- encoding
+
+_VERSION = 1
+_LAYOUT = struct.Struct(">BqqIIIiIIB")
+
+
+def encode_host_state(s: HostState) -> bytes:
+    """Big-endian fixed layout then the reason; `StateCodecError` for values out of it."""
+    reason = s.reason.encode()
+    try:
+        return (
+            _LAYOUT.pack(
+                _VERSION,
+                s.paused_until,
+                s.last_fetch_at,
+                s.delay_ms,
+                s.level,
+                s.failures,
+                s.cycle,
+                s.pages,
+                s.pauses,
+                len(reason),
+            )
+            + reason
+        )
+    except struct.error as exc:
+        raise StateCodecError(f"cannot encode a HostState: {exc}") from exc
+
+
+def decode_host_state(raw: bytes) -> HostState:
+    """`encode_host_state` back; `StateCodecError` for anything else."""
+    if len(raw) < _LAYOUT.size:
+        raise StateCodecError(f"HostState of {len(raw)} bytes is truncated")
+    (version, paused, last, delay, level, failures, cycle, pages, pauses, n) = _LAYOUT.unpack_from(
+        raw
+    )
+    if version != _VERSION:
+        raise StateCodecError(f"HostState version {version} is not {_VERSION}")
+    if len(raw) != _LAYOUT.size + n:
+        raise StateCodecError("HostState reason length does not match")
+    return HostState(
+        paused_until=paused,
+        delay_ms=delay,
+        level=level,
+        failures=failures,
+        reason=raw[_LAYOUT.size :].decode(),
+        cycle=cycle,
+        pages=pages,
+        last_fetch_at=last,
+        pauses=pauses,
+    )

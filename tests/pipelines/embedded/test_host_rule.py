@@ -1,0 +1,118 @@
+"""The embedded engine applies the frontier's host rule: a deferred answer (`will_retry`)
+changes its host's state only, entries of a paused host go out held until the pause ends
+(`not_before`, at event time: a replay holds the same entries), and the host states are
+committed with the step and read back by a new engine on the same store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from frontierflow.connectors.base import Position
+from frontierflow.pipelines.embedded.engine import Engine
+from frontierflow.pipelines.embedded.step import HOST_PREFIX
+from frontierflow.pipelines.strategies import build_strategy
+from frontierflow.schemas.records import FetchEvent, FrontierChange, FrontierEntry
+from frontierflow.state.hosts import decode_host_state, group_key
+from frontierflow.state.memory import InMemoryStore
+from frontierflow.state.store import META_FAMILY
+
+
+class _ListSink:
+    def __init__(self) -> None:
+        self.changes: list[FrontierChange] = []
+
+    def write(self, changes: Any, dead: Any) -> None:
+        self.changes += changes
+
+    def flush(self) -> bytes:
+        return len(self.changes).to_bytes(8, "big")
+
+    def rewind(self, position: bytes | None) -> None:
+        keep = 0 if position is None else int.from_bytes(position, "big")
+        del self.changes[keep:]
+
+
+def _event(url: str, at: int, status: int = 200, **fields: Any) -> FetchEvent:
+    host = url.split("/")[2]
+    return FetchEvent(url=url, fetched_at=at, status=status, fetcher_id="f", host=host, **fields)
+
+
+def _engine(store: InMemoryStore, sink: _ListSink) -> Engine[Any]:
+    return Engine(build_strategy("bfs", budget=100), store, sink)
+
+
+def test_deferred_answer_and_held_entries() -> None:
+    strategy = build_strategy("bfs", budget=100)
+    store = InMemoryStore(Engine.families_for(strategy))
+    sink = _ListSink()
+    engine = _engine(store, sink)
+    busy = "http://busy.test/"
+    items = [
+        # the busy host answers 429 for 15 s: deferred, its page not counted
+        (Position(None, 0), _event(busy, 1_000, 429, retry_after_ms=15_000, will_retry=True), b""),
+        # a page of another host links to two busy pages and one of its own
+        (
+            Position(None, 1),
+            _event(
+                "http://good.test/",
+                2_000,
+                outlinks=("http://busy.test/a", "http://busy.test/b", "http://good.test/x"),
+            ),
+            b"",
+        ),
+    ]
+    engine.run_step(items)
+    assert engine.stats.deferred == 1 and engine.stats.events == 1
+    assert engine.crawled() == 1  # the 429 is not a page of the crawl
+    entries = {c.url: c for c in sink.changes if isinstance(c, FrontierEntry)}
+    assert entries["http://busy.test/a"].not_before == 16_000
+    assert entries["http://busy.test/b"].not_before == 16_000
+    assert entries["http://good.test/x"].not_before is None
+    assert engine.stats.held == 2
+
+    raw = store.get(META_FAMILY, HOST_PREFIX + group_key("default", "busy.test").encode())
+    assert raw is not None
+    state = decode_host_state(raw)
+    assert (state.paused_until, state.reason, state.pages) == (16_000, "429", 0)
+
+    # a new engine on the store knows the pause; after it, entries go out unheld
+    sink2 = _ListSink()
+    engine2 = _engine(store, sink2)
+    assert engine2.paused == {group_key("default", "busy.test"): 16_000}
+    engine2.run_step(
+        [
+            (
+                Position(None, 2),
+                _event("http://good.test/x", 3_000, outlinks=("http://busy.test/c",)),
+                b"",
+            )
+        ]
+    )
+    held = {c.url: c.not_before for c in sink2.changes if isinstance(c, FrontierEntry)}
+    assert held == {"http://busy.test/c": 16_000}
+    engine2.run_step(
+        [
+            (
+                Position(None, 3),
+                _event("http://busy.test/", 16_500, outlinks=("http://busy.test/d",)),
+                b"",
+            )
+        ]
+    )
+    later = {
+        c.url: c.not_before for c in sink2.changes[len(held) :] if isinstance(c, FrontierEntry)
+    }
+    assert later.get("http://busy.test/d", "absent") is None
+    assert engine2.crawled() == 3  # the busy page's own fetch now counts
+
+
+def test_hosts_not_tracked_when_the_rule_is_off() -> None:
+    strategy = build_strategy("bfs", budget=100)
+    store = InMemoryStore(Engine.families_for(strategy))
+    sink = _ListSink()
+    engine = Engine(strategy, store, sink, hosts=None)
+    engine.run_step(
+        [(Position(None, 0), _event("http://a.test/", 1, 429, retry_after_ms=9_000), b"")]
+    )
+    assert not any(k.startswith(HOST_PREFIX) for k, _ in store.items(META_FAMILY))
+    assert engine.crawled() == 1  # without will_retry a 429 is the page's answer
