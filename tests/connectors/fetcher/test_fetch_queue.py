@@ -162,8 +162,9 @@ def test_a_paused_host_does_not_hold_back_the_others_under_pages_spend() -> None
     q.offer(entry("http://b/1", 1.0))
     job, _ = q.take(now=0.0)
     assert job is not None
-    q.release(job.entry, 0.0, answer(job.entry, 503, 0.0, will_retry=True), job.partition)
-    other, _ = q.take(now=1.0)  # a is backed off for ~60 s: b's worse entry goes
+    busy = answer(job.entry, 503, 0.0, retry_after_ms=120_000, will_retry=True)
+    q.release(job.entry, 0.0, busy, job.partition)
+    other, _ = q.take(now=1.0)  # a is paused past the 60 s wait: b's worse entry goes
     assert other is not None and other.entry.url == "http://b/1"
 
 
