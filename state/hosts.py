@@ -29,9 +29,12 @@ import email.utils
 import math
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.codec import StateCodecError
+from frontierflow.state.traps import registered_domain
 
 SECOND_MS = 1_000
 DAY_MS = 86_400_000
@@ -171,57 +174,117 @@ def host_after_fetch(
     policy: HostPolicy = DEFAULT_POLICY,
 ) -> HostState:
     """The group's state after one answer (see the module docstring); `key` names the
-    group (crawl and queue group) for the jitter."""
-    s = state if state is not None else HostState()
+    group (crawl and queue group) for the jitter. One state is built per answer: this runs
+    for every event the frontier reads."""
+    s = state if state is not None else _NONE_YET
     status, at = report.status, report.fetched_at
+    delay = s.delay_ms
     if report.crawl_delay_ms is not None and report.crawl_delay_ms >= 0:
-        s = replace(s, delay_ms=min(report.crawl_delay_ms, policy.max_crawl_delay_ms))
+        delay = min(report.crawl_delay_ms, policy.max_crawl_delay_ms)
     if status in NO_REQUEST_STATUSES:
-        return s
-    if report.cycle > s.cycle:
-        s = replace(s, cycle=report.cycle, pages=0)
-    if report.cycle == s.cycle and not is_deferred(status):
-        s = replace(s, pages=s.pages + 1)
-    s = replace(s, last_fetch_at=max(s.last_fetch_at, at))
+        return s if delay == s.delay_ms else replace(s, delay_ms=delay)
+    cycle, pages = _counted(s, report)
+    level, failures, reason = s.level, s.failures, s.reason
+    until, pauses = s.paused_until, s.pauses
     if 200 <= status < 300:
-        return replace(s, level=0, failures=0)
-    if status in PAUSE_STATUSES:
-        level = s.level + 1
+        level = failures = 0
+    elif status in PAUSE_STATUSES:
+        level, failures, reason, pauses = level + 1, 0, str(status), pauses + 1
         if report.retry_after_ms is not None and report.retry_after_ms >= 0:
             pause = min(report.retry_after_ms, policy.backoff_max_ms)
         else:
             pause = backoff_ms(level, key, at, policy)
-        return _paused(s, at + pause, level, str(status), failures=0)
-    if status >= 500 or status in TRANSPORT_FAILURES:
-        failures = s.failures + 1
-        if failures < policy.failure_run:
-            return replace(s, failures=failures)
-        level = s.level + 1
-        reason = "5xx" if status >= 500 else "transport"
-        return _paused(s, at + backoff_ms(level, key, at, policy), level, reason, failures)
-    return s  # 1xx, 3xx, 4xx other than 429, a too-large page: the page's own affair
+        until = max(until, at + pause)
+    elif status >= 500 or status in TRANSPORT_FAILURES:
+        failures += 1
+        if failures >= policy.failure_run:
+            level, pauses = level + 1, pauses + 1
+            reason = "5xx" if status >= 500 else "transport"
+            until = max(until, at + backoff_ms(level, key, at, policy))
+    # else 1xx, 3xx, 4xx other than 429, a too-large page: the page's own affair
+    return HostState(
+        paused_until=until,
+        delay_ms=delay,
+        level=level,
+        failures=failures,
+        reason=reason,
+        cycle=cycle,
+        pages=pages,
+        last_fetch_at=max(s.last_fetch_at, at),
+        pauses=pauses,
+    )
+
+
+_NONE_YET = HostState()
+
+
+def _counted(s: HostState, report: HostReport) -> tuple[int, int]:
+    """(cycle, pages) after one answer that reached the host: a later cycle starts the
+    count again, an earlier one's answer does not count, a deferred answer is no page."""
+    if report.cycle > s.cycle:
+        return report.cycle, 0 if is_deferred(report.status) else 1
+    if report.cycle < s.cycle or is_deferred(report.status):
+        return s.cycle, s.pages
+    return s.cycle, s.pages + 1
 
 
 def count_page(state: HostState | None, report: HostReport) -> HostState:
     """A registered domain's page count after one answer: only `cycle` and `pages` of
     `host_after_fetch` (a domain is not paused for one of its hosts)."""
-    s = state if state is not None else HostState()
-    if report.status in NO_REQUEST_STATUSES or is_deferred(report.status):
+    s = state if state is not None else _NONE_YET
+    if report.status in NO_REQUEST_STATUSES:
         return s
-    if report.cycle > s.cycle:
-        return replace(s, cycle=report.cycle, pages=1)
-    return replace(s, pages=s.pages + 1) if report.cycle == s.cycle else s
+    cycle, pages = _counted(s, report)
+    return s if (cycle, pages) == (s.cycle, s.pages) else replace(s, cycle=cycle, pages=pages)
 
 
-def _paused(s: HostState, until: int, level: int, reason: str, failures: int) -> HostState:
-    return replace(
-        s,
-        paused_until=max(s.paused_until, until),
-        level=level,
-        failures=failures,
-        reason=reason,
-        pauses=s.pauses + 1,
+HostStates = Callable[[str], "HostState | None"]
+"""A state lookup by key (`group_key` or `domain_key`): where the caller keeps them."""
+
+
+def answer_updates(
+    states: HostStates, event: FetchEvent, policy: HostPolicy = DEFAULT_POLICY
+) -> list[tuple[str, HostState]]:
+    """The (key, new state) pairs one FetchEvent makes: its queue group's, through
+    `host_after_fetch`, and its registered domain's page count when domains have a limit.
+    The job and the fetchers call this one function."""
+    report = HostReport(
+        fetched_at=event.fetched_at,
+        status=event.status,
+        cycle=event.cycle,
+        retry_after_ms=event.retry_after_ms,
+        crawl_delay_ms=event.crawl_delay_ms,
     )
+    key = group_key(event.crawl_id, event.host)
+    out = [(key, host_after_fetch(states(key), report, key, policy))]
+    if policy.domain_page_limit is not None:
+        dkey = domain_key(event.crawl_id, registered_domain(event.host))
+        out.append((dkey, count_page(states(dkey), report)))
+    return out
+
+
+def held_until(
+    states: HostStates,
+    crawl_id: str,
+    host: str,
+    cycle: int,
+    now_ms: int,
+    policy: HostPolicy = DEFAULT_POLICY,
+) -> int | None:
+    """None when `host` may be asked now for a page of `cycle`; else when it may (epoch
+    ms: the end of its pause), or 0 when only a new cycle frees it (its pages, or its
+    registered domain's, are spent)."""
+    state = states(group_key(crawl_id, host))
+    if state is not None:
+        if state.paused(now_ms):
+            return state.paused_until
+        if state.exhausted(policy.host_page_limit, cycle):
+            return 0
+    if policy.domain_page_limit is not None:
+        domain = states(domain_key(crawl_id, registered_domain(host)))
+        if domain is not None and domain.exhausted(policy.domain_page_limit, cycle):
+            return 0
+    return None
 
 
 def parse_retry_after(value: str | None, now_ms: int) -> int | None:

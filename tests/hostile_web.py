@@ -42,6 +42,7 @@ import re
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import format_datetime
@@ -159,7 +160,10 @@ class HostileWeb:
         slow_delay_s: float = 3.0,
         flaky_failures: int = 4,
         shutdown_timeout_s: float = 1.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        self._clock = clock
+        """Epoch seconds for the log and the busy host's window (a test may pass its own)."""
         names = (
             good_host,
             busy_host,
@@ -353,7 +357,7 @@ class HostileWeb:
     # ---- serving ---------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.Response:
-        started = time.time()
+        started = self._clock()
         host = _host_name(request.headers.get(hdrs.HOST, ""))
         answer = await self._answer(host, request.path, started)
         response = web.Response(
@@ -366,7 +370,7 @@ class HostileWeb:
             host=host,
             path=request.path_qs,
             started=started,
-            answered=time.time(),
+            answered=self._clock(),
             status=answer.status,
             retry_after_until=answer.retry_after_until,
         )

@@ -36,15 +36,11 @@ from frontierflow.schemas.records import REPLY_ECHO, FetchEvent, FrontierEntry, 
 from frontierflow.state.hosts import (
     DEFAULT_POLICY,
     HostPolicy,
-    HostReport,
     HostState,
-    count_page,
-    domain_key,
-    group_key,
-    host_after_fetch,
+    answer_updates,
+    held_until,
     is_deferred,
 )
-from frontierflow.state.traps import registered_domain
 
 Key = str | tuple[str, str]
 Spend = Literal["pages", "time"]
@@ -53,17 +49,6 @@ SPENDS: tuple[Spend, ...] = ("pages", "time")
 DEFAULT_MAX_WAIT_S = 60.0
 """Under "pages" spend, how long a better entry may keep a worse one waiting: its host's
 delay always, a pause (or a `not_before`) that ends within this many seconds too."""
-
-
-def report_of(event: FetchEvent) -> HostReport:
-    """What the host rule reads of a FetchEvent."""
-    return HostReport(
-        fetched_at=event.fetched_at,
-        status=event.status,
-        cycle=event.cycle,
-        retry_after_ms=event.retry_after_ms,
-        crawl_delay_ms=event.crawl_delay_ms,
-    )
 
 
 def is_reply_request(entry: FrontierEntry) -> bool:
@@ -218,19 +203,14 @@ class HostQueues:
         return Job(entry, download=True, partition=partition), now
 
     def _held_until(self, entry: FrontierEntry, now_ms: int) -> float | None:
-        """None when `entry`'s host may be asked now; else when it may (seconds), or 0 when
-        only a new cycle can free it (its pages, or its domain's, are spent)."""
-        policy = self.policy
-        state = self.states.get(group_key(entry.crawl_id, entry.host))
-        if state is not None:
-            if state.paused(now_ms):
-                return state.paused_until / 1000
-            if state.exhausted(policy.host_page_limit, entry.cycle):
-                return 0
-        if policy.domain_page_limit is not None:
-            domain = self.states.get(domain_key(entry.crawl_id, registered_domain(entry.host)))
-            if domain is not None and domain.exhausted(policy.domain_page_limit, entry.cycle):
-                return 0
+        """None when `entry` may be fetched now; else when it may (seconds), or 0 when only
+        a new cycle can free its host (`state.hosts.held_until`, then the entry's own
+        `not_before`)."""
+        held = held_until(
+            self.states.get, entry.crawl_id, entry.host, entry.cycle, now_ms, self.policy
+        )
+        if held is not None:
+            return held / 1000
         if entry.not_before is not None and entry.not_before > now_ms:
             return entry.not_before / 1000
         return None
@@ -251,14 +231,7 @@ class HostQueues:
 
     def observe(self, event: FetchEvent) -> None:
         """The host rule applied to one answer (a download of this or an earlier fetcher)."""
-        self._observe(event.crawl_id, event.host, report_of(event))
-
-    def _observe(self, crawl_id: str, host: str, report: HostReport) -> None:
-        key = group_key(crawl_id, host)
-        self.states[key] = host_after_fetch(self.states.get(key), report, key, self.policy)
-        if self.policy.domain_page_limit is not None:
-            dkey = domain_key(crawl_id, registered_domain(host))
-            self.states[dkey] = count_page(self.states.get(dkey), report)
+        self.states.update(answer_updates(self.states.get, event, self.policy))
 
     def restore(self, events: Iterable[FetchEvent]) -> None:
         """Downloads recorded on the `fetched` topic for hosts this fetcher takes over, in

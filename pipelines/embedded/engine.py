@@ -32,12 +32,11 @@ from frontierflow.pipelines.core.strategy import (
     Strategy,
 )
 from frontierflow.pipelines.core.validate import Limits, checked
+from frontierflow.pipelines.embedded.hosts import hold_paused, paused_groups
 from frontierflow.pipelines.embedded.observer import StepObserver, StepReport
-from frontierflow.pipelines.embedded.step import HOST_PREFIX, SPEED_FAMILY, Step
+from frontierflow.pipelines.embedded.step import SPEED_FAMILY, Step
 from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.schemas.records import (
-    FrontierChange,
-    FrontierEntry,
     Removal,
     SeedRequest,
 )
@@ -50,7 +49,7 @@ from frontierflow.state.format import (
     SEEDS_POSITION,
     crawled_key,
 )
-from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy, decode_host_state, group_key
+from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
 from frontierflow.state.store import META_FAMILY, StateStore, Transaction, with_meta
 from frontierflow.state.urls import is_http_url
 
@@ -293,7 +292,8 @@ class Engine(Generic[S]):
         step.apply_pending()
         changes = list(step.changes.values())
         if self.hosts is not None:
-            changes = self._hold_paused(step, changes)
+            changes, held = hold_paused(self.paused, step.hosts, step.time_ms, changes)
+            self.stats.held += held
         self.sink.write(changes, step.dead_letters)
         if step.decisions:
             assert isinstance(self.sink, DecisionSink)  # checked in __init__
@@ -331,26 +331,6 @@ class Engine(Generic[S]):
         self._uncommitted += 1
         if not interval or self._uncommitted >= self.commit_every:
             self.commit_pending()
-
-    def _hold_paused(self, step: Step[S], changes: list[FrontierChange]) -> list[FrontierChange]:
-        """`changes` with every entry of a paused queue group held until its pause ends
-        (`not_before`), at the step's event time: a replay holds the same entries."""
-        paused = self.paused
-        for key, state in step.hosts.items():
-            if state is not None and state.paused_until:
-                paused[key] = state.paused_until
-        if not paused:
-            return changes
-        now = step.time_ms
-        out: list[FrontierChange] = []
-        for change in changes:
-            if isinstance(change, FrontierEntry):
-                until = paused.get(group_key(change.crawl_id, change.host), 0)
-                if until > now and (change.not_before or 0) < until:
-                    change = replace(change, not_before=until)
-                    self.stats.held += 1
-            out.append(change)
-        return out
 
     def commit_pending(self) -> None:
         """Commit the steps applied since the last commit in one write batch (nothing when
@@ -398,17 +378,6 @@ class Engine(Generic[S]):
                 self.hot.clear()
                 self._cache_ahead = False
             raise
-
-
-def paused_groups(store: StateStore) -> dict[str, int]:
-    """Queue group key → the end of its last pause, for every group ever paused."""
-    out: dict[str, int] = {}
-    for key, value in store.items(META_FAMILY):
-        if key.startswith(HOST_PREFIX):
-            state = decode_host_state(value)
-            if state.paused_until:
-                out[key[len(HOST_PREFIX) :].decode()] = state.paused_until
-    return out
 
 
 @contextlib.contextmanager

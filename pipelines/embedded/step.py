@@ -34,6 +34,7 @@ from frontierflow.pipelines.core.strategy import (
     Message,
     Queued,
 )
+from frontierflow.pipelines.embedded.hosts import HOST_PREFIX
 from frontierflow.pipelines.speed.per_fetcher import (
     counts_for_speed,
     flush,
@@ -52,18 +53,13 @@ from frontierflow.state.format import (
     crawled_key,
 )
 from frontierflow.state.hosts import (
-    HostReport,
     HostState,
-    count_page,
+    answer_updates,
     decode_host_state,
-    domain_key,
     encode_host_state,
-    group_key,
-    host_after_fetch,
 )
 from frontierflow.state.speed import SpeedState, decode_speed_state, encode_speed_state
 from frontierflow.state.store import META_FAMILY, Transaction
-from frontierflow.state.traps import registered_domain
 
 if TYPE_CHECKING:
     from frontierflow.pipelines.embedded.engine import Engine
@@ -72,10 +68,6 @@ S = TypeVar("S")
 
 SPEED_FAMILY = "speed"
 """Engine-owned when the speed controller runs: fetcher id → its windows and controller."""
-
-HOST_PREFIX = b"host\x00"
-"""Keys of the meta family that hold a queue group's (or a registered domain's)
-`HostState`: the prefix, then `state.hosts.group_key` (or `domain_key`)."""
 
 
 class Step(Generic[S]):
@@ -210,24 +202,12 @@ class Step(Generic[S]):
         return with_echo_from_state(self.strategy, event, self.states[key])
 
     def observe_host(self, event: FetchEvent) -> None:
-        """The frontier's host rule (`state.hosts.host_after_fetch`) applied to the event's
-        queue group, and its page counted for its registered domain when domains have a
-        limit."""
+        """The frontier's host rule applied to the event's queue group (and its registered
+        domain's page count): `state.hosts.answer_updates`, as the fetchers apply it."""
         policy = self.engine.hosts
         assert policy is not None
         self.time_ms = max(self.time_ms, event.fetched_at)
-        report = HostReport(
-            fetched_at=event.fetched_at,
-            status=event.status,
-            cycle=event.cycle,
-            retry_after_ms=event.retry_after_ms,
-            crawl_delay_ms=event.crawl_delay_ms,
-        )
-        key = group_key(event.crawl_id, event.host)
-        self.hosts[key] = host_after_fetch(self.host_state(key), report, key, policy)
-        if policy.domain_page_limit is not None:
-            dkey = domain_key(event.crawl_id, registered_domain(event.host))
-            self.hosts[dkey] = count_page(self.host_state(dkey), report)
+        self.hosts.update(answer_updates(self.host_state, event, policy))
 
     def host_state(self, key: str) -> HostState | None:
         if key not in self.hosts:

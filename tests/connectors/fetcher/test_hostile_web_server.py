@@ -145,8 +145,24 @@ def test_good_site_reachable_from_the_index_is_exactly_good_pages(
         assert web.requests("calendar.test") == []
 
 
+class ManualClock:
+    """Epoch seconds that move when the test says so (no sleeping for a pause), and by one
+    millisecond at each reading, so a request is answered after it started."""
+
+    def __init__(self) -> None:
+        self.now = float(int(time.time()))
+
+    def __call__(self) -> float:
+        self.now += 0.001
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 def test_busy_answers_429_after_the_burst_and_the_log_sees_a_request_inside_the_pause() -> None:
-    with HostileWeb(busy_burst=5, busy_window_s=10, busy_retry_after_s=2) as web:
+    clock = ManualClock()
+    with HostileWeb(busy_burst=5, busy_window_s=10, busy_retry_after_s=2, clock=clock) as web:
         assert get(web, "busy.test", "/robots.txt")[0] == 200  # does not count
         for path in ("/", "/p1.html", "/p2.html", "/p3.html", "/p4.html"):
             assert get(web, "busy.test", path)[0] == 200
@@ -174,7 +190,7 @@ def test_busy_answers_429_after_the_burst_and_the_log_sees_a_request_inside_the_
         assert web.requests_inside_pauses("good.test") == []
 
         end = max(e for _, e in web.announced_pauses("busy.test"))
-        time.sleep(max(0.0, end - time.time()) + 0.05)  # the test is about the pause ending
+        clock.advance(end - clock() + 0.05)  # past the pause
         # after the pause: the 5 pages are still within the 10 s window, so a new pause
         status, headers, _ = get(web, "busy.test", "/p7.html")
         assert (status, headers["Retry-After"]) == (429, "2")
@@ -186,13 +202,14 @@ def test_busy_answers_429_after_the_burst_and_the_log_sees_a_request_inside_the_
 
 
 def test_busy_serves_again_once_the_pause_and_the_window_are_over() -> None:
-    with HostileWeb(busy_burst=2, busy_window_s=1, busy_retry_after_s=1) as web:
+    clock = ManualClock()
+    with HostileWeb(busy_burst=2, busy_window_s=1, busy_retry_after_s=1, clock=clock) as web:
         assert get(web, "busy.test", "/")[0] == 200
         assert get(web, "busy.test", "/p1.html")[0] == 200
         status, headers, _ = get(web, "busy.test", "/p2.html")
         assert (status, headers["Retry-After"]) == (429, "1")
         ((_, end),) = web.announced_pauses("busy.test")
-        time.sleep(max(0.0, end - time.time()) + 0.05)
+        clock.advance(end - clock() + 0.05)
         assert get(web, "busy.test", "/p2.html")[0] == 200
         assert web.requests_inside_pauses() == []
         assert web.pages_served("busy.test") == 3
@@ -297,13 +314,14 @@ def test_moved_redirects_every_path_to_good() -> None:
 
 
 def test_polite_asks_for_a_crawl_delay_and_min_gap_measures_it() -> None:
-    with HostileWeb() as web:
+    clock = ManualClock()
+    with HostileWeb(clock=clock) as web:
         status, _, robots = get(web, "polite.test", "/robots.txt")
         assert (status, robots) == (200, "User-agent: *\nCrawl-delay: 2\n")
         assert web.min_gap("polite.test") is None
         assert web.min_gap("polite.test", pages_only=True) is None
         assert get(web, "polite.test", "/")[0] == 200
-        time.sleep(0.3)  # the test is about the time between requests
+        clock.advance(0.3)
         assert get(web, "polite.test", "/p1.html")[0] == 200
         gap = web.min_gap("polite.test", pages_only=True)
         assert gap is not None and 0.3 <= gap < 2

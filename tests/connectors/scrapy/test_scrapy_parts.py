@@ -32,7 +32,7 @@ from frontierflow.connectors.fetcher.outcomes import (
     TRANSPORT_ERROR,
 )
 from frontierflow.connectors.scrapy.control import apply_threads
-from frontierflow.connectors.scrapy.link import META_KEY, link_for
+from frontierflow.connectors.scrapy.link import META_KEY, FrontierLink, link_for
 from frontierflow.connectors.scrapy.responses import (
     exception_outcome,
     exception_status,
@@ -229,13 +229,19 @@ def _entry(url: str, priority: float, **fields: Any) -> FrontierEntry:
     return FrontierEntry(**{**values, **fields})
 
 
-def test_the_best_entry_of_a_free_host_goes_first_and_the_budget_counts_handouts() -> None:
-    crawler = get_crawler(Spider, {**BASE, "FRONTIERFLOW_MAX_PAGES": 3})
+def _opened_link(crawler: Any) -> tuple[FrontierLink, _Recorder]:
+    """The crawler's link as if open and caught up, publishing into a recorder."""
     link = link_for(crawler)
     recorder = _Recorder()
     link._publisher = recorder  # type: ignore[assignment]
     link.opened = True
     link.reader.caught_up = True
+    return link, recorder
+
+
+def test_the_best_entry_of_a_free_host_goes_first_and_the_budget_counts_handouts() -> None:
+    crawler = get_crawler(Spider, {**BASE, "FRONTIERFLOW_MAX_PAGES": 3})
+    link, recorder = _opened_link(crawler)
     for e in (
         _entry("http://a.test/1", 1.0),
         _entry("http://a.test/2", 5.0),
@@ -271,11 +277,7 @@ def test_the_best_entry_of_a_free_host_goes_first_and_the_budget_counts_handouts
 
 def test_a_timeout_is_tried_again_and_a_429_pauses_its_host() -> None:
     crawler = get_crawler(Spider, BASE)
-    link = link_for(crawler)
-    recorder = _Recorder()
-    link._publisher = recorder  # type: ignore[assignment]
-    link.opened = True
-    link.reader.caught_up = True
+    link, recorder = _opened_link(crawler)
     link.queues.offer(_entry("http://a.test/1", 2.0))
     link.queues.offer(_entry("http://b.test/1", 1.0))
     first = link.next_request()
@@ -296,11 +298,7 @@ def test_a_timeout_is_tried_again_and_a_429_pauses_its_host() -> None:
 
 def test_a_reply_request_for_a_page_fetched_is_answered_208_without_scrapy() -> None:
     crawler = get_crawler(Spider, BASE)
-    link = link_for(crawler)
-    recorder = _Recorder()
-    link._publisher = recorder  # type: ignore[assignment]
-    link.opened = True
-    link.reader.caught_up = True
+    link, recorder = _opened_link(crawler)
     link.queues.mark_url_fetched("c", 1, "http://a.test/p")
     reply = _entry("http://a.test/p", 2.0, via="http://a.test/", echo={"reply": "1", "push": "9"})
     link.queues.offer(reply)

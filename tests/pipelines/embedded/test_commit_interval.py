@@ -13,38 +13,19 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from list_sink import ListSink
 
 from frontierflow.connectors.base import InputItem, Position
 from frontierflow.pipelines.embedded.engine import Engine, EngineStats
 from frontierflow.pipelines.embedded.observer import StepReport
 from frontierflow.pipelines.strategies import build_strategy
-from frontierflow.schemas.records import FetchEvent, FrontierChange
+from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.codec import decode_u64
 from frontierflow.state.format import INPUT_POSITION, crawled_key
 from frontierflow.state.memory import InMemoryStore
 from frontierflow.state.store import META_FAMILY
 
 STEP = 10
-
-
-class _ListSink:
-    """Every written change in order; `flush` returns the count as the output position."""
-
-    def __init__(self) -> None:
-        self.changes: list[FrontierChange] = []
-
-    def write(self, changes: Any, dead: Any) -> None:
-        self.changes += changes
-
-    def flush(self) -> bytes:
-        return len(self.changes).to_bytes(8, "big")
-
-    def rewind(self, position: bytes | None) -> None:
-        keep = 0 if position is None else int.from_bytes(position, "big")
-        del self.changes[keep:]
-
-    def close(self) -> None:
-        pass
 
 
 class _Reports:
@@ -71,10 +52,10 @@ def _items(fetch_events: Callable[..., list[dict[str, Any]]], n: int = 60) -> li
 
 def _engine(
     commit_every: int, name: str = "ieca", **kwargs: Any
-) -> tuple[Engine[Any], InMemoryStore, _ListSink]:
+) -> tuple[Engine[Any], InMemoryStore, ListSink]:
     strategy = build_strategy(name, budget=40)  # IECA's k = 1: δ_t and α move every page
     store = InMemoryStore(Engine.families_for(strategy))
-    sink = _ListSink()
+    sink = ListSink()
     engine = Engine(strategy, store, sink, commit_every=commit_every, **kwargs)
     return engine, store, sink
 
@@ -224,7 +205,7 @@ def test_a_failed_commit_clears_the_cache_and_the_engine_goes_on(
 def test_global_strategies_commit_every_step_and_bad_intervals_are_refused() -> None:
     strategy = build_strategy("pagerank", budget=40)
     store = InMemoryStore(Engine.families_for(strategy))
-    assert Engine(strategy, store, _ListSink(), commit_every=8).commit_every == 1
+    assert Engine(strategy, store, ListSink(), commit_every=8).commit_every == 1
     ieca = build_strategy("ieca", budget=40)
     with pytest.raises(ValueError, match="commit interval"):
-        Engine(ieca, InMemoryStore(Engine.families_for(ieca)), _ListSink(), commit_every=0)
+        Engine(ieca, InMemoryStore(Engine.families_for(ieca)), ListSink(), commit_every=0)

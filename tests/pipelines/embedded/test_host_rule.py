@@ -7,29 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from list_sink import ListSink
+
 from frontierflow.connectors.base import Position
 from frontierflow.pipelines.embedded.engine import Engine
-from frontierflow.pipelines.embedded.step import HOST_PREFIX
+from frontierflow.pipelines.embedded.hosts import HOST_PREFIX
 from frontierflow.pipelines.strategies import build_strategy
-from frontierflow.schemas.records import FetchEvent, FrontierChange, FrontierEntry
+from frontierflow.schemas.records import FetchEvent, FrontierEntry
 from frontierflow.state.hosts import decode_host_state, group_key
 from frontierflow.state.memory import InMemoryStore
 from frontierflow.state.store import META_FAMILY
-
-
-class _ListSink:
-    def __init__(self) -> None:
-        self.changes: list[FrontierChange] = []
-
-    def write(self, changes: Any, dead: Any) -> None:
-        self.changes += changes
-
-    def flush(self) -> bytes:
-        return len(self.changes).to_bytes(8, "big")
-
-    def rewind(self, position: bytes | None) -> None:
-        keep = 0 if position is None else int.from_bytes(position, "big")
-        del self.changes[keep:]
 
 
 def _event(url: str, at: int, status: int = 200, **fields: Any) -> FetchEvent:
@@ -37,14 +24,14 @@ def _event(url: str, at: int, status: int = 200, **fields: Any) -> FetchEvent:
     return FetchEvent(url=url, fetched_at=at, status=status, fetcher_id="f", host=host, **fields)
 
 
-def _engine(store: InMemoryStore, sink: _ListSink) -> Engine[Any]:
+def _engine(store: InMemoryStore, sink: ListSink) -> Engine[Any]:
     return Engine(build_strategy("bfs", budget=100), store, sink)
 
 
 def test_deferred_answer_and_held_entries() -> None:
     strategy = build_strategy("bfs", budget=100)
     store = InMemoryStore(Engine.families_for(strategy))
-    sink = _ListSink()
+    sink = ListSink()
     engine = _engine(store, sink)
     busy = "http://busy.test/"
     items = [
@@ -76,7 +63,7 @@ def test_deferred_answer_and_held_entries() -> None:
     assert (state.paused_until, state.reason, state.pages) == (16_000, "429", 0)
 
     # a new engine on the store knows the pause; after it, entries go out unheld
-    sink2 = _ListSink()
+    sink2 = ListSink()
     engine2 = _engine(store, sink2)
     assert engine2.paused == {group_key("default", "busy.test"): 16_000}
     engine2.run_step(
@@ -109,7 +96,7 @@ def test_deferred_answer_and_held_entries() -> None:
 def test_hosts_not_tracked_when_the_rule_is_off() -> None:
     strategy = build_strategy("bfs", budget=100)
     store = InMemoryStore(Engine.families_for(strategy))
-    sink = _ListSink()
+    sink = ListSink()
     engine = Engine(strategy, store, sink, hosts=None)
     engine.run_step(
         [(Position(None, 0), _event("http://a.test/", 1, 429, retry_after_ms=9_000), b"")]
