@@ -22,6 +22,7 @@ from apache_beam.io.filesystems import FileSystems
 from frontierflow.connectors.base import Failed
 from frontierflow.connectors.logs import fetch_event_items, load_warc_reader
 from frontierflow.pipelines.beam.coders import UrlUpdate
+from frontierflow.pipelines.core.step import is_page_answer
 from frontierflow.pipelines.core.validate import checked
 from frontierflow.schemas.container import (
     SNIFF_BYTES,
@@ -43,11 +44,12 @@ def checked_item(
     source: str, partition: int | None, position: int, decoded: FetchEvent | Failed, raw: bytes
 ) -> Any:
     """A decoded record as a Beam output: `(position, event)` if it passes the step core's
-    checks, else a tagged `DeadLetter` with the reason and the raw bytes."""
+    checks, else a tagged `DeadLetter` with the reason and the raw bytes; None for an
+    answer that is not its page's (`is_page_answer`: the Beam forms keep no host state)."""
     event = checked(decoded)
     if isinstance(event, Failed):
         return beam.pvalue.TaggedOutput(DEAD, event.dead_letter(source, partition, position, raw))
-    return position, event
+    return (position, event) if is_page_answer(event) else None
 
 
 def with_dead_letters(outputs: Any) -> tuple[Any, Any]:
@@ -87,7 +89,9 @@ class _ReadLog(beam.DoFn):
 
     def process(self, path: str) -> Iterator[Any]:
         for position, decoded, raw in read_log_items(path):
-            yield checked_item(self.source, None, position.offset, decoded, raw)
+            item = checked_item(self.source, None, position.offset, decoded, raw)
+            if item is not None:
+                yield item
 
 
 def read_log_items(path: str) -> Iterator[Any]:

@@ -61,6 +61,7 @@ from frontierflow.pipelines.beam.kafka_sink import (
 )
 from frontierflow.pipelines.beam.replay import beam_strategy, update_frontier
 from frontierflow.pipelines.beam.stream import stream_frontier
+from frontierflow.pipelines.core.step import is_page_answer
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.schemas.records import FetchEvent
 
@@ -151,6 +152,8 @@ class _ReadPartition(beam.DoFn):
                     return
                 raw = record.value or b""
                 item = checked_record(record.value, record.timestamp)
+                if isinstance(item, FetchEvent) and not is_page_answer(item):
+                    continue  # its host's answer: the Beam forms keep no host state
                 yield self._stamped(topic, partition, record.offset, item, raw, estimator)
 
     def _stamped(

@@ -41,6 +41,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from frontierflow.connectors.kafka import KafkaSettings
 from frontierflow.pipelines.beam.io import DEAD, with_dead_letters
 from frontierflow.pipelines.beam.kafka_records import checked_record, position_of
+from frontierflow.pipelines.core.step import is_page_answer
 from frontierflow.schemas.records import FetchEvent
 
 READ_WITH_METADATA = "beam:transform:org.apache.beam:kafka_read_with_metadata:v1"
@@ -145,7 +146,9 @@ class _DecodeRecord(beam.DoFn):
     (its append time) or a dead letter with the reason and the raw bytes."""
 
     def process(self, row: Any) -> Iterator[Any]:
-        yield record_item(row.topic, row.partition, row.offset, row.value, row.timestamp)
+        item = record_item(row.topic, row.partition, row.offset, row.value, row.timestamp)
+        if item is not None:
+            yield item
 
 
 def record_item(
@@ -153,8 +156,8 @@ def record_item(
 ) -> Any:
     raw = value or b""
     item = checked_record(value, record_ms)
-    if isinstance(item, FetchEvent):
-        return position_of(partition, offset), item
+    if isinstance(item, FetchEvent):  # None for an answer not its page's (`is_page_answer`)
+        return (position_of(partition, offset), item) if is_page_answer(item) else None
     return beam.pvalue.TaggedOutput(DEAD, item.dead_letter(topic, partition, offset, raw))
 
 

@@ -75,6 +75,14 @@ def with_echo_from_state(strategy: Strategy[S], event: FetchEvent, state: S | No
     return replace(event, echo=echo) if echo else event
 
 
+def is_page_answer(event: FetchEvent) -> bool:
+    """Whether `event` answers for its page. A deferred answer (`will_retry`: a 429, a 503,
+    no answer, which the fetcher asks again after its host's pause) answers for the host
+    only: no engine counts or routes it, the page stays in the frontier, and an engine that
+    keeps host state applies it there (`state.hosts.answer_updates`)."""
+    return not event.will_retry
+
+
 def is_repeat_fetch(last_cycle: int | None, cycle: int) -> bool:
     """A fetch of a page already fetched in this cycle (or a later one) is a repeat: applying
     it again would count the page twice and feed its links twice, so it is skipped. The

@@ -22,6 +22,7 @@ from frontierflow.pipelines.core.step import (
     apply_pending,
     crawl_clock,
     echo_fill_key,
+    is_page_answer,
     is_repeat_fetch,
     keep_latest,
     queue_messages,
@@ -164,7 +165,7 @@ class Step(Generic[S]):
             self.observe_speed(event, self.engine.speed)
         if self.engine.hosts is not None:
             self.observe_host(event)
-        if event.will_retry:  # the host's answer, not the page's: its entry stays
+        if not is_page_answer(event):  # the host's answer: its page stays in the frontier
             stats.deferred += 1
             return
         url = event.url

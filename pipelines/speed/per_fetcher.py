@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
+from frontierflow.pipelines.core.step import is_page_answer
 from frontierflow.pipelines.speed.controllers import decide, initial_controller
 from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.pipelines.speed.windows import add_event, window_starts
@@ -30,9 +31,11 @@ class InvalidSpeedEvent(ValueError):
 
 def counts_for_speed(event: FetchEvent) -> bool:
     """Whether a valid fetch enters its fetcher's speed windows: every fetch, repeats
-    included (seed 003 counts pages downloaded), but not an answer without a download
-    (status `ALREADY_FETCHED`). The embedded engine and the Beam form both ask this."""
-    return event.status != ALREADY_FETCHED
+    included (Nandy, Sarkar & Das count pages downloaded), but not an answer without a
+    download (status `ALREADY_FETCHED`) nor a deferred one (`is_page_answer`: a 429, a
+    503, no answer, asked again later). The embedded engine and the Beam form both ask
+    this."""
+    return event.status != ALREADY_FETCHED and is_page_answer(event)
 
 
 def speed_event_problem(event: FetchEvent) -> str | None:
