@@ -14,7 +14,10 @@ log = logging.getLogger(__name__)
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
-    cp = sub.add_parser("crawl-report", help="pages/s, precision, politeness of a real crawl")
+    cp = sub.add_parser(
+        "crawl-report",
+        help="pages/s, precision, politeness, pauses and budget per host of a real crawl",
+    )
     cp.add_argument("--bootstrap-servers", required=True)
     cp.add_argument("--access-log", type=Path, required=True, help="serve.sh's access.log")
     cp.add_argument("--fetcher-id", default="f1")
@@ -105,6 +108,7 @@ def crawl_report(args: argparse.Namespace) -> int:
             f"precision {s.precision_web:.3f} (judged on the recorded web's terms); "
             f"{s.in_web} downloads are pages of the web, {s.terms_agree} with identical terms"
         )
+    _pushback_report(events, lines)
     print("\n| host | requests | min gap (s) | violations | busiest second |")
     print("|---|---:|---:|---:|---:|")
     for p in polite:
@@ -119,6 +123,30 @@ def crawl_report(args: argparse.Namespace) -> int:
             args, lines, events, [d for d in decisions if d.fetcher_id == args.fetcher_id]
         )
     return 0
+
+
+def _pushback_report(events: Any, lines: Any, top: int = 15) -> None:
+    """Requests inside announced pauses, and where the budget went, busiest hosts first."""
+    from frontierflow.pipelines.evaluation.pushback import (
+        announced_pauses,
+        host_budgets,
+        requests_inside_pauses,
+    )
+
+    pauses = announced_pauses(events)
+    inside = requests_inside_pauses(lines, pauses)
+    budgets = host_budgets(events, lines)
+    announced = sum(map(len, pauses.values()))
+    print(f"\nrequests inside an announced pause: {len(inside)} "
+          f"({announced} pauses announced by {len(pauses)} hosts)")  # fmt: skip
+    if budgets:
+        busiest = budgets[0]
+        print(f"busiest host: {busiest.host}, {busiest.share:.1%} of the downloads")
+    print("\n| host | downloads | share | 429/503 | pauses | requests inside a pause |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for b in budgets[:top]:
+        print(f"| {b.host} | {b.downloads} | {b.share:.1%} | {b.pushed_back} | {b.pauses} "
+              f"| {b.inside_pause} |")  # fmt: skip
 
 
 def _shaped_report(args: argparse.Namespace, lines: Any, events: Any, decisions: Any) -> None:

@@ -86,6 +86,8 @@ class EngineStats:
     changed their host's state only."""
     held: int = 0
     """Frontier entries sent with a `not_before`: their host was paused."""
+    pauses: int = 0
+    """Host pauses begun (a 429 or 503, a run of failures: `state.hosts`)."""
     steps: int = 0
     """Steps applied and flushed (committed, or waiting for the end of a commit interval)."""
     commits: int = 0
@@ -325,6 +327,7 @@ class Engine(Generic[S]):
                     similarities=step.similarities or (),
                     stats=replace(stats, dead_reasons=dict(stats.dead_reasons)),
                     seconds=0.0 if started is None else time.perf_counter() - started,
+                    hosts={k: v for k, v in step.hosts.items() if v is not None},
                 )
             )
         self._last_started = started

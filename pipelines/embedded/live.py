@@ -98,6 +98,17 @@ class LiveMetrics:
         self.decisions = Counter(
             "frontierflow_scaling_decisions", "ScalingDecisions sent to fetcher-control", registry=r
         )
+        self.deferred = Counter(
+            "frontierflow_deferred_answers",
+            "answers a fetcher will ask again (429, 503, no answer): their host's only",
+            registry=r,
+        )
+        self.held = Counter(
+            "frontierflow_held_entries", "entries sent with not_before: host paused", registry=r
+        )
+        self.pauses = Counter(
+            "frontierflow_host_pauses", "host pauses begun (429, 503, a failure run)", registry=r
+        )
         self._last = EngineStats()
         self.port: int | None = None
 
@@ -115,6 +126,9 @@ class LiveMetrics:
         self.entries.inc(stats.entries - last.entries)
         self.removals.inc(stats.removals - last.removals)
         self.decisions.inc(stats.decisions - last.decisions)
+        self.deferred.inc(stats.deferred - last.deferred)
+        self.held.inc(stats.held - last.held)
+        self.pauses.inc(stats.pauses - last.pauses)
         for reason, count in stats.dead_reasons.items():
             self.dead.labels(reason).inc(count - last.dead_reasons.get(reason, 0))
         self._last = EngineStats(
@@ -123,6 +137,9 @@ class LiveMetrics:
             entries=stats.entries,
             removals=stats.removals,
             decisions=stats.decisions,
+            deferred=stats.deferred,
+            held=stats.held,
+            pauses=stats.pauses,
             dead_reasons=dict(stats.dead_reasons),
         )
 

@@ -9,11 +9,12 @@ builds none, so watching costs nothing when nobody watches.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from frontierflow.schemas.records import DeadLetter, FrontierChange, ScalingDecision
+from frontierflow.state.hosts import HostState
 
 if TYPE_CHECKING:
     from frontierflow.pipelines.embedded.engine import EngineStats
@@ -30,7 +31,7 @@ class StepReport:
     (`Strategy.judges_pages`), else empty; `seconds` is the step's wall time from its first
     item to its commit (for a step whose commit waits for a later step of its commit
     interval, to its flush). An engine with a commit interval reports its steps when they
-    are committed, in order.
+    are committed, in order; `hosts` are the queue groups the step's answers changed.
     """
 
     changes: Sequence[FrontierChange]
@@ -39,6 +40,8 @@ class StepReport:
     similarities: Sequence[float]
     stats: EngineStats
     seconds: float
+    hosts: Mapping[str, HostState] = field(default_factory=dict)
+    """The host states (`state.hosts.group_key` → state) the step's events changed."""
 
 
 class StepObserver(Protocol):

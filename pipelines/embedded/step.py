@@ -208,7 +208,11 @@ class Step(Generic[S]):
         policy = self.engine.hosts
         assert policy is not None
         self.time_ms = max(self.time_ms, event.fetched_at)
-        self.hosts.update(answer_updates(self.host_state, event, policy))
+        for key, state in answer_updates(self.host_state, event, policy):
+            before = self.host_state(key)
+            if state.pauses > (0 if before is None else before.pauses):
+                self.engine.stats.pauses += 1
+            self.hosts[key] = state
 
     def host_state(self, key: str) -> HostState | None:
         if key not in self.hosts:

@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ from frontierflow.schemas.records import (
     Removal,
     ScalingDecision,
 )
+from frontierflow.state.hosts import HostState
 from frontierflow.state.relevance import Judge
 
 
@@ -132,6 +133,9 @@ class CrawlSummary:
         self.queues = HostQueues(s.tracked_urls)
         self.fetchers: OrderedDict[str, deque[ScalingDecision]] = OrderedDict()
         self.dead: OrderedDict[str, deque[dict[str, Any]]] = OrderedDict()
+        self.pauses: dict[str, HostState] = {}
+        """Queue group key → its state, for the groups a step found paused (kept while the
+        pause may still run; the page shows those whose pause has not ended)."""
         self._last_counts: dict[str, int] = {}
 
     # -- written by the engine's thread ---------------------------------------------------
@@ -144,6 +148,7 @@ class CrawlSummary:
             self._decisions(report.decisions)
             self._dead_letters(report.dead_letters)
             self._similarities(now, report.similarities)
+            self._pauses(report.hosts)
             ms = report.seconds * 1000.0
             self.step_ms.peak(now, ms)
             self.last_step_ms = ms
@@ -195,6 +200,14 @@ class CrawlSummary:
             if change.priority > top.floor or key in candidates:
                 top.put(key, change)
                 candidates = top.candidates  # a prune builds a new dict
+
+    def _pauses(self, hosts: Mapping[str, HostState]) -> None:
+        for key, state in hosts.items():
+            if state.paused_until:
+                self.pauses[key] = state
+        if len(self.pauses) > self.settings.top_hosts * 4:  # keep the latest pauses only
+            latest = sorted(self.pauses.items(), key=lambda kv: -kv[1].paused_until)
+            self.pauses = dict(latest[: self.settings.top_hosts * 4])
 
     def _decisions(self, decisions: Iterable[ScalingDecision]) -> None:
         fetchers = self.fetchers
@@ -263,6 +276,7 @@ class CrawlSummary:
                 "frontier": self._frontier(),
                 "harvest": self._harvest(now),
                 "fetchers": self._fetchers(),
+                "paused_hosts": self._paused(at),
                 "dead_letters": self._dead(),
                 "lag": {"last": self.last_lag, "per_second": self.lag.last_known(now)},
                 "step": {"last_ms": self.last_step_ms, "max_ms": self.step_ms.last_known(now)},
@@ -333,6 +347,26 @@ class CrawlSummary:
             }
             for fetcher_id, decisions in sorted(self.fetchers.items())
         ]
+
+    def _paused(self, at: float) -> list[dict[str, Any]]:
+        """Hosts paused now (wall clock), the longest pause first."""
+        now_ms = int(at * 1000)
+        paused = [(key, s) for key, s in self.pauses.items() if s.paused(now_ms)]
+        paused.sort(key=lambda kv: (-kv[1].paused_until, kv[0]))
+        out = []
+        for key, s in paused:
+            crawl_id, _, host = key.partition("\x00")
+            out.append(
+                {
+                    "host": host,
+                    "crawl_id": crawl_id,
+                    "reason": s.reason,
+                    "until": s.paused_until,
+                    "level": s.level,
+                    "pauses": s.pauses,
+                }
+            )
+        return out
 
     def _dead(self) -> list[dict[str, Any]]:
         counts = dict(self.dead_counts)

@@ -213,6 +213,29 @@ function renderFetchers(data) {
   }));
 }
 
+function renderPaused(data) {
+  const box = document.getElementById("paused-hosts");
+  const paused = data.paused_hosts || [];
+  if (!paused.length) { box.replaceChildren(el("p", { class: "note" }, "None.")); return; }
+  const table = el("table");
+  const head = el("tr");
+  for (const h of ["host", "crawl", "reason", "resumes at", "in", "back-off level"]) head.append(el("th", {}, h));
+  const thead = el("thead");
+  thead.append(head);
+  table.append(thead);
+  const tbody = el("tbody");
+  const now = data.job.now * 1000;
+  for (const p of paused) {
+    const tr = el("tr");
+    tr.append(el("td", {}, p.host), el("td", {}, p.crawl_id), el("td", {}, p.reason),
+      el("td", {}, new Date(p.until).toISOString().slice(0, 19).replace("T", " ")),
+      el("td", {}, `${fmt(Math.max(0, (p.until - now) / 1000), 0)} s`), el("td", {}, fmt(p.level)));
+    tbody.append(tr);
+  }
+  table.append(tbody);
+  box.replaceChildren(table);
+}
+
 function renderDead(data) {
   const box = document.getElementById("dead-letters");
   if (!data.dead_letters.length) { box.replaceChildren(el("p", { class: "note" }, "None.")); return; }
@@ -262,7 +285,7 @@ async function poll() {
     status(restarts ? `live — the job restarted ${restarts}× while this page was open; ` +
       "counters start again at each start" : "live", false);
     for (const render of [renderTotals, renderRates, renderHosts, renderTop, renderHarvest,
-                          renderFetchers, renderDead, renderLagAndStep]) {
+                          renderFetchers, renderPaused, renderDead, renderLagAndStep]) {
       try { render(data); } catch (err) { console.error(render.name, err); } // the others still draw
     }
     document.getElementById("updated").textContent = `Updated ${new Date().toLocaleTimeString()}.`;

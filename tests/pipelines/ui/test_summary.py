@@ -25,6 +25,7 @@ from frontierflow.schemas.records import (
     Removal,
     ScalingDecision,
 )
+from frontierflow.state.hosts import HostState
 from frontierflow.state.relevance import Judge, Topic, event_terms, similarity
 
 
@@ -244,3 +245,30 @@ def test_replay_feeds_the_summary_what_the_engine_counted(
         relevant += sim >= Judge().threshold - Judge().tolerance
     assert snap["harvest"]["judged"] == stats.events
     assert snap["harvest"]["relevant"] == relevant > 0
+
+
+def test_paused_hosts_shown_until_their_pause_ends() -> None:
+    clock = Clock(1000.0)
+    summary = CrawlSummary(command="run", strategy="bfs", judges_pages=False, clock=clock)
+    busy = HostState(paused_until=1_015_000, level=1, reason="429", pauses=1)
+    down = HostState(paused_until=1_060_000, level=2, reason="503", pauses=2)
+    fine = HostState(last_fetch_at=999_000)
+    summary.step_committed(
+        StepReport(
+            changes=(),
+            dead_letters=(),
+            decisions=(),
+            similarities=(),
+            stats=EngineStats(),
+            seconds=0.0,
+            hosts={"c\x00busy.test": busy, "c\x00down.test": down, "c\x00fine.test": fine},
+        )
+    )
+    snap = summary.snapshot()
+    assert [(p["host"], p["reason"], p["until"], p["level"]) for p in snap["paused_hosts"]] == [
+        ("down.test", "503", 1_060_000, 2),  # the longest pause first
+        ("busy.test", "429", 1_015_000, 1),
+    ]
+    assert {p["crawl_id"] for p in snap["paused_hosts"]} == {"c"}
+    clock.now = 1015.0  # busy's pause is over
+    assert [p["host"] for p in summary.snapshot()["paused_hosts"]] == ["down.test"]
