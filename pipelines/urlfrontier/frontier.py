@@ -368,6 +368,7 @@ class Frontier:
             source_name="urlfrontier",
             limits=self.settings.events,
         )
+        self.records.index.paused = self.engine.paused  # the host rule's pauses, read live
 
     def _report(self, event: FetchEvent, ops: list[Op]) -> None:
         """Apply a page's FetchEvent, with `ops`, as one committed step."""

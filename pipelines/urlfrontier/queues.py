@@ -11,10 +11,11 @@ restart. Callers hold the frontier's lock.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from frontierflow.state.hosts import group_key
 from frontierflow.state.urlfrontier import QueueSettings, UrlRecord, UrlStatus
 
 
@@ -58,6 +59,11 @@ class QueueIndex:
         """(crawl id, URL) → the name of its queue."""
         self.settings: dict[tuple[str, str], QueueSettings] = {}
         """(crawl id, queue name) → what a client set; the empty name: the crawl's defaults."""
+        self.paused: Mapping[str, int] = {}
+        """`state.hosts.group_key(crawl id, host)` → the end of the host's last pause (epoch
+        ms), as the frontier's host rule set it from the pages reported (a 429 or 503 in
+        `fetch.statusCode`, a run of failures): the engine's, read here. A queue named by
+        its host (StormCrawler's default) does not serve while its host is paused."""
         self._seq = 0
 
     def queues_of(self, crawl_id: str) -> dict[str, Queue]:
@@ -207,11 +213,16 @@ class QueueIndex:
         settings, delay = self._settings_of(crawl_id, name)
         if settings.blocked_until > now or now < queue.last_served + delay:
             return False
+        if self._host_paused(crawl_id, name, now):
+            return False
         return not (settings.crawl_limit and queue.fetched >= settings.crawl_limit)
+
+    def _host_paused(self, crawl_id: str, name: str, now: float) -> bool:
+        return bool(self.paused) and self.paused.get(group_key(crawl_id, name), 0) > now * 1000
 
     def _queue_active(self, crawl_id: str, name: str, queue: Queue, now: float) -> bool:
         """Active: holds URLs not completed and is not blocked (due or not)."""
         settings, _ = self._settings_of(crawl_id, name)
-        if settings.blocked_until > now:
+        if settings.blocked_until > now or self._host_paused(crawl_id, name, now):
             return False
         return any(s.status is not UrlStatus.DONE for s in queue.slots.values())

@@ -239,6 +239,19 @@ def test_queue_controls(opic: Served) -> None:
     assert list(listed.values) == ["b.example"] and listed.total == 2 and listed.size == 1
 
 
+def test_a_host_that_answered_503_is_backed_off_by_the_host_rule(opic: Served) -> None:
+    """A page reported with status 503 (no Retry-After) pauses its host for the host rule's
+    first back-off, 60 s ± 10 %: its queue serves nothing meanwhile, the others go on."""
+    put(opic, discovered(A), discovered(A + "2"), discovered(B))
+    assert sorted(get(opic, per_queue=1)) == [A, B]
+    put(opic, known(A, fetch_statusCode=["503"]))
+    opic.clock.now += 31  # past the 30 s lock of A + "2"'s queue mate, inside the back-off
+    assert get(opic, key="a.example") == []
+    assert "a.example" not in list(opic.stub.ListQueues(pb.Pagination()).values)
+    opic.clock.now += 36  # 67 s after the 503: past the longest back-off (66 s)
+    assert get(opic, key="a.example") == [A + "2"]
+
+
 def test_stats_active_and_listings(opic: Served) -> None:
     stub = opic.stub
     put(opic, discovered(A), discovered(A + "2"), discovered(B), discovered(B, crawl="c2"))
