@@ -215,6 +215,11 @@ class HostQueues:
             return entry.not_before / 1000
         return None
 
+    def may_ask(self, entry: FrontierEntry, now: float) -> bool:
+        """Whether `entry`'s host may be asked now by the host rule (its politeness delay
+        aside): not paused, its pages for the cycle not spent."""
+        return self._held_until(entry, int(now * 1000)) is None
+
     def retries(self, entry: FrontierEntry, status: int) -> bool:
         """Whether the answer `status` to `entry` is deferred and the page will be asked
         for again (within the policy's tries); counts the try. Its FetchEvent then says
@@ -248,17 +253,19 @@ class HostQueues:
         now: float,
         answer: FetchEvent | None = None,
         partition: int | None = None,
+        observed: bool = False,
     ) -> None:
         """The request for `entry` ended at `now`: its host rests for its delay, and what
-        the `answer` says of the host is applied (an answer that `will_retry` puts the
-        entry back, held by its host's pause)."""
+        the `answer` says of the host is applied, unless it was `observed` already (an
+        answer that `will_retry` puts the entry back, held by its host's pause)."""
         host = self._hosts[self.host_key(entry)]
         host.busy = False
         host.ready_at = now + host.delay_s
         self.in_flight -= 1
         if answer is None:
             return
-        self.observe(answer)
+        if not observed:
+            self.observe(answer)
         if answer.will_retry:
             key = change_key(entry)
             if key not in self._entries:  # not replaced by a newer entry meanwhile

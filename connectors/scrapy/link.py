@@ -49,6 +49,7 @@ from frontierflow.connectors.scrapy.control import apply_threads
 from frontierflow.connectors.scrapy.settings import ScrapyFrontierSettings
 from frontierflow.schemas.codecs import AvroCodec
 from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry
+from frontierflow.state.hosts import PAUSE_STATUSES
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,8 @@ class FrontierLink:
         """Token → entry handed to Scrapy and not answered yet."""
         self.partitions: dict[str, int | None] = {}
         """Token → the frontier partition its entry was read from."""
+        self.observed: set[str] = set()
+        """Tokens whose latest answer the host rule has taken already (`pushed_back`)."""
         self.reserved = 0
         self._tokens = itertools.count()
         self._entry_codec = AvroCodec.for_name("FrontierEntry")
@@ -270,9 +273,30 @@ class FrontierLink:
             reason = STATUS_REASONS.get(outcome.status, "error")
             self._stat_inc(f"errors/{reason}")
             log.warning("%s: %s (status %d): %s", entry.url, reason, outcome.status, outcome.reason)
-        self.queues.release(entry, time.time(), event, partition)
+        observed = token in self.observed and event.status in PAUSE_STATUSES
+        self.observed.discard(token)
+        self.queues.release(entry, time.time(), event, partition, observed)
         self._wake()
         return event
+
+    def pushed_back(self, token: str, outcome: PageOutcome) -> None:
+        """A 429 or 503 to the entry behind `token` that Scrapy may retry itself: its host
+        takes the frontier's host rule now (`PushbackMiddleware`), so the retry waits."""
+        entry = self.pending.get(token)
+        if entry is None:
+            return
+        event = outcome_event(entry, outcome, self.settings.fetcher_id)
+        self.queues.observe(event)
+        self.observed.add(token)
+        self._stat_inc("pushed_back")
+
+    def may_fetch(self, url: str, now: float) -> bool:
+        """Whether the host of a pending entry's `url` may be asked now (a retry of Scrapy's
+        waits for the host's pause)."""
+        for entry in self.pending.values():
+            if entry.url == url:
+                return self.queues.may_ask(entry, now)
+        return True
 
     def _send(self, event: FetchEvent, entry: FrontierEntry) -> None:
         assert self._publisher is not None

@@ -13,6 +13,7 @@ and is served before anything new. Seed a crawl with `frontierflow seed`.
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from typing import Any
 
@@ -68,8 +69,14 @@ class FrontierScheduler(BaseScheduler):
         return False
 
     def next_request(self) -> Request | None:
-        while self.retries:
+        """A retry first, unless its host is paused (it waits, and the host's other entries
+        with it), then the best entry of the frontier."""
+        now = time.time()
+        for _ in range(len(self.retries)):
             request = self.retries.popleft()
-            if self.link.owns(request):
+            if not self.link.owns(request):
+                continue
+            if self.link.may_fetch(request.url, now):
                 return request
+            self.retries.append(request)
         return self.link.next_request()

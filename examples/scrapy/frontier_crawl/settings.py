@@ -14,6 +14,8 @@ SCHEDULER = "frontierflow.connectors.scrapy.scheduler.FrontierScheduler"
 DOWNLOADER_MIDDLEWARES = {
     # the smallest order: it sees the final answer, after retries and robots.txt
     "frontierflow.connectors.scrapy.middleware.FetchEventMiddleware": 10,
+    # above RetryMiddleware (550): a 429 or 503 pauses its host before Scrapy retries it
+    "frontierflow.connectors.scrapy.middleware.PushbackMiddleware": 560,
 }
 
 FRONTIERFLOW_BOOTSTRAP_SERVERS = "127.0.0.1:9092"

@@ -33,6 +33,7 @@ from frontierflow.connectors.fetcher.outcomes import (
 )
 from frontierflow.connectors.scrapy.control import apply_threads
 from frontierflow.connectors.scrapy.link import META_KEY, FrontierLink, link_for
+from frontierflow.connectors.scrapy.middleware import PushbackMiddleware
 from frontierflow.connectors.scrapy.responses import (
     exception_outcome,
     exception_status,
@@ -41,6 +42,7 @@ from frontierflow.connectors.scrapy.responses import (
 from frontierflow.connectors.scrapy.scheduler import FrontierScheduler
 from frontierflow.connectors.scrapy.settings import ScrapyFrontierSettings
 from frontierflow.schemas.records import FrontierEntry
+from frontierflow.state.hosts import group_key
 
 ENTRY = FrontierEntry(
     url="http://a.test:8080/dir/page.html",
@@ -308,3 +310,30 @@ def test_a_reply_request_for_a_page_fetched_is_answered_208_without_scrapy() -> 
     (kind, event), (kind2, answered) = recorder.sent
     assert (kind, kind2) == ("event", "answered") and answered is reply
     assert (event.status, event.via, event.echo) == (208, "http://a.test/", reply.echo)
+
+
+def test_scrapys_own_retry_of_a_429_waits_for_the_pause() -> None:
+    """RetryMiddleware turns a 429 into a retry before the FetchEvent middleware sees it;
+    PushbackMiddleware (above it) hands the host to the host rule first, so the scheduler
+    holds the retry and the host's other entries while another host goes on."""
+    crawler = get_crawler(Spider, BASE)
+    scheduler = FrontierScheduler.from_crawler(crawler)
+    link, _ = _opened_link(crawler)
+    assert scheduler.link is link
+    link.queues.offer(_entry("http://a.test/1", 3.0))
+    link.queues.offer(_entry("http://a.test/2", 2.0))
+    link.queues.offer(_entry("http://b.test/1", 1.0))
+    first = link.next_request()
+    assert first is not None and first.url == "http://a.test/1"
+    busy = HtmlResponse(first.url, status=429, headers={"Retry-After": "120"})
+    PushbackMiddleware(link).process_response(first, busy)
+    retry = first.replace(dont_filter=True)
+    assert scheduler.enqueue_request(retry)
+    served = scheduler.next_request()
+    assert served is not None and served.url == "http://b.test/1"  # a.test waits 120 s
+    assert scheduler.next_request() is None and len(scheduler.retries) == 1
+    # when Scrapy gives up, the answer is the frontier's to retry: taken once by the rule
+    event = link.answer(first.meta[META_KEY], response_outcome(busy, 0.01))
+    assert event is not None and event.will_retry
+    state = link.queues.states[group_key("c", "a.test")]
+    assert (state.pauses, state.level) == (1, 1)

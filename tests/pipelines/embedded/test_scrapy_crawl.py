@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hostile_web import HostileWeb
 from kafka import KafkaAdminClient
 from kafka.errors import KafkaError
 from polling import wait_for
@@ -62,14 +63,18 @@ def _stop(job: subprocess.Popen[str]) -> tuple[int, str]:
 
 
 def _scrapy(
-    settings: KafkaSettings, port: int, fetcher_id: str, *extra: str
+    settings: KafkaSettings,
+    port: int,
+    fetcher_id: str,
+    *extra: str,
+    hosts: tuple[str, ...] = HOSTS,
 ) -> subprocess.Popen[str]:
     """`scrapy crawl pages` of the example project, its spider following links itself."""
     t = settings.topics
     topics = {"fetch_events": t.fetch_events, "frontier": t.frontier,
               "fetcher_control": t.fetcher_control, "dead_letter": t.dead_letter,
               "seeds": t.seeds, "fetched": t.fetched}  # fmt: skip
-    resolve = ",".join(f"{h}:{port}:127.0.0.1" for h in HOSTS)
+    resolve = ",".join(f"{h}:{port}:127.0.0.1" for h in hosts)
     args = [sys.executable, "-m", "scrapy", "crawl", "pages", "-a", "follow=1",
             "-s", f"FRONTIERFLOW_BOOTSTRAP_SERVERS={settings.bootstrap_servers}",
             "-s", f"FRONTIERFLOW_FETCHER_ID={fetcher_id}",
@@ -252,3 +257,41 @@ def test_two_scrapy_processes_on_one_frontier_fetch_no_page_twice(
     assert all(st["concurrency"] == 2 and st["concurrency_changes"] == 1 for st in decided)
     # the whole site was crawled: 25 pages per host
     assert sum(1 for u in urls if not u.endswith("/missing.html")) == 25 * len(HOSTS)
+
+
+def test_scrapy_on_a_web_that_pushes_back(
+    kafka_broker: Any, kafka_client: Any, tmp_path: Path
+) -> None:
+    """The hostile web (tests/hostile_web.py), crawled by Scrapy with its own
+    RetryMiddleware on (429 and 503 are in its default retry codes): no request reaches the
+    busy host inside a pause it announced, Scrapy's retries included."""
+    settings = _topics(kafka_client, kafka_broker.bootstrap)
+    ensure_topics(settings)
+    job = _job(settings, tmp_path / "state", ["--strategy", "bfs", "--budget", "1000"])
+    with HostileWeb(busy_burst=3, busy_window_s=4.0, busy_retry_after_s=2, slow_pages=4) as web:
+        try:
+            seed = ["seed", "--bootstrap-servers", settings.bootstrap_servers,
+                    "--topic-seeds", settings.topics.seeds, "--crawl-id", "hostile",
+                    *web.seeds()]  # fmt: skip
+            assert main(seed) == 0
+            crawl = _scrapy(
+                settings,
+                web.port,
+                "s1",
+                "-s",
+                "FRONTIERFLOW_MAX_PAGES=120",
+                "-s",
+                "FRONTIERFLOW_IDLE_EXIT=10",
+                hosts=web.hosts,
+            )
+            stats = _finish(crawl)
+        finally:
+            code, log = _stop(job)
+        assert code == 0, log
+        pauses = web.announced_pauses("busy.test")
+        inside = web.requests_inside_pauses("busy.test")
+        busy_pages = web.pages_served("busy.test")
+    assert pauses, stats  # the busy host pushed back
+    assert inside == [], (inside, pauses)
+    assert stats.get("pushed_back", 0) >= 1, stats
+    assert busy_pages > 3, busy_pages  # more than one burst: crawled on after a pause
