@@ -36,7 +36,6 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTracker
 from apache_beam.io.watermark_estimators import ManualWatermarkEstimator
-from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.core import RestrictionProvider, WatermarkEstimatorProvider
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import MIN_TIMESTAMP, Duration, Timestamp
@@ -59,6 +58,7 @@ from frontierflow.pipelines.beam.kafka_sink import (
     WriteUpdatesToKafka,
     ensure_compacted_topic,
 )
+from frontierflow.pipelines.beam.options import pipeline_options
 from frontierflow.pipelines.beam.replay import beam_strategy, update_frontier
 from frontierflow.pipelines.beam.stream import stream_frontier
 from frontierflow.pipelines.core.step import is_page_answer
@@ -322,7 +322,7 @@ def run_beam_kafka(
     holds now (it waits for its input to end: the clock is one ordered pass)."""
     strategy = beam_strategy(strategy_name, budget=budget, strategy=strategy)
     ends = end_offsets(settings) if until_current_end else None
-    with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline:
+    with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
         build_kafka_pipeline(pipeline, settings, strategy, ends)
 
 
@@ -372,7 +372,7 @@ def run_beam_kafka_stream(
     if state_topic is not None:
         ensure_compacted_topic(settings, state_topic)
     ends = end_offsets(settings) if until_current_end else None
-    pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
+    pipeline = beam.Pipeline(options=pipeline_options(beam_args))
     build_kafka_stream(
         pipeline,
         settings,

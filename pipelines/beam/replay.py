@@ -37,7 +37,6 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam import typehints
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from frontierflow.pipelines.beam.coders import UrlUpdate
 from frontierflow.pipelines.beam.echo_fill import (
@@ -53,6 +52,7 @@ from frontierflow.pipelines.beam.echo_fill import (
 )
 from frontierflow.pipelines.beam.exact_clock import CountCrawledPages, DecideRepeatFetches
 from frontierflow.pipelines.beam.io import ReadFetchEventLog, write_results
+from frontierflow.pipelines.beam.options import pipeline_options
 from frontierflow.pipelines.core.step import (
     LatestChanges,
     apply_messages,
@@ -350,7 +350,7 @@ def run_beam_replay(
     pipeline runs until a round finds the echoes it was given, at most `max_fill_rounds`
     times."""
     strategy = beam_strategy(strategy_name, budget=budget, seed=seed, strategy=strategy)
-    options = PipelineOptions(beam_args or [])
+    options = pipeline_options(beam_args)
     if not fill_echo or strategy.echo_fill is EchoFill.NONE:
         with beam.Pipeline(options=options) as pipeline:
             build_replay(pipeline, log, strategy, out_prefix, seeds=seeds)

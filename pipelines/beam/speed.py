@@ -27,12 +27,12 @@ from typing import Any
 import apache_beam as beam
 from apache_beam import typehints
 from apache_beam.coders import BytesCoder
-from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms import window as beam_window
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 from apache_beam.utils.timestamp import Timestamp
 
 from frontierflow.pipelines.beam.event_time import cheap_state_cache_accounting
+from frontierflow.pipelines.beam.options import pipeline_options
 from frontierflow.pipelines.speed.controllers import decide
 from frontierflow.pipelines.speed.per_fetcher import initial_state, is_late, speed_event_problem
 from frontierflow.pipelines.speed.settings import ControllerSettings
@@ -263,7 +263,7 @@ def run_beam_speed(
 ) -> None:
     """Decisions for a log of events: `<out>-decisions*.jsonl` and `<out>-dead*.jsonl`."""
     items = list(enumerate(events))
-    options = PipelineOptions(beam_args or [])
+    options = pipeline_options(beam_args)
     with beam.Pipeline(runner=runner, options=options) as pipeline:
         log = pipeline | "Log" >> beam.Create(items).with_output_types(
             typehints.Tuple[int, FetchEvent]

@@ -62,7 +62,6 @@ from apache_beam.coders import (
     TupleCoder,
     VarIntCoder,
 )
-from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import (
     ReadModifyWriteStateSpec,
@@ -86,6 +85,7 @@ from frontierflow.pipelines.beam.event_time import (
     with_through,
 )
 from frontierflow.pipelines.beam.io import ReadFetchEventLog, write_results
+from frontierflow.pipelines.beam.options import pipeline_options
 from frontierflow.pipelines.beam.replay import apply_encoded, beam_strategy
 from frontierflow.pipelines.beam.routing import AttachClock
 from frontierflow.pipelines.beam.running_clock import WindowedCrawlClock
@@ -436,5 +436,5 @@ def run_beam_stream_replay(
     """Run the unbounded form over a log with the given pipeline options and wait for it;
     `strategy`, when given, is used as it is (as in `beam.replay.run_beam_replay`)."""
     strategy = beam_strategy(strategy_name, budget=budget, seed=seed, strategy=strategy)
-    with beam.Pipeline(options=PipelineOptions(beam_args or [])) as pipeline:
+    with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
         build_stream_replay(pipeline, log, strategy, out_prefix, windows)
