@@ -21,10 +21,12 @@ def _with_ieca_plus_echo(case: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     routing reads them instead of taking every parent for a starting page."""
     write_ieca_log = case.write_log
 
-    def write_log(path: Path, events: int = 300) -> list[dict[str, Any]]:
+    def write_log(
+        path: Path, events: int = 300, deferred: tuple[int, ...] = ()
+    ) -> list[dict[str, Any]]:
         records = [
             {**r, "echo": {ECHO_DISTANCE if k == "ieca.d" else k: v for k, v in r["echo"].items()}}
-            for r in write_ieca_log(path, events)
+            for r in write_ieca_log(path, events, deferred)
         ]
         assert sum(ECHO_DISTANCE in r["echo"] for r in records) > events // 2
         write_container(path, "FetchEvent", records)
