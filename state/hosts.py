@@ -21,6 +21,11 @@ The rules (defaults of `HostPolicy`):
   asked for again) counts as one page of its group in its crawl cycle; a later cycle
   starts the count again.
 - A robots.txt Crawl-delay the fetcher saw becomes the group's delay between requests.
+
+A client of the frontier may set a group's state directly (`set_by_client`: the URL
+Frontier API's `BlockQueueUntil`, `SetDelay` and `SetCrawlLimit`): a block is a pause
+with the reason "blocked", a delay replaces the robots.txt one until the next robots.txt
+says otherwise, and a page limit of the group's own stands before the policy's.
 """
 
 from __future__ import annotations
@@ -127,6 +132,8 @@ class HostState:
     last_fetch_at: int = 0
     pauses: int = 0
     """Pauses begun, over the crawl (for reports)."""
+    page_limit: int = 0
+    """Pages of the group per crawl cycle, as a client set it; 0: the policy's limit."""
 
     def next_allowed(self) -> int:
         """When the group may be asked again (epoch ms)."""
@@ -212,7 +219,34 @@ def host_after_fetch(
         pages=pages,
         last_fetch_at=max(s.last_fetch_at, at),
         pauses=pauses,
+        page_limit=s.page_limit,
     )
+
+
+def set_by_client(
+    state: HostState | None,
+    *,
+    blocked_until_ms: int | None = None,
+    delay_ms: int | None = None,
+    page_limit: int | None = None,
+) -> HostState:
+    """The group's state after a client's word (each None: unchanged). A block replaces
+    the pause, whatever began it (0 lifts it); a delay replaces the group's delay; a page
+    limit of 0 hands the group back to the policy's."""
+    s = state if state is not None else _NONE_YET
+    if blocked_until_ms is not None:
+        if blocked_until_ms < 0:
+            raise ValueError(f"a block ends at an epoch time >= 0, got {blocked_until_ms}")
+        s = replace(s, paused_until=blocked_until_ms, reason="blocked" if blocked_until_ms else "")
+    if delay_ms is not None:
+        if delay_ms < 0:
+            raise ValueError(f"a delay is >= 0 ms, got {delay_ms}")
+        s = replace(s, delay_ms=delay_ms)
+    if page_limit is not None:
+        if page_limit < 0:
+            raise ValueError(f"a page limit is >= 0 (0: the policy's), got {page_limit}")
+        s = replace(s, page_limit=page_limit)
+    return s
 
 
 _NONE_YET = HostState()
@@ -243,11 +277,15 @@ HostStates = Callable[[str], "HostState | None"]
 
 
 def answer_updates(
-    states: HostStates, event: FetchEvent, policy: HostPolicy = DEFAULT_POLICY
+    states: HostStates,
+    event: FetchEvent,
+    policy: HostPolicy = DEFAULT_POLICY,
+    group: str | None = None,
 ) -> list[tuple[str, HostState]]:
-    """The (key, new state) pairs one FetchEvent makes: its queue group's, through
-    `host_after_fetch`, and its registered domain's page count when domains have a limit.
-    The job and the fetchers call this one function."""
+    """The (key, new state) pairs one FetchEvent makes: its queue group's (`group`, by
+    default the event's host), through `host_after_fetch`, and its registered domain's
+    page count when domains have a limit. The job and the fetchers call this one
+    function."""
     report = HostReport(
         fetched_at=event.fetched_at,
         status=event.status,
@@ -255,7 +293,7 @@ def answer_updates(
         retry_after_ms=event.retry_after_ms,
         crawl_delay_ms=event.crawl_delay_ms,
     )
-    key = group_key(event.crawl_id, event.host)
+    key = group_key(event.crawl_id, event.host if group is None else group)
     out = [(key, host_after_fetch(states(key), report, key, policy))]
     if policy.domain_page_limit is not None:
         dkey = domain_key(event.crawl_id, registered_domain(event.host))
@@ -278,7 +316,7 @@ def held_until(
     if state is not None:
         if state.paused(now_ms):
             return state.paused_until
-        if state.exhausted(policy.host_page_limit, cycle):
+        if state.exhausted(state.page_limit or policy.host_page_limit, cycle):
             return 0
     if policy.domain_page_limit is not None:
         domain = states(domain_key(crawl_id, registered_domain(host)))
@@ -316,8 +354,10 @@ def domain_key(crawl_id: str, domain: str) -> str:
 
 # --------------------------------------------------------------------------- encoding
 
-_VERSION = 1
-_LAYOUT = struct.Struct(">BqqIIIiIIB")
+_VERSION = 2
+_LAYOUT = struct.Struct(">BqqIIIiIIIB")
+_LAYOUT_V1 = struct.Struct(">BqqIIIiIIB")
+"""Version 1 had no `page_limit` (read as 0)."""
 
 
 def encode_host_state(s: HostState) -> bytes:
@@ -335,6 +375,7 @@ def encode_host_state(s: HostState) -> bytes:
                 s.cycle,
                 s.pages,
                 s.pauses,
+                s.page_limit,
                 len(reason),
             )
             + reason
@@ -345,23 +386,30 @@ def encode_host_state(s: HostState) -> bytes:
 
 def decode_host_state(raw: bytes) -> HostState:
     """`encode_host_state` back; `StateCodecError` for anything else."""
-    if len(raw) < _LAYOUT.size:
+    version = raw[0] if raw else None
+    if version == _VERSION:
+        layout = _LAYOUT
+    elif version == 1:
+        layout = _LAYOUT_V1
+    else:
+        raise StateCodecError(f"HostState version {version} is not 1 or {_VERSION}")
+    if len(raw) < layout.size:
         raise StateCodecError(f"HostState of {len(raw)} bytes is truncated")
-    (version, paused, last, delay, level, failures, cycle, pages, pauses, n) = _LAYOUT.unpack_from(
-        raw
-    )
-    if version != _VERSION:
-        raise StateCodecError(f"HostState version {version} is not {_VERSION}")
-    if len(raw) != _LAYOUT.size + n:
+    fields = layout.unpack_from(raw)
+    (_, paused, last, delay, level, failures, cycle, pages, pauses) = fields[:9]
+    page_limit = fields[9] if layout is _LAYOUT else 0
+    n = fields[-1]
+    if len(raw) != layout.size + n:
         raise StateCodecError("HostState reason length does not match")
     return HostState(
         paused_until=paused,
         delay_ms=delay,
         level=level,
         failures=failures,
-        reason=raw[_LAYOUT.size :].decode(),
+        reason=raw[layout.size :].decode(),
         cycle=cycle,
         pages=pages,
         last_fetch_at=last,
         pauses=pauses,
+        page_limit=page_limit,
     )

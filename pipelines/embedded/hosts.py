@@ -21,15 +21,23 @@ HOST_PREFIX = b"host\x00"
 `HostState`: the prefix, then `state.hosts.group_key` (or `domain_key`)."""
 
 
+def host_store_key(key: str) -> bytes:
+    """The meta-family key of the host state `key` (`group_key` or `domain_key`)."""
+    return HOST_PREFIX + key.encode()
+
+
+def host_states(store: StateStore) -> dict[str, HostState]:
+    """Every host state in `store`, by `group_key` (or `domain_key`)."""
+    return {
+        key[len(HOST_PREFIX) :].decode(): decode_host_state(value)
+        for key, value in store.items(META_FAMILY)
+        if key.startswith(HOST_PREFIX)
+    }
+
+
 def paused_groups(store: StateStore) -> dict[str, int]:
     """Queue group key → the end of its last pause, for every group ever paused."""
-    out: dict[str, int] = {}
-    for key, value in store.items(META_FAMILY):
-        if key.startswith(HOST_PREFIX):
-            state = decode_host_state(value)
-            if state.paused_until:
-                out[key[len(HOST_PREFIX) :].decode()] = state.paused_until
-    return out
+    return {key: s.paused_until for key, s in host_states(store).items() if s.paused_until}
 
 
 def hold_paused(

@@ -35,7 +35,7 @@ from frontierflow.pipelines.core.strategy import (
     Message,
     Queued,
 )
-from frontierflow.pipelines.embedded.hosts import HOST_PREFIX
+from frontierflow.pipelines.embedded.hosts import host_store_key
 from frontierflow.pipelines.speed.per_fetcher import (
     counts_for_speed,
     flush,
@@ -216,7 +216,7 @@ class Step(Generic[S]):
 
     def host_state(self, key: str) -> HostState | None:
         if key not in self.hosts:
-            raw = self.txn.get(META_FAMILY, HOST_PREFIX + key.encode())
+            raw = self.txn.get(META_FAMILY, host_store_key(key))
             self.hosts[key] = None if raw is None else decode_host_state(raw)
         return self.hosts[key]
 
@@ -350,7 +350,7 @@ class Step(Generic[S]):
             self.txn.put_many(
                 META_FAMILY,
                 (
-                    (HOST_PREFIX + key.encode(), encode_host_state(state))
+                    (host_store_key(key), encode_host_state(state))
                     for key, state in self.hosts.items()
                     if state is not None
                 ),

@@ -35,24 +35,29 @@ from frontierflow.connectors.urlfrontier.convert import (
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.pipelines.core.validate import Limits, checked
 from frontierflow.pipelines.embedded.engine import Engine
+from frontierflow.pipelines.embedded.hosts import host_store_key
 from frontierflow.pipelines.urlfrontier.queues import QueueStats
 from frontierflow.pipelines.urlfrontier.records import FrontierRecords, Op, RecordSink
 from frontierflow.schemas.records import FetchEvent
-from frontierflow.state.store import StateStore
+from frontierflow.state.hosts import (
+    DEFAULT_POLICY,
+    HostPolicy,
+    answer_updates,
+    group_key,
+    set_by_client,
+)
+from frontierflow.state.store import META_FAMILY, StateStore
 from frontierflow.state.urlfrontier import (
     FAMILIES,
     PENDING_FAMILY,
-    QUEUES_FAMILY,
     URLS_FAMILY,
     PendingOutlinks,
-    QueueSettings,
     UrlRecord,
     UrlStatus,
     crawl_key,
     decode_pending,
     decode_url_record,
     encode_pending,
-    encode_queue_settings,
     encode_url_record,
 )
 
@@ -71,6 +76,8 @@ class FrontierSettings:
     """What ListNodes answers: this server's address."""
     items: ItemLimits = field(default_factory=ItemLimits)
     events: Limits = field(default_factory=Limits)
+    hosts: HostPolicy = DEFAULT_POLICY
+    """The host rule applied to each queue's reports (`state.hosts`)."""
 
     def __post_init__(self) -> None:
         if self.default_lock_s < 1:
@@ -120,6 +127,7 @@ class Frontier:
         self.active = True
         self.store = store
         self.records = FrontierRecords(store)
+        self.records.index.policy = self.settings.hosts
         self.strategy = strategy
         self._start(strategy)
         self._load()
@@ -212,6 +220,7 @@ class Frontier:
                 **_after_report(record, refetchable_from, fresh=True),
             )
             ops: list[Op] = [(URLS_FAMILY, key, encode_url_record(updated))]
+            ops += self._host_ops(valid, record.queue)
             if raw_group is not None:
                 ops.append((PENDING_FAMILY, group_key, None))
             children = self.records.release_children(item.crawl_id, item.url, outlinks, ops)
@@ -293,10 +302,11 @@ class Frontier:
                 for (c, parent) in self.records.pending_since
                 if c == crawl_id and (key is None or parent in removed)
             ]
+            prefix = group_key(crawl_id, "")
             ops += [
-                (QUEUES_FAMILY, crawl_key(crawl_id, name), None)
-                for (c, name) in self.records.index.settings
-                if c == crawl_id and (key is None or name == key)
+                (META_FAMILY, host_store_key(name), None)
+                for name in self.records.index.hosts
+                if (name.startswith(prefix) if key is None else name == group_key(crawl_id, key))
             ]
             self.records.write(ops)
             return len(urls)
@@ -317,14 +327,26 @@ class Frontier:
             self.records.write([(URLS_FAMILY, crawl_key(crawl_id, u), None) for u in urls])
             return len(urls)
 
-    def set_queue(self, crawl_id: str, key: str, **changes: Any) -> None:
-        """Change a queue's settings (the empty key: the crawl's defaults)."""
+    def set_queue(
+        self,
+        crawl_id: str,
+        key: str,
+        blocked_until_s: int | None = None,
+        delay_s: int | None = None,
+        crawl_limit: int | None = None,
+    ) -> None:
+        """A client's word on a queue, written to its host state (`state.hosts.set_by_client`;
+        the empty key holds the crawl's default delay): blocked until an epoch second (0:
+        not), a delay between servings, a page limit per cycle (0: the policy's)."""
         with self.lock:
-            current = self.records.index.settings.get((crawl_id, key), QueueSettings())
-            new = replace(current, **changes)
-            self.records.write(
-                [(QUEUES_FAMILY, crawl_key(crawl_id, key), encode_queue_settings(new))]
+            gkey = group_key(crawl_id, key)
+            state = set_by_client(
+                self.records.index.hosts.get(gkey),
+                blocked_until_ms=None if blocked_until_s is None else blocked_until_s * 1000,
+                delay_ms=None if delay_s is None else delay_s * 1000,
+                page_limit=crawl_limit,
             )
+            self.records.write([self.records.host_op(gkey, state)])
 
     # ------------------------------------------------------------------ reading URLs
     def url_record(self, crawl_id: str, url: str) -> UrlRecord | None:
@@ -340,6 +362,13 @@ class Frontier:
         return (u for u in urls if match(u))
 
     # ------------------------------------------------------------------ internals
+    def _host_ops(self, event: FetchEvent, queue: str) -> list[Op]:
+        """The host rule applied to a report, in the queue's host state (the service's
+        unit of politeness is the queue; StormCrawler names queues by host)."""
+        hosts = self.records.index.hosts
+        updates = answer_updates(hosts.get, event, self.settings.hosts, group=queue)
+        return [self.records.host_op(k, state) for k, state in updates]
+
     def _takes_outlinks(self, crawl_id: str, parent: str, now: float) -> bool:
         """Whether outlinks naming `parent` still wait for its report: it is unknown, or
         its report for the cycle it will be fetched in has not come yet."""
@@ -367,8 +396,8 @@ class Frontier:
             RecordSink(self.records),
             source_name="urlfrontier",
             limits=self.settings.events,
+            hosts=None,  # the service applies the host rule per queue (`_host_ops`)
         )
-        self.records.index.paused = self.engine.paused  # the host rule's pauses, read live
 
     def _report(self, event: FetchEvent, ops: list[Op]) -> None:
         """Apply a page's FetchEvent, with `ops`, as one committed step."""

@@ -1,6 +1,7 @@
 """The URL Frontier service's schedule, in memory: per crawl and queue the URLs' priorities
 in a heap, the URLs in flight (locked until `delay_requestable` passes), when the queue last
-served, and the queues' settings.
+served, and the host rule's state of every queue (`state.hosts`: what the reports said of
+it, what clients set with `BlockQueueUntil`, `SetDelay` and `SetCrawlLimit`).
 
 Nothing here is written to the store. The `Frontier` (`frontier.py`) rebuilds the index from
 its records on start and `FrontierRecords` (`records.py`) updates it after every commit, so
@@ -11,12 +12,12 @@ restart. Callers hold the frontier's lock.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from frontierflow.state.hosts import group_key
-from frontierflow.state.urlfrontier import QueueSettings, UrlRecord, UrlStatus
+from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy, HostState, group_key, held_until
+from frontierflow.state.urlfrontier import UrlRecord, UrlStatus
 
 
 class Slot(NamedTuple):
@@ -35,8 +36,6 @@ class Queue:
     inflight: dict[str, float] = field(default_factory=dict)
     """URL → second until which it is locked."""
     last_served: float = float("-inf")
-    fetched: int = 0
-    """URLs reported fetched (DONE or REVISIT), for the crawl limit."""
     done: int = 0
     """URLs that will not be fetched again."""
 
@@ -51,19 +50,18 @@ class QueueStats:
 
 
 class QueueIndex:
-    """The queues of every crawl, their URLs and settings; see the module docstring."""
+    """The queues of every crawl, their URLs and host states; see the module docstring."""
 
     def __init__(self) -> None:
         self.crawls: dict[str, dict[str, Queue]] = {}
         self.queue_of: dict[tuple[str, str], str] = {}
         """(crawl id, URL) → the name of its queue."""
-        self.settings: dict[tuple[str, str], QueueSettings] = {}
-        """(crawl id, queue name) → what a client set; the empty name: the crawl's defaults."""
-        self.paused: Mapping[str, int] = {}
-        """`state.hosts.group_key(crawl id, host)` → the end of the host's last pause (epoch
-        ms), as the frontier's host rule set it from the pages reported (a 429 or 503 in
-        `fetch.statusCode`, a run of failures): the engine's, read here. A queue named by
-        its host (StormCrawler's default) does not serve while its host is paused."""
+        self.hosts: dict[str, HostState] = {}
+        """`state.hosts.group_key(crawl id, queue name)` → the queue's host state, as
+        committed: the host rule applied to its reports (a 429 or 503 in
+        `fetch.statusCode`, a run of failures pause it; pages count against its limit)
+        and what clients set. The empty queue name holds a crawl's default delay."""
+        self.policy: HostPolicy = DEFAULT_POLICY
         self._seq = 0
 
     def queues_of(self, crawl_id: str) -> dict[str, Queue]:
@@ -82,7 +80,6 @@ class QueueIndex:
         if old is not None:
             queue = self.crawls[crawl_id][old]
             slot = queue.slots.pop(url)
-            queue.fetched -= slot.status is not UrlStatus.QUEUED
             queue.done -= slot.status is UrlStatus.DONE
             if not queue.slots:
                 del self.crawls[crawl_id][old]
@@ -94,7 +91,6 @@ class QueueIndex:
         slot = Slot(record.priority, record.status, record.refetch_at, record.created)
         queue.slots[url] = slot
         self.queue_of[(crawl_id, url)] = record.queue
-        queue.fetched += slot.status is not UrlStatus.QUEUED
         queue.done += slot.status is UrlStatus.DONE
         if slot.priority is not None and slot.status is not UrlStatus.DONE:
             self._seq += 1
@@ -201,28 +197,32 @@ class QueueIndex:
             self._seq += 1
             heapq.heappush(queue.heap, (-slot.priority, self._seq, url))
 
-    def _settings_of(self, crawl_id: str, name: str) -> tuple[QueueSettings, int]:
-        settings = self.settings.get((crawl_id, name), QueueSettings())
-        default = self.settings.get((crawl_id, ""), QueueSettings())
-        delay = settings.delay if settings.delay is not None else (default.delay or 0)
-        return settings, delay
+    def _delay_s(self, crawl_id: str, state: HostState | None) -> float:
+        """Seconds between two servings of a queue: its own delay, else the crawl's."""
+        if state is not None and state.delay_ms:
+            return state.delay_ms / 1000
+        default = self.hosts.get(group_key(crawl_id, ""))
+        return 0.0 if default is None else default.delay_ms / 1000
 
     def _queue_open(self, crawl_id: str, name: str, queue: Queue, now: float) -> bool:
-        """Whether the queue may serve now: not blocked, its delay since it last served
-        passed, its crawl limit not reached."""
-        settings, delay = self._settings_of(crawl_id, name)
-        if settings.blocked_until > now or now < queue.last_served + delay:
+        """Whether the queue may serve now: its delay since it last served passed, and the
+        host rule lets it be asked (not paused or blocked, its pages for the cycle it
+        counts in not spent: `state.hosts.held_until`)."""
+        state = self.hosts.get(group_key(crawl_id, name))
+        if now < queue.last_served + self._delay_s(crawl_id, state):
             return False
-        if self._host_paused(crawl_id, name, now):
-            return False
-        return not (settings.crawl_limit and queue.fetched >= settings.crawl_limit)
+        if state is None and self.policy.domain_page_limit is None:
+            return True
+        cycle = 0 if state is None else state.cycle
+        now_ms = int(now * 1000)
+        return held_until(self.hosts.get, crawl_id, name, cycle, now_ms, self.policy) is None
 
-    def _host_paused(self, crawl_id: str, name: str, now: float) -> bool:
-        return bool(self.paused) and self.paused.get(group_key(crawl_id, name), 0) > now * 1000
+    def _paused(self, crawl_id: str, name: str, now: float) -> bool:
+        state = self.hosts.get(group_key(crawl_id, name))
+        return state is not None and state.paused(int(now * 1000))
 
     def _queue_active(self, crawl_id: str, name: str, queue: Queue, now: float) -> bool:
         """Active: holds URLs not completed and is not blocked (due or not)."""
-        settings, _ = self._settings_of(crawl_id, name)
-        if settings.blocked_until > now or self._host_paused(crawl_id, name, now):
+        if self._paused(crawl_id, name, now):
             return False
         return any(s.status is not UrlStatus.DONE for s in queue.slots.values())

@@ -18,8 +18,16 @@ from dataclasses import replace
 from types import TracebackType
 
 from frontierflow.connectors.base import Sink
+from frontierflow.pipelines.embedded.hosts import HOST_PREFIX, host_states, host_store_key
 from frontierflow.pipelines.urlfrontier.queues import QueueIndex
 from frontierflow.schemas.records import DeadLetter, FrontierChange, FrontierEntry
+from frontierflow.state.hosts import (
+    HostState,
+    decode_host_state,
+    encode_host_state,
+    group_key,
+    set_by_client,
+)
 from frontierflow.state.store import META_FAMILY, StateStore, Transaction
 from frontierflow.state.urlfrontier import (
     PENDING_FAMILY,
@@ -70,14 +78,36 @@ class FrontierRecords:
                     orphans.setdefault(crawl_id, []).append(url)
                 else:
                     waiting.append((crawl_id, url, record.waiting_for))
-        for key, value in self.store.items(QUEUES_FAMILY):
-            self.index.settings[split_crawl_key(key)] = decode_queue_settings(value)
+        self.index.hosts = host_states(self.store)
+        self._migrate_queue_settings()
         for key, value in self.store.items(PENDING_FAMILY):
             self.pending_since[split_crawl_key(key)] = decode_pending(value).since_ms
         for crawl_id, url, parent in waiting:
             if (crawl_id, parent) not in self.pending_since:
                 orphans.setdefault(crawl_id, []).append(url)
         return orphans
+
+    def _migrate_queue_settings(self) -> None:
+        """Queue settings kept apart by an older version become host states, once."""
+        ops: list[Op] = []
+        for key, value in self.store.items(QUEUES_FAMILY):
+            crawl_id, name = split_crawl_key(key)
+            old = decode_queue_settings(value)
+            gkey = group_key(crawl_id, name)
+            state = set_by_client(
+                self.index.hosts.get(gkey),
+                blocked_until_ms=old.blocked_until * 1000 or None,
+                delay_ms=None if old.delay is None else old.delay * 1000,
+                page_limit=old.crawl_limit or None,
+            )
+            ops += [(META_FAMILY, host_store_key(gkey), encode_host_state(state)),
+                    (QUEUES_FAMILY, key, None)]  # fmt: skip
+        if ops:
+            self.write(ops)
+
+    def host_op(self, key: str, state: HostState) -> Op:
+        """The write of host state `key` (`state.hosts.group_key`)."""
+        return (META_FAMILY, host_store_key(key), encode_host_state(state))
 
     def get(self, key: bytes) -> UrlRecord | None:
         raw = self.store.get(URLS_FAMILY, key)
@@ -164,12 +194,12 @@ class FrontierRecords:
             crawl_id, url = split_crawl_key(key)
             self.index.index(crawl_id, url, None if raw is None else decode_url_record(raw))
         for family, key, value in ops:
-            if family == QUEUES_FAMILY:
-                name = split_crawl_key(key)
+            if family == META_FAMILY and key.startswith(HOST_PREFIX):
+                name = key[len(HOST_PREFIX) :].decode()
                 if value is None:
-                    self.index.settings.pop(name, None)
+                    self.index.hosts.pop(name, None)
                 else:
-                    self.index.settings[name] = decode_queue_settings(value)
+                    self.index.hosts[name] = decode_host_state(value)
             elif family == PENDING_FAMILY:
                 name = split_crawl_key(key)
                 if value is None:

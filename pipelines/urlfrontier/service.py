@@ -120,12 +120,12 @@ class URLFrontierService(pb_grpc.URLFrontierServicer):
         crawl_id = _crawl(request.crawlID, context)
         if not request.key:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "BlockQueueUntil needs a queue key")
-        self.frontier.set_queue(crawl_id, request.key, blocked_until=request.time)
+        self.frontier.set_queue(crawl_id, request.key, blocked_until_s=request.time)
         return pb.Empty()
 
     def SetDelay(self, request: pb.QueueDelayParams, context: grpc.ServicerContext) -> pb.Empty:
         crawl_id = _crawl(request.crawlID, context)
-        self.frontier.set_queue(crawl_id, request.key, delay=request.delay_requestable)
+        self.frontier.set_queue(crawl_id, request.key, delay_s=request.delay_requestable)
         return pb.Empty()
 
     def SetCrawlLimit(

@@ -18,9 +18,11 @@ from frontierflow.state.hosts import (
     count_page,
     decode_host_state,
     encode_host_state,
+    held_until,
     host_after_fetch,
     jitter_factor,
     parse_retry_after,
+    set_by_client,
 )
 
 NO_JITTER = HostPolicy(jitter=0.0)
@@ -162,6 +164,7 @@ def test_encoding_round_trips_and_refuses_garbage() -> None:
         pages=41,
         last_fetch_at=1_700_000_000_000,
         pauses=7,
+        page_limit=50,
     )
     assert decode_host_state(encode_host_state(s)) == s
     assert decode_host_state(encode_host_state(HostState())) == HostState()
@@ -172,3 +175,47 @@ def test_encoding_round_trips_and_refuses_garbage() -> None:
         decode_host_state(b"\x09" + raw[1:])
     with pytest.raises(StateCodecError):
         decode_host_state(raw + b"x")
+
+
+def test_a_version_1_state_reads_with_no_page_limit_of_its_own() -> None:
+    # version 1: the same fields without page_limit, written by hand
+    import struct
+
+    raw = struct.pack(">BqqIIIiIIB", 1, 15_000, 10_000, 2_000, 1, 0, 3, 9, 1, 3) + b"429"
+    assert decode_host_state(raw) == HostState(
+        paused_until=15_000,
+        delay_ms=2_000,
+        level=1,
+        reason="429",
+        cycle=3,
+        pages=9,
+        last_fetch_at=10_000,
+        pauses=1,
+    )
+
+
+def test_a_clients_word_sets_block_delay_and_limit() -> None:
+    # a host paused by a 429 until 17 s, then blocked by a client until 5 s: the client's
+    # block replaces the pause (the client knows better), and 0 lifts it
+    s = fold([HostReport(2_000, 429, retry_after_ms=15_000)])
+    blocked = set_by_client(s, blocked_until_ms=5_000)
+    assert (blocked.paused_until, blocked.reason, blocked.level) == (5_000, "blocked", 1)
+    assert set_by_client(blocked, blocked_until_ms=0).paused_until == 0
+    assert set_by_client(None, delay_ms=20_000).delay_ms == 20_000
+    assert set_by_client(s) == s
+    with pytest.raises(ValueError):
+        set_by_client(None, page_limit=-1)
+
+
+def test_a_groups_own_page_limit_stands_before_the_policys_and_survives_answers() -> None:
+    policy = HostPolicy(jitter=0.0, host_page_limit=10)
+    states: dict[str, HostState] = {}
+    key = "c\x00a.test"
+    states[key] = set_by_client(None, page_limit=2)
+    for t in (1, 2):
+        states[key] = host_after_fetch(states[key], HostReport(t, 200), key, policy)
+    assert states[key].page_limit == 2 and states[key].pages == 2
+    assert held_until(states.get, "c", "a.test", 0, 3, policy) == 0  # spent at 2, not 10
+    states[key] = set_by_client(states[key], page_limit=0)  # back to the policy's 10
+    assert held_until(states.get, "c", "a.test", 0, 3, policy) is None
+    assert held_until(states.get, "c", "a.test", 1, 3, policy) is None  # a new cycle

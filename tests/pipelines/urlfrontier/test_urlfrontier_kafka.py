@@ -28,8 +28,10 @@ DEADLINE_S = 60
 A = "https://a.example/"
 
 
-def _item(url: str, parent: str | None = None) -> Any:
+def _item(url: str, parent: str | None = None, status: int | None = None) -> Any:
     meta = {"url.path": pb.StringList(values=[parent])} if parent else {}
+    if status is not None:
+        meta["fetch.statusCode"] = pb.StringList(values=[str(status)])
     return checked_info(pb.URLInfo(url=url, metadata=meta), ItemLimits())
 
 
@@ -71,6 +73,11 @@ def test_priorities_come_back_from_the_live_job(
             assert served == [A + "x", A + "y"]
             wait_for(lambda: seen.events == 1, "the job to count the page", DEADLINE_S)
             assert seen.duplicates == 0
+            # the host rule is the service's too with the strategy on Kafka: a 503 pauses
+            # the queue (60 s ± 10 %), which is then no longer active
+            assert frontier.queues("DEFAULT", include_inactive=False) == ["a.example"]
+            assert frontier.put_known(_item(A + "x", status=503), 0).ok
+            assert frontier.queues("DEFAULT", include_inactive=False) == []
         finally:
             stop.set()
             job.join(DEADLINE_S)

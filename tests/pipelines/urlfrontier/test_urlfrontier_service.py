@@ -21,11 +21,22 @@ import pytest
 
 from frontierflow.connectors.urlfrontier import urlfrontier_pb2 as pb
 from frontierflow.connectors.urlfrontier import urlfrontier_pb2_grpc as pb_grpc
+from frontierflow.pipelines.embedded.hosts import host_store_key
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.pipelines.urlfrontier.frontier import Frontier, FrontierSettings
 from frontierflow.pipelines.urlfrontier.service import MAX_MESSAGE_BYTES, serve
+from frontierflow.state.hosts import decode_host_state, group_key
 from frontierflow.state.rocksdb import RocksDBStore
-from frontierflow.state.urlfrontier import URLS_FAMILY, UrlRecord, crawl_key, encode_url_record
+from frontierflow.state.store import META_FAMILY
+from frontierflow.state.urlfrontier import (
+    QUEUES_FAMILY,
+    URLS_FAMILY,
+    QueueSettings,
+    UrlRecord,
+    crawl_key,
+    encode_queue_settings,
+    encode_url_record,
+)
 
 T0 = 1_700_000_000.0
 
@@ -415,3 +426,46 @@ def test_a_record_whose_seed_step_was_lost_is_seeded_on_start(tmp_path: Path) ->
         assert [frontier.url_record("DEFAULT", u).priority for u in (A, A + "x")] == [1.0, 1.0]
         served = frontier.get_urls(None, "", 0, 0, 0)
         assert sorted(s.url for s in served) == [A, A + "x"]
+
+
+def test_queue_controls_are_the_host_rules_state_and_survive_a_restart(tmp_path: Path) -> None:
+    """BlockQueueUntil, SetDelay and SetCrawlLimit write the queue's host state (the one
+    the host rule keeps from the reports, `state.hosts`), in the store: a restarted service
+    still holds the block, the delay and the limit; and a queue setting kept apart by an
+    older version is turned into host state on start."""
+    strat = build_strategy("opic", budget=1000)
+    path = tmp_path / "state"
+    clock = Clock()
+    store = RocksDBStore(path, Frontier.families_for(strat))
+    frontier = Frontier(strat, store, FrontierSettings(), clock)
+    frontier.set_queue("DEFAULT", "a.example", blocked_until_s=int(T0) + 50)
+    frontier.set_queue("DEFAULT", "b.example", delay_s=20, crawl_limit=3)
+    frontier.set_queue("DEFAULT", "", delay_s=5)
+    # an older version's QueueSettings of c.example: blocked until T0 + 80 s, limit 2
+    with store.transaction() as txn:
+        txn.put(
+            QUEUES_FAMILY,
+            crawl_key("DEFAULT", "c.example"),
+            encode_queue_settings(QueueSettings(blocked_until=int(T0) + 80, crawl_limit=2)),
+        )
+    store.close()
+
+    store = RocksDBStore(path, Frontier.families_for(strat))
+    try:
+        frontier = Frontier(strat, store, FrontierSettings(), clock)
+        hosts = frontier.records.index.hosts
+        a = hosts[group_key("DEFAULT", "a.example")]
+        assert (a.paused_until, a.reason) == ((int(T0) + 50) * 1000, "blocked")
+        b = hosts[group_key("DEFAULT", "b.example")]
+        assert (b.delay_ms, b.page_limit, b.paused_until) == (20_000, 3, 0)
+        assert hosts[group_key("DEFAULT", "")].delay_ms == 5_000
+        c = hosts[group_key("DEFAULT", "c.example")]
+        assert (c.paused_until, c.page_limit) == ((int(T0) + 80) * 1000, 2)
+        assert list(store.items(QUEUES_FAMILY)) == []  # turned into host state once
+        raw = store.get(META_FAMILY, host_store_key(group_key("DEFAULT", "b.example")))
+        assert raw is not None and decode_host_state(raw) == b
+        # a deleted crawl takes its host states along
+        frontier.delete("DEFAULT", None)
+        assert not [k for k in frontier.records.index.hosts if k.startswith("DEFAULT\x00")]
+    finally:
+        store.close()
