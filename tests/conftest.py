@@ -425,7 +425,7 @@ def recorded_speed_events(tmp_path: Path) -> list[FetchEvent]:
     trace_file = tmp_path / "recorded" / "trace"
     trace_file.parent.mkdir()
     trace_file.write_text("0 2\n5 0.5\n10 3\n15 1\n")
-    _, control = make_controller(settings_for("seed003"))
+    _, control = make_controller(settings_for("hypothesis"))
     sim = SimSettings(duration_s=90.0)
     result = simulate_fetcher(read_trace(trace_file), control, 4, sim)  # type: ignore[arg-type]
     events = result.events + [

@@ -63,11 +63,12 @@ class LiveJob:
 def start_seeded_lafc(
     settings: KafkaSettings, state_dir: Path, seeds: list[str], crawl_id: str
 ) -> LiveJob:
-    """LAFC on "socket tcp" (control threshold 0.3, seed 1) with seed 003's speed controller
-    on 1 s windows, started, and `seeds` sent through `frontierflow seed`."""
+    """LAFC on "socket tcp" (control threshold 0.3, seed 1) with the statistical-hypothesis
+    speed controller on 1 s windows, started, and `seeds` sent through `frontierflow
+    seed`."""
     strategy = Lafc(Topic.parse("socket tcp"), LafcSettings(control_threshold=0.3, seed=1))
     options = LiveOptions(
-        step_size=200, poll_timeout_ms=50, speed=settings_for("seed003", window_ms=1000)
+        step_size=200, poll_timeout_ms=50, speed=settings_for("hypothesis", window_ms=1000)
     )
     job = LiveJob.start(settings, strategy, state_dir, options)
     seed = ["seed", "--bootstrap-servers", settings.bootstrap_servers,

@@ -1,7 +1,7 @@
-"""`frontierflow bench`, `bench-kafka`, `bench-beam`, `bench-shard-state`, `bench-warc`,
-`bench-foragers`: throughput of the embedded engine with RocksDB state, of Kafka →
-frontierflow → Kafka, of one log on the Beam runners, the costs of the Beam form's shard
-state as a shard grows, of reading a WARC, and of the forager fleet operator."""
+"""`frontierflow bench [engine|kafka|beam|warc|urlfrontier|foragers|shard-state]`: throughput
+of the embedded engine with RocksDB state (the default), of Kafka → frontierflow → Kafka, of
+one log on the Beam runners, of reading a WARC, of the URL Frontier service, of the forager
+fleet operator, and the costs of the Beam form's shard state as a shard grows."""
 
 from __future__ import annotations
 
@@ -11,12 +11,55 @@ from pathlib import Path
 from typing import Any
 
 from frontierflow.pipelines.cli.common import csv_list
+from frontierflow.pipelines.cli.groups import Command, add_group
+from frontierflow.pipelines.cli.urlfrontier import STRATEGIES as URLFRONTIER_STRATEGIES
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
-    bp = sub.add_parser(
-        "bench", help="IECA throughput with RocksDB state vs pass-through and raw fastavro"
+    engine = Command(
+        "IECA throughput with RocksDB state vs pass-through and raw fastavro",
+        _engine_arguments,
+        bench,
     )
+    add_group(
+        sub,
+        "bench",
+        "benchmarks: engine (default), kafka, beam, warc, urlfrontier, foragers, shard-state",
+        engine,
+        {
+            "engine": engine,
+            "kafka": Command(
+                "Kafka → frontierflow → Kafka vs a no-work ceiling", _kafka_arguments, bench_kafka
+            ),
+            "beam": Command(
+                "one log: embedded engine vs Beam local/Prism/Flink", _beam_arguments, bench_beam
+            ),
+            "warc": Command(
+                "a WARC into FetchEvents: events/s, beside warcio and fastwarc alone",
+                _warc_arguments,
+                bench_warc,
+            ),
+            "urlfrontier": Command(
+                "PutURLs and GetURLs throughput of the URL Frontier service",
+                _urlfrontier_arguments,
+                bench_urlfrontier,
+            ),
+            "foragers": Command(
+                "the forager fleet in the engine vs the direct simulation",
+                _foragers_arguments,
+                bench_foragers,
+            ),
+            "shard-state": Command(
+                "the unbounded Beam form's shard state as a shard grows: append vs "
+                "whole-cell rewrite, compaction, rebuild, state-cache weighing",
+                _shard_state_arguments,
+                bench_shard_state,
+            ),
+        },
+    )
+
+
+def _engine_arguments(bp: argparse.ArgumentParser) -> None:
     bp.add_argument("--events", type=int, default=None, help="20,000; with --scale 200,000")
     bp.add_argument("--outlinks", type=int, default=30)
     bp.add_argument("--urls", type=int, default=200_000, help="distinct URLs in the log")
@@ -37,8 +80,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         help="also run IECA with the operator's page served and polled once a second "
         "(ieca+page) and print its ratio to IECA without it",
     )
-    bp.set_defaults(handler=bench)
-    kp = sub.add_parser("bench-kafka", help="Kafka → frontierflow → Kafka vs a no-work ceiling")
+
+
+def _kafka_arguments(kp: argparse.ArgumentParser) -> None:
     kp.add_argument("--bootstrap-servers", required=True, help="HOST:PORT of a broker")
     kp.add_argument("--events", type=int, default=10_000)
     kp.add_argument("--step-size", type=int, default=500)
@@ -70,8 +114,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     )
     kp.add_argument("--clock-window-ms", type=int, default=1_000, help="with --beam-stream: W")
     _flink_arguments(kp)
-    kp.set_defaults(handler=bench_kafka)
-    bb = sub.add_parser("bench-beam", help="one log: embedded engine vs Beam local/Prism/Flink")
+
+
+def _beam_arguments(bb: argparse.ArgumentParser) -> None:
     bb.add_argument("--events", type=int, default=2_000)
     bb.add_argument("--outlinks", type=int, default=30)
     bb.add_argument("--repeats", type=int, default=3, help="runs of each; medians reported")
@@ -90,29 +135,30 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     )
     _flink_arguments(bb)
     bb.add_argument("--work-dir", type=Path, default=None)
-    bb.set_defaults(handler=bench_beam)
-    wb = sub.add_parser(
-        "bench-warc", help="a WARC into FetchEvents: events/s, beside warcio and fastwarc alone"
-    )
+
+
+def _warc_arguments(wb: argparse.ArgumentParser) -> None:
     wb.add_argument("warc", type=Path, help=".warc, .warc.gz or .arc.gz")
     wb.add_argument("--repeats", type=int, default=3, help="runs of each, medians reported")
-    wb.set_defaults(handler=bench_warc)
-    sp = sub.add_parser(
-        "bench-shard-state",
-        help="the unbounded Beam form's shard state as a shard grows: append vs whole-cell "
-        "rewrite, compaction, rebuild, state-cache weighing",
-    )
+
+
+def _shard_state_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--sizes", type=csv_list, default=("10000", "100000", "1000000"))
     sp.add_argument("--changes", type=int, default=500, help="URLs a window changes")
     sp.add_argument("--repeats", type=int, default=3, help="runs of each, medians reported")
-    sp.set_defaults(handler=bench_shard_state)
-    fb = sub.add_parser(
-        "bench-foragers", help="the forager fleet in the engine vs the direct simulation"
-    )
+
+
+def _foragers_arguments(fb: argparse.ArgumentParser) -> None:
     fb.add_argument("--news", type=Path, default=Path("../shared/data/news"))
     fb.add_argument("--days", type=float, default=1.0)
     fb.add_argument("--variants", type=csv_list, default=("wl", "rl", "wlrl"))
-    fb.set_defaults(handler=bench_foragers)
+
+
+def _urlfrontier_arguments(b: argparse.ArgumentParser) -> None:
+    b.add_argument("--strategy", default="ieca", choices=URLFRONTIER_STRATEGIES[:5])
+    b.add_argument("--pages", type=int, default=2000, help="page reports to put")
+    b.add_argument("--outlinks", type=int, default=10, help="discovered outlinks per page")
+    b.add_argument("--serve", type=int, default=5000, help="URLs to take with GetURLs")
 
 
 def _flink_arguments(parser: argparse.ArgumentParser) -> None:
@@ -270,3 +316,16 @@ def bench_foragers(args: argparse.Namespace) -> int:
     rows = run_forager_bench(args.news, args.days, tuple(args.variants))
     print(format_rows(rows, args.days))
     return 0 if all(r.same_walk for r in rows) else 1
+
+
+def bench_urlfrontier(args: argparse.Namespace) -> int:
+    from frontierflow.pipelines.strategies import build_strategy
+    from frontierflow.pipelines.urlfrontier.bench import run_bench
+
+    if args.pages < 1 or args.outlinks < 0 or args.serve < 0:
+        raise ValueError("--pages must be >= 1, --outlinks and --serve >= 0")
+    strategy = build_strategy(args.strategy, budget=max(1000, args.pages * 10))
+    result = run_bench(strategy, args.pages, args.outlinks, args.serve)
+    for line in result.lines():
+        print(line)
+    return 0

@@ -10,6 +10,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from frontierflow.pipelines.cli import renamed
+
 if TYPE_CHECKING:
     from frontierflow.connectors.kafka import KafkaSettings
     from frontierflow.pipelines.core.strategy import Strategy
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
     from frontierflow.state.foraging import ForagerParams
     from frontierflow.state.relevance import Topic
 
-DEFAULT_SPEED_CONTROLLER = "seed003"
+DEFAULT_SPEED_CONTROLLER = "hypothesis"
 NO_SPEED_CONTROLLER = "none"
 
 
@@ -72,7 +74,8 @@ def add_engine_args(parser: argparse.ArgumentParser, state_required: bool = True
         "--speed-controller",
         default=None,
         help="crawl-speed controller whose ScalingDecisions go out per fetcher and window: "
-        f"{DEFAULT_SPEED_CONTROLLER} (default), seed003-literal, aimd, autothrottle, fixed-N, "
+        f"{DEFAULT_SPEED_CONTROLLER} (default: Nandy, Sarkar & Das's statistical-hypothesis "
+        "controller), hypothesis-literal (its eq. 8 as printed), aimd, autothrottle, fixed-N, "
         f"or {NO_SPEED_CONTROLLER}",
     )
     parser.add_argument(
@@ -120,14 +123,16 @@ def speed_settings(args: argparse.Namespace) -> ControllerSettings | None:
     Unknown names and bad windows raise `SpeedSettingsError` (a ValueError)."""
     from frontierflow.pipelines.speed.settings import settings_for
 
-    name = args.speed_controller or DEFAULT_SPEED_CONTROLLER
+    name = renamed.controller(
+        args.speed_controller or DEFAULT_SPEED_CONTROLLER, "--speed-controller"
+    )
     if name == NO_SPEED_CONTROLLER:
         return None
     return settings_for(name, window_ms=args.speed_window_ms)
 
 
 def add_lafc_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """LAFC's settings (seed 000); defaults are the paper's calibration."""
+    """LAFC's settings (Akbari Torkestani 2012); defaults are the paper's calibration."""
     parser.add_argument("--lafc-c", type=float, default=0.8, help="LAFC's control threshold C")
     parser.add_argument("--lafc-a", type=float, default=0.09, help="LAFC's learning rate a")
     parser.add_argument(

@@ -172,9 +172,9 @@ def _shaped_report(args: argparse.Namespace, lines: Any, events: Any, decisions:
     if args.trace is None:
         return
     trace = read_trace(args.trace).scaled(args.rate_scale, args.speedup)
-    settings = settings_for("seed003", window_ms=args.speed_window_ms)
+    settings = settings_for("hypothesis", window_ms=args.speed_window_ms)
     print(
-        "\n| simulator (seed003, same trace) | capacity used | pages/s | thread changes "
+        "\n| simulator (hypothesis, same trace) | capacity used | pages/s | thread changes "
         "| mean threads |"
     )
     print("|---|---:|---:|---:|---:|")

@@ -1,5 +1,7 @@
-"""`frontierflow simulate`: closed-loop crawls over a web graph (hot pages found, seed 001's
-comparison) or over a topical web of HTML pages (focused crawling, seed 000)."""
+"""`frontierflow simulate [speed|foragers]`: closed-loop crawls over a web graph (hot pages
+found, Golshani & ZarehBidoki 2012's comparison) or over a topical web of HTML pages
+(focused crawling, Akbari Torkestani 2012); with `speed` the crawl-speed controllers on
+bandwidth traces, with `foragers` the forager fleets on a news site."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from frontierflow.pipelines.cli import simulate_foragers, simulate_speed
 from frontierflow.pipelines.cli.common import (
     add_lafc_args,
     csv_list,
@@ -15,6 +18,21 @@ from frontierflow.pipelines.cli.common import (
     lafc_settings,
     topic,
 )
+from frontierflow.pipelines.cli.groups import Command, add_group
+
+GRAPH_STRATEGIES = (
+    "ieca",
+    "ieca-plus",
+    "bfs",
+    "backlink",
+    "opic",
+    "pagerank",
+    "partial-pagerank",
+    "random",
+)
+"""The strategies `simulate --graph` compares when `--strategies` is not given."""
+WEB_STRATEGIES = ("lafc", "best-first", "bfs")
+"""The strategies `simulate --web` compares when `--strategies` is not given."""
 
 
 def _ints(value: str) -> tuple[int, ...]:
@@ -25,9 +43,20 @@ def _ints(value: str) -> tuple[int, ...]:
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
-    sp = sub.add_parser(
-        "simulate", help="closed-loop crawls over a web graph (--graph) or a topical web (--web)"
+    add_group(
+        sub,
+        "simulate",
+        "simulations: crawls of a web graph or a topical web (default), speed, foragers",
+        Command(
+            "closed-loop crawls over a web graph (--graph) or a topical web (--web)",
+            _arguments,
+            simulate,
+        ),
+        {"speed": simulate_speed.COMMAND, "foragers": simulate_foragers.COMMAND},
     )
+
+
+def _arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument(
         "--graph",
         default="uk-2007-05@100000",
@@ -37,10 +66,10 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "--strategies",
         type=csv_list,
         default=None,
-        help="default: ieca,bfs,backlink,opic,pagerank,partial-pagerank,random for --graph; "
-        "lafc,best-first,bfs for --web",
+        help=f"default: {','.join(GRAPH_STRATEGIES)} for --graph; "
+        f"{','.join(WEB_STRATEGIES)} for --web",
     )
-    fw = sp.add_argument_group("focused crawls of a topical web (seed 000)")
+    fw = sp.add_argument_group("focused crawls of a topical web (Akbari Torkestani 2012)")
     fw.add_argument(
         "--web",
         default=None,
@@ -66,7 +95,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "--web-seeds", type=csv_list, default=(), help="seed URLs (default: each host's index)"
     )
     sp.add_argument("--stop-at", type=float, default=0.45, help="fraction of pages to crawl")
-    sp.add_argument("--out", type=Path, required=True, help="output directory")
+    # required, but checked by `simulate`: argparse would ask for it of `simulate speed` too
+    sp.add_argument("--out", type=Path, default=None, help="output directory (required)")
     sp.add_argument("--seeds", type=_ints, default=None, help="seed node ids (default: 0)")
     sp.add_argument(
         "--random-seeds",
@@ -99,7 +129,6 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     sp.add_argument("--points", type=int, default=90, help="points on each curve")
     sp.add_argument("--seed", type=int, default=0, help="seed of the random strategy")
     sp.add_argument("--no-progress", action="store_true", help="no progress bars")
-    sp.set_defaults(handler=simulate)
 
 
 def _simulate_web(args: argparse.Namespace) -> int:
@@ -111,7 +140,7 @@ def _simulate_web(args: argparse.Namespace) -> int:
     if not topics:
         raise ValueError(f"--web needs --topic (named topics: {', '.join(TOPICS)})")
     setup = FocusedSetup(
-        strategies=args.strategies or ("lafc", "best-first", "bfs"),
+        strategies=args.strategies or WEB_STRATEGIES,
         budget=args.budget or 2000,
         cycles=args.cycles,
         points=min(args.points, 10),
@@ -136,6 +165,8 @@ def _simulate_web(args: argparse.Namespace) -> int:
 
 
 def simulate(args: argparse.Namespace) -> int:
+    if args.out is None:
+        raise ValueError("simulate needs --out DIR, the output directory")
     if args.web is not None:
         return _simulate_web(args)
     from frontierflow.connectors.graphfiles import read_graph
@@ -157,8 +188,7 @@ def simulate(args: argparse.Namespace) -> int:
         if value is not None
     }
     setup = HotPagesSetup(
-        strategies=args.strategies
-        or ("ieca", "bfs", "backlink", "opic", "pagerank", "partial-pagerank", "random"),
+        strategies=args.strategies or GRAPH_STRATEGIES,
         stop_at=args.stop_at,
         seeds=seeds,
         ieca_overrides=ieca_overrides,

@@ -1,18 +1,18 @@
-"""`frontierflow simulate-foragers`: forager fleets (seeds 002/004) hunting new relevant
-stories on a recorded news site in simulated real time; writes seed 004's table."""
+"""`frontierflow simulate foragers`: forager fleets (Palotai, Farkas & Lőrincz: weblogs and
+reinforcement learning) hunting new relevant stories on a recorded news site in simulated
+real time; writes the table of their selection in scale-free small worlds."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+
+from frontierflow.pipelines.cli.groups import Command
 
 
-def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
-    from frontierflow.pipelines.evaluation.foragers import add_arguments
+def add_arguments(fp: argparse.ArgumentParser) -> None:
+    from frontierflow.pipelines.evaluation.foragers import add_arguments as fleet_arguments
 
-    fp = sub.add_parser("simulate-foragers", help="forager fleets (seeds 002/004), news site")
-    add_arguments(fp)
-    fp.set_defaults(handler=simulate_foragers)
+    fleet_arguments(fp)
 
 
 def simulate_foragers(args: argparse.Namespace) -> int:
@@ -25,3 +25,6 @@ def simulate_foragers(args: argparse.Namespace) -> int:
         code = run_from_args(args, lambda ms: bar.update(ms / 3_600_000))
     print((args.out / "summary.md").read_text())
     return code
+
+
+COMMAND = Command("forager fleets on a recorded news site", add_arguments, simulate_foragers)

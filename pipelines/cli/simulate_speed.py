@@ -1,19 +1,18 @@
-"""`frontierflow simulate-speed`: the thread-scaling controllers (seed 003) on measured
-bandwidth traces, each controller in a simulated fetcher; writes runs, a summary and plots."""
+"""`frontierflow simulate speed`: the thread-scaling controllers (Nandy, Sarkar & Das's
+statistical-hypothesis controller and the baselines) on measured bandwidth traces, each
+controller in a simulated fetcher; writes runs, a summary and plots."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
+from frontierflow.pipelines.cli import renamed
 from frontierflow.pipelines.cli.common import csv_list
+from frontierflow.pipelines.cli.groups import Command
 
 
-def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
-    sv = sub.add_parser(
-        "simulate-speed", help="thread-scaling controllers (seed 003) on bandwidth traces"
-    )
+def add_arguments(sv: argparse.ArgumentParser) -> None:
     sv.add_argument(
         "--trace",
         type=Path,
@@ -23,8 +22,10 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     sv.add_argument(
         "--controllers",
         type=csv_list,
-        default=("seed003", "seed003-literal", "aimd", "autothrottle", "fixed-4", "fixed-16"),
-        help="seed003, seed003-literal, aimd, autothrottle, fixed-N",
+        default=None,
+        help="hypothesis (Nandy, Sarkar & Das's statistical-hypothesis controller), "
+        "hypothesis-literal (its eq. 8 as printed), aimd, autothrottle, fixed-N; "
+        "default: hypothesis,hypothesis-literal,aimd,autothrottle,fixed-4,fixed-16",
     )
     sv.add_argument("--out", type=Path, required=True, help="output directory")
     sv.add_argument("--max-traces", type=int, default=None, help="only the first N traces")
@@ -33,11 +34,14 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     sv.add_argument("--seed", type=int, default=0, help="seed of the simulated world")
     sv.add_argument("--workers", type=int, default=2, help="processes")
     sv.add_argument("--plots", type=int, default=-1, help="traces to plot (-1: all)")
-    sv.set_defaults(handler=simulate_speed)
 
 
 def simulate_speed(args: argparse.Namespace) -> int:
-    from frontierflow.pipelines.evaluation.speed import SpeedEvalSetup, run_speed_eval
+    from frontierflow.pipelines.evaluation.speed import (
+        DEFAULT_CONTROLLERS,
+        SpeedEvalSetup,
+        run_speed_eval,
+    )
     from frontierflow.pipelines.evaluation.speedsim import find_traces
 
     traces = find_traces(args.trace)
@@ -48,7 +52,7 @@ def simulate_speed(args: argparse.Namespace) -> int:
     overrides = () if args.window_ms is None else (("window_ms", args.window_ms),)
     setup = SpeedEvalSetup(
         traces=tuple(traces),
-        controllers=args.controllers,
+        controllers=renamed.controllers(args.controllers or DEFAULT_CONTROLLERS, "--controllers"),
         duration_s=args.duration,
         seed=args.seed,
         workers=args.workers,
@@ -59,3 +63,6 @@ def simulate_speed(args: argparse.Namespace) -> int:
     print((args.out / "summary.md").read_text())
     print(f"wrote {args.out / 'runs.csv'}, summary.csv, summary.md, plots/")
     return 0
+
+
+COMMAND = Command("thread-scaling controllers on bandwidth traces", add_arguments, simulate_speed)

@@ -66,28 +66,6 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.set_defaults(handler=run)
 
-    b = sub.add_parser(
-        "bench-urlfrontier", help="PutURLs and GetURLs throughput of the URL Frontier service"
-    )
-    b.add_argument("--strategy", default="ieca", choices=STRATEGIES[:5])
-    b.add_argument("--pages", type=int, default=2000, help="page reports to put")
-    b.add_argument("--outlinks", type=int, default=10, help="discovered outlinks per page")
-    b.add_argument("--serve", type=int, default=5000, help="URLs to take with GetURLs")
-    b.set_defaults(handler=bench)
-
-
-def bench(args: argparse.Namespace) -> int:
-    from frontierflow.pipelines.strategies import build_strategy
-    from frontierflow.pipelines.urlfrontier.bench import run_bench
-
-    if args.pages < 1 or args.outlinks < 0 or args.serve < 0:
-        raise ValueError("--pages must be >= 1, --outlinks and --serve >= 0")
-    strategy = build_strategy(args.strategy, budget=max(1000, args.pages * 10))
-    result = run_bench(strategy, args.pages, args.outlinks, args.serve)
-    for line in result.lines():
-        print(line)
-    return 0
-
 
 def run(args: argparse.Namespace) -> int:
     import signal

@@ -1,9 +1,10 @@
-"""Thread-scaling controllers on real bandwidth traces: the seed 003 evaluation.
+"""Thread-scaling controllers on real bandwidth traces: the evaluation of Nandy,
+Sarkar & Das.
 
 Runs every controller on every trace with the simulated fetcher of
 `connectors.speedsim` (the controller sees only the FetchEvents, through `speed.observe`)
 and writes per-run metrics (CSV), a summary over traces (median and quartiles, Markdown
-and CSV) and, per trace, a plot like seed 003's Figs. 6–7: deviation, crawl speed against
+and CSV) and, per trace, a plot like the paper's Figs. 6–7: deviation, crawl speed against
 the available capacity, and threads over time.
 
 Metrics of one run:
@@ -47,7 +48,14 @@ from frontierflow.state.speed import SpeedState
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONTROLLERS = ("seed003", "seed003-literal", "aimd", "autothrottle", "fixed-4", "fixed-16")
+DEFAULT_CONTROLLERS = (
+    "hypothesis",
+    "hypothesis-literal",
+    "aimd",
+    "autothrottle",
+    "fixed-4",
+    "fixed-16",
+)
 SMOOTH_S = 10
 DROP_RATIO = 0.5
 BACK_RATIO = 0.8
@@ -303,8 +311,9 @@ def _duration_text(duration_s: float | None) -> str:
 
 
 def plot_trace(path: Path, runs: Sequence[_Run]) -> None:
-    """Like seed 003 Figs. 6–7: deviation ξ, crawl speed with the available capacity (the
-    paper's light-gray "probable crawling speed"), and threads, against time."""
+    """Like Nandy, Sarkar & Das, Figs. 6–7: deviation ξ, crawl speed with the available
+    capacity (the paper's light-gray "probable crawling speed"), and threads, against
+    time."""
     if not runs:
         return
     plt = headless_pyplot()

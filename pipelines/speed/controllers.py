@@ -1,10 +1,11 @@
 """The thread-scaling controllers and `decide`, which closes one window of one fetcher.
 
-Seed 003's statistical-hypothesis learner (the prose reading of eq. 8 with a dead band, the
-default), the literal printed eq. 8 (a named variant), and three baselines: fixed thread
-counts, AIMD, and a Scrapy-AutoThrottle-style latency rule. Each is a pure step from the
-controller's state and a closed window to the next state and a thread count; `decide`
-clamps the count to [min, max] and the politeness cap and builds the `ScalingDecision`.
+Nandy, Sarkar & Das's statistical-hypothesis learner (`hypothesis`: the prose reading of
+eq. 8 with a dead band, the default), eq. 8 as printed (`hypothesis-literal`, a named
+variant), and three baselines: fixed thread counts, AIMD, and a Scrapy-AutoThrottle-style
+latency rule. Each is a pure step from the controller's state and a closed window to the
+next state and a thread count; `decide` clamps the count to [min, max] and the politeness
+cap and builds the `ScalingDecision`.
 """
 
 from __future__ import annotations
@@ -74,12 +75,12 @@ def decide(
         step.state,
         threads=threads,
         overall=step.state.overall
-        if settings.controller == "seed003-literal"
+        if settings.controller == "hypothesis-literal"
         else ctrl.overall.add(speed),
         last_speed=speed,
         windows=ctrl.windows + 1,
     )
-    stats = state.history if settings.controller == "seed003" else state.overall
+    stats = state.history if settings.controller == "hypothesis" else state.overall
     decision = ScalingDecision(
         fetcher_id=fetcher_id,
         window_start=window.start_ms,
@@ -98,10 +99,10 @@ def decide(
     return state, decision
 
 
-def _seed003(
+def _hypothesis(
     ctrl: ControllerState, window: SpeedWindow, speed: float, settings: ControllerSettings
 ) -> _Step:
-    """The prose reading of seed 003 (default), one window.
+    """The prose reading of Nandy, Sarkar & Das (default), one window.
 
     Learning on: compare the speed with the learned one (prose E_cs), f with a dead band,
     the rule table, append f to L_ecs; enough '0's switch learning off and store the stable
@@ -183,10 +184,10 @@ def _critic(ctrl: ControllerState, speed: float, settings: ControllerSettings) -
     return _Step(state, ctrl.threads, e_cs, 0, f"critic: speed {why}, relearn")
 
 
-def _seed003_literal(
+def _hypothesis_literal(
     ctrl: ControllerState, window: SpeedWindow, speed: float, settings: ControllerSettings
 ) -> _Step:
-    """Seed 003 with eq. 8 and eq. 9 exactly as printed (the named variant).
+    """Nandy, Sarkar & Das's controller with eq. 8 and eq. 9 exactly as printed (the named variant).
 
     ξ_M is eq. 7 over all speeds so far; E_cs = Σ of every earlier ξ − ξ_M; f is the exact
     sign. Learning list, flag and critic as in the default."""
@@ -263,8 +264,8 @@ def _autothrottle(
 
 
 _STEPS = {
-    "seed003": _seed003,
-    "seed003-literal": _seed003_literal,
+    "hypothesis": _hypothesis,
+    "hypothesis-literal": _hypothesis_literal,
     "aimd": _aimd,
     "autothrottle": _autothrottle,
     "fixed": _fixed,

@@ -1,4 +1,5 @@
-"""Settings of the crawl-speed windows and thread-scaling controllers (seed 003).
+"""Settings of the crawl-speed windows and thread-scaling controllers (Nandy, Sarkar & Das's
+statistical-hypothesis controller and the baselines).
 
 One frozen dataclass holds the window length and slide, the allowed lateness and every
 controller's constants; it refuses settings that cannot work when it is built (at
@@ -12,7 +13,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-CONTROLLERS = ("seed003", "seed003-literal", "aimd", "autothrottle", "fixed")
+CONTROLLERS = ("hypothesis", "hypothesis-literal", "aimd", "autothrottle", "fixed")
 
 
 class SpeedSettingsError(ValueError):
@@ -23,12 +24,12 @@ class SpeedSettingsError(ValueError):
 class ControllerSettings:
     """Windows and controller constants, validated once when built.
 
-    Values from seed 003: only the rule table (+1 → one thread fewer, −1 → one more, 0 →
+    Values from Nandy, Sarkar & Das: only the rule table (+1 → one thread fewer, −1 → one more, 0 →
     keep), the learning list and flag, and the critic's existence. Every number below is
     ours; `docs/RESULTS.md` (speed section) says how they were calibrated.
     """
 
-    controller: str = "seed003"
+    controller: str = "hypothesis"
     window_ms: int = 10_000
     slide_ms: int | None = None  # None: fixed (tumbling) windows; else sliding windows
     allowed_lateness_ms: int = 0
@@ -108,7 +109,7 @@ def _settings_problems(s: ControllerSettings) -> Iterator[str]:
 
 
 def settings_for(name: str, **overrides: object) -> ControllerSettings:
-    """Settings of a controller named on the command line: `seed003`, `seed003-literal`,
+    """Settings of a controller named on the command line: `hypothesis`, `hypothesis-literal`,
     `aimd`, `autothrottle` or `fixed-N`; unknown names raise `SpeedSettingsError`."""
     if name.startswith("fixed-"):
         try:

@@ -103,7 +103,7 @@ def test_speed_graph_carries_events_and_decisions_as_records() -> None:
     log = pipeline | beam.Create([(0, event)]).with_output_types(
         beam.typehints.Tuple[int, FetchEvent]
     )
-    scaling_decisions(log, settings_for("seed003"))
+    scaling_decisions(log, settings_for("hypothesis"))
     visitor = _Coders()
     pipeline.visit(visitor)
     found = {

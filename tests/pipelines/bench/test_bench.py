@@ -1,6 +1,6 @@
 """The benchmarks run end to end on small logs and print figures whose relations hold (speed
 targets are measured by the commands themselves, not asserted here); the log generator
-draws what `numpy.random.Generator.choice` would; bench-beam finds cached runners."""
+draws what `numpy.random.Generator.choice` would; `bench beam` finds cached runners."""
 
 from __future__ import annotations
 
@@ -271,7 +271,7 @@ def test_raw_ceiling_writes_what_the_pass_through_writes(tmp_path: Path) -> None
 
 
 def test_cluster_runners_submit_to_the_session_cluster() -> None:
-    """bench-beam's two cluster rows: parallelism 1 with the workers in the submitting
+    """`bench beam`'s two cluster rows: parallelism 1 with the workers in the submitting
     process, parallelism 2 with the worker pool that survives two TaskManagers."""
     p1 = beam_args("flink-cluster", None, "/j.jar", None, "127.0.0.1:8081", None)
     assert p1 == [

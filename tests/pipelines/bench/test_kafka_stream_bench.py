@@ -1,4 +1,4 @@
-"""`bench-kafka --beam-stream`: what it needs is found or named (the run itself is measured
+"""`bench kafka --beam-stream`: what it needs is found or named (the run itself is measured
 by hand, docs/RESULTS.md: two Flink jobs take minutes)."""
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ def test_cli_names_the_script_when_the_expansion_service_is_missing(
     jar.write_bytes(b"")
     code = main(
         [
-            "bench-kafka",
+            "bench",
+            "kafka",
             "--bootstrap-servers",
             "127.0.0.1:9",
             "--beam-stream",

@@ -1,4 +1,4 @@
-"""`bench-shard-state`: one small shard measured through the CLI (the figures themselves are
+"""`bench shard-state`: one small shard measured through the CLI (the figures themselves are
 for docs/RESULTS.md, not asserted)."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ def test_the_window_appends_what_it_changed_and_the_whole_cell_holds_the_shard()
 
 
 def test_cli_prints_one_row_per_size(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench-shard-state", "--sizes", "500,1000", "--repeats", "1"]) == 0
+    assert main(["bench", "shard-state", "--sizes", "500,1000", "--repeats", "1"]) == 0
     rows = capsys.readouterr().out.splitlines()
     assert [r.split()[0] for r in rows[2:4]] == ["500", "1,000"]
 
 
 def test_cli_refuses_an_empty_shard() -> None:
-    assert main(["bench-shard-state", "--sizes", "0"]) == 2
+    assert main(["bench", "shard-state", "--sizes", "0"]) == 2

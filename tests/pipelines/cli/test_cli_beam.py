@@ -193,7 +193,7 @@ def test_replay_beam_windowed_clock_then_speed(tmp_path: Path, replay_calls: Cal
     assert main([*argv, "--clock", "windowed:7"]) == 0
     assert [c[0] for c in replay_calls] == ["stream", "speed"]
     assert replay_calls[0][2]["windows"] == ClockWindows(7)
-    assert replay_calls[1][1][1] == settings_for("seed003", window_ms=10_000)
+    assert replay_calls[1][1][1] == settings_for("hypothesis", window_ms=10_000)
 
 
 def test_replay_beam_without_speed_controller(tmp_path: Path, replay_calls: Calls) -> None:

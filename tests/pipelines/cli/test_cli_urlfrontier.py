@@ -1,4 +1,4 @@
-"""`frontierflow urlfrontier` and `bench-urlfrontier` from the command line."""
+"""`frontierflow urlfrontier` and `bench urlfrontier` from the command line."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from frontierflow.pipelines.cli import main
 
 
 def test_bench_prints_its_figures(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench-urlfrontier", "--pages", "20", "--outlinks", "3", "--serve", "10"]) == 0
+    assert main(["bench", "urlfrontier", "--pages", "20", "--outlinks", "3", "--serve", "10"]) == 0
     out = capsys.readouterr().out.splitlines()
     # 20 seeds + 20 pages × (3 outlinks + 1 report)
     assert out[0].startswith("PutURLs: 100 items (20 page reports")

@@ -1,4 +1,4 @@
-"""`frontierflow bench-foragers` on the synthetic news recording: it prints its table and
+"""`frontierflow bench foragers` on the synthetic news recording: it prints its table and
 finds the engine's walk equal to the direct simulation's."""
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ def test_bench_foragers_prints_the_table(
 ) -> None:
     write_recording(tmp_path)
     assert (
-        main(["bench-foragers", "--news", str(tmp_path), "--days", "0.05", "--variants", "wl,rl"])
+        main(
+            ["bench", "foragers", "--news", str(tmp_path), "--days", "0.05", "--variants", "wl,rl"]
+        )
         == 0
     )
     out = capsys.readouterr().out

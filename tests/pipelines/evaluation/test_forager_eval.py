@@ -75,7 +75,7 @@ def test_baseline_finds_each_story_once(setup: ForagerSetup) -> None:
 
 def test_command_writes_table_csv_and_plot(setup: ForagerSetup, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    args = ["simulate-foragers", "--news", str(setup.news), "--start", setup.start]
+    args = ["simulate", "foragers", "--news", str(setup.news), "--start", setup.start]
     args += ["--days", "0.25", "--runs", "2", "--topic", "Europe", "--out", str(out)]
     assert main(args) == 0
     summary = (out / "summary.md").read_text()
@@ -99,7 +99,7 @@ def test_half_a_day_on_the_real_news_site(tmp_path: Path) -> None:
     """The reduced evaluation of docs/FORAGERS.md on the real recording: every variant and
     the baseline download at the same rate, and the agent's counts nest."""
     out = tmp_path / "real"
-    args = ["simulate-foragers", "--news", str(NEWS), "--days", "0.5", "--runs", "1"]
+    args = ["simulate", "foragers", "--news", str(NEWS), "--days", "0.5", "--runs", "1"]
     assert main([*args, "--no-rewired", "--out", str(out)]) == 0
     rows = [line.split(",") for line in (out / "runs.csv").read_text().splitlines()]
     head, body = rows[0], rows[1:]
@@ -114,5 +114,5 @@ def test_half_a_day_on_the_real_news_site(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(not NEWS.is_dir(), reason="the shared news recording is absent")
 def test_the_fleet_operator_walks_the_real_site_as_the_direct_simulation() -> None:
-    """`bench-foragers` exits 1 when a variant's walk in the engine differs from `run_fleet`'s."""
-    assert main(["bench-foragers", "--news", str(NEWS), "--days", "0.25"]) == 0
+    """`bench foragers` exits 1 when a variant's walk in the engine differs from `run_fleet`'s."""
+    assert main(["bench", "foragers", "--news", str(NEWS), "--days", "0.25"]) == 0

@@ -1,5 +1,5 @@
 """The simulated fetcher on bandwidth traces, the evaluation's metrics, a reduced run of
-`frontierflow simulate-speed` on the real traces, and Beam = embedded on a recorded log."""
+`frontierflow simulate speed` on the real traces, and Beam = embedded on a recorded log."""
 
 from __future__ import annotations
 
@@ -120,7 +120,8 @@ def test_reduced_evaluation_run(tmp_path: Path) -> None:
     out = tmp_path / "speed"
     code = main(
         [
-            "simulate-speed",
+            "simulate",
+            "speed",
             "--trace",
             str(BANDWIDTH),
             "--max-traces",
@@ -128,7 +129,7 @@ def test_reduced_evaluation_run(tmp_path: Path) -> None:
             "--duration",
             "120",
             "--controllers",
-            "seed003,seed003-literal,aimd,fixed-4",
+            "hypothesis,hypothesis-literal,aimd,fixed-4",
             "--workers",
             "1",
             "--plots",
@@ -142,14 +143,14 @@ def test_reduced_evaluation_run(tmp_path: Path) -> None:
     assert len(rows) == 8  # 2 traces × 4 controllers
     assert all(int(r["violations"]) == 0 for r in rows)
     assert all(0.0 < float(r["capacity_share"]) <= 1.0 for r in rows)
-    assert "| seed003 |" in (out / "summary.md").read_text()
+    assert "| hypothesis |" in (out / "summary.md").read_text()
     assert len(list((out / "plots").glob("*.png"))) == 1
     assert (out / "capacity_share.png").stat().st_size > 0
 
 
 def test_cli_refuses_a_bad_controller(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     trace = _trace(tmp_path, "0 1\n1 1\n")
-    argv = ["simulate-speed", "--trace", str(trace), "--controllers", "fixed-x"]
+    argv = ["simulate", "speed", "--trace", str(trace), "--controllers", "fixed-x"]
     assert main([*argv, "--out", str(tmp_path / "o")]) == 2
     assert "fixed-N needs an integer N, got 'fixed-x'" in caplog.text
     assert not (tmp_path / "o").exists()  # refused before any simulation ran

@@ -1,5 +1,5 @@
-"""Seed 003's rules, one by one, with expected values worked out by hand from the equations;
-windows, the late rule, the baselines and the state codec."""
+"""Nandy, Sarkar & Das's rules, one by one, with expected values worked out by hand from the
+equations; windows, the late rule, the baselines and the state codec."""
 
 from __future__ import annotations
 
@@ -174,7 +174,7 @@ def test_invalid_settings_are_refused(overrides: dict[str, object]) -> None:
 
 def test_controller_names() -> None:
     assert settings_for("fixed-16").fixed_threads == 16
-    assert settings_for("seed003-literal").controller == "seed003-literal"
+    assert settings_for("hypothesis-literal").controller == "hypothesis-literal"
     with pytest.raises(SpeedSettingsError):
         settings_for("fixed-many")
     with pytest.raises(SpeedSettingsError):
@@ -254,7 +254,7 @@ def test_merging_windows_is_order_independent() -> None:
     assert merge_windows(a, b).hosts == (1, 5, 9)
 
 
-# --- the seed 003 controller ------------------------------------------------------------
+# --- the statistical-hypothesis controller ----------------------------------------------
 
 
 def _run(settings: ControllerSettings, pages: list[int]) -> list[tuple[int, int, int, bool, str]]:
@@ -266,7 +266,7 @@ def _run(settings: ControllerSettings, pages: list[int]) -> list[tuple[int, int,
     return out
 
 
-def test_seed003_learns_stops_and_the_critic_restarts() -> None:
+def test_hypothesis_learns_stops_and_the_critic_restarts() -> None:
     s = ControllerSettings()  # initial 4 threads, dead band 0.15, 2σ, L_ecs 6, 4 zeros
     steps = _run(s, [50, 80, 82, 80, 82, 80, 30, 20])
     # W1 5.0/s: nothing learned → probe, 4 → 5
@@ -285,7 +285,7 @@ def test_seed003_learns_stops_and_the_critic_restarts() -> None:
     assert steps[7] == (1, 6, 5, True, "learning: speed fell")
 
 
-def test_seed003_stable_speed_value() -> None:
+def test_hypothesis_stable_speed_value() -> None:
     s = ControllerSettings()
     ctrl = initial_controller(s)
     for p in [50, 80, 82, 80, 82, 80]:
@@ -296,7 +296,7 @@ def test_seed003_stable_speed_value() -> None:
 
 
 def test_literal_variant_shrinks_the_pool() -> None:
-    s = ControllerSettings(controller="seed003-literal")
+    s = ControllerSettings(controller="hypothesis-literal")
     steps = _run(s, [50, 60, 50, 50, 50, 50, 50])
     # speeds 5, 6, 5, 5, …: ξ = 0, 0.5, 0.471, 0.433, 0.4, …; E = Σ earlier ξ − ξ_now:
     # 0 − 0 = 0 (keep), 0 − 0.5 < 0 (+1), 0.5 − 0.471 > 0 (−1), then ever more positive

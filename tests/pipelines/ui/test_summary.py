@@ -227,7 +227,7 @@ def test_replay_feeds_the_summary_what_the_engine_counted(
         out=tmp_path / "out.jsonl",
         step_size=16,
         strategy=strategy,
-        speed=settings_for("seed003", window_ms=10),
+        speed=settings_for("hypothesis", window_ms=10),
         observer=summary,
     )
     snap = summary.snapshot()
