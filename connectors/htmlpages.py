@@ -115,7 +115,7 @@ def parse_page(html: bytes | str) -> tuple[list[str], str]:
 
     Links are taken before the chrome is removed: navigation bars and sidebar TOCs are how a
     crawler moves through a manual, but their words are the same on every page, and counting
-    them made one topic's relevant set six times larger (DESIGN §5). Bytes are read as UTF-8
+    them made one topic's relevant set six times larger. Bytes are read as UTF-8
     (what all four Debian manuals declare), undecodable bytes replaced.
     """
     text = html.decode("utf-8", errors="replace") if isinstance(html, bytes) else html

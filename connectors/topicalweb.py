@@ -4,7 +4,7 @@
 `frontierflow.connectors.htmlpages`) into a `TopicalWeb`: page URLs, the internal link graph
 in CSR form and each page's term counts. `load_web` reads a folder or Debian's documentation
 packages (`frontierflow.connectors.debiandocs`) and caches the parse. The LAFC simulator
-(seed 000) crawls this web and judges pages with `frontierflow.state.relevance`.
+(Akbari Torkestani 2012) crawls this web and judges pages with `frontierflow.state.relevance`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""LAFC's per-page learning automaton (seed 000, Akbari Torkestani 2012): state + transitions.
+"""LAFC's per-page learning automaton (Akbari Torkestani 2012): state + transitions.
 
 Each fetched page d_i owns a variable action-set learning automaton whose actions are the
 page's outlinks; it samples one enabled link from its probabilities scaled to the enabled
@@ -29,7 +29,8 @@ _DRIFT = 1e-12
 
 
 class Scheme(StrEnum):
-    """The linear reinforcement schemes of seed 000 §2 (after eq. 2); a `str` and an `Enum`."""
+    """The linear reinforcement schemes of Akbari Torkestani 2012, §2 (after eq. 2); a `str`
+    and an `Enum`."""
 
     LRI = "L_R-I"
     """Linear reward-inaction, b = 0: the paper's scheme (§3.2) and the one Theorem 1 covers."""
@@ -43,7 +44,7 @@ class Scheme(StrEnum):
 class LearningParams:
     """Learning rate and scheme of every automaton, validated once at start-up.
 
-    Defaults are the paper's calibration (seed 000 Table 3: a = 0.09 with L_R-I).
+    Defaults are the paper's calibration (Table 3: a = 0.09 with L_R-I).
     """
 
     a: float = 0.09
@@ -52,7 +53,7 @@ class LearningParams:
     epsilon: float = 0.1
     """Ratio b/a for L_R-εP."""
     tolerance: float = 1e-9
-    """A similarity within this of τ_i counts as reaching it (DESIGN §5: many pages tie)."""
+    """A similarity within this of τ_i counts as reaching it (many pages tie)."""
 
     def __post_init__(self) -> None:
         try:
@@ -80,7 +81,7 @@ class LearningParams:
 
 @dataclass(slots=True)
 class Automaton:
-    """The learning automaton A_i of one page d_i (seed 000 §3.1).
+    """The learning automaton A_i of one page d_i (§3.1).
 
     `probs` is the full vector p_i over all actions, disabled ones included (eq. 3 scales
     it to the enabled subset only when choosing and learning).
@@ -121,7 +122,7 @@ def _check_index(aut: Automaton, index: int) -> None:
 
 
 def new_automaton(actions: Sequence[str], cycle: int) -> Automaton:
-    """The automaton of a page fetched for the first time (seed 000 §3.1).
+    """The automaton of a page fetched for the first time (§3.1).
 
     Actions are the distinct outlinks (repeats dropped, first occurrence kept), each with
     probability 1/|u(i)| because nothing is known yet about where they lead; all enabled.
@@ -132,7 +133,7 @@ def new_automaton(actions: Sequence[str], cycle: int) -> Automaton:
 
 
 def relink(aut: Automaton, actions: Sequence[str]) -> Automaton:
-    """The automaton after a refetch found the link set `actions` (seed 000 §3.3).
+    """The automaton after a refetch found the link set `actions` (§3.3).
 
     Removed links first, with eq. 8 for each: p_k ← (1 + p_j/(1 − p_j))·p_k spreads the
     removed p_j over the rest in proportion. Applied one removal after another this is
@@ -189,13 +190,13 @@ def _after_removals(probs: list[float], kept: list[int]) -> list[float]:
 def start_cycle(aut: Automaton, cycle: int) -> Automaton:
     """The automaton at the start of crawl cycle `cycle`: every action enabled again.
 
-    Seed 000 §3.2: "at the end of the crawling process, all learning automata must enable
-    the disabled actions again for the further crawling" — only the actions are restored.
-    τ_i is kept: eq. 6 defines it as the best similarity seen "so far" among the page's
-    links and the paper sets it to 0 only once, when the automaton is created; the
-    learning is meant to carry over into the next crawl (§3.2, last paragraph). Calls
-    for a cycle not after the automaton's own change nothing (re-injections are lazy and
-    may repeat).
+    Akbari Torkestani 2012, §3.2: "at the end of the crawling process, all learning automata
+    must enable the disabled actions again for the further crawling" — only the actions are
+    restored. τ_i is kept: eq. 6 defines it as the best similarity seen "so far" among the
+    page's links and the paper sets it to 0 only once, when the automaton is created; the
+    learning is meant to carry over into the next crawl (§3.2, last paragraph). Calls for a
+    cycle not after the automaton's own change nothing (re-injections are lazy and may
+    repeat).
     """
     if cycle <= aut.cycle:
         return Automaton(aut.actions, list(aut.probs), list(aut.enabled), aut.tau, aut.cycle)
@@ -234,7 +235,7 @@ def choose(aut: Automaton, u: float) -> int | None:
 
 
 def update(aut: Automaton, index: int, rewarded: bool, params: LearningParams) -> Automaton:
-    """One learning step of the variable action-set automaton (seed 000 §2.1).
+    """One learning step of the variable action-set automaton (§2.1).
 
     1. Scale to the enabled subset: p̂_j = p_j / K, K = Σ_{j enabled} p_j (eq. 3).
     2. Reward (eq. 1): p̂_i ← p̂_i + a(1 − p̂_i), p̂_j ← (1 − a)p̂_j for j ≠ i;

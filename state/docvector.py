@@ -1,11 +1,12 @@
-"""The document state vector x of a forager (seed 002: 50 tanh-squashed classifier outputs).
+"""The document state vector x of a forager (Palotai, Farkas & Lőrincz 2005, long version:
+50 tanh-squashed classifier outputs).
 
-Seed 002 reduced a page's text to 50 outputs of prTFIDF classifiers trained on clusters
-of an earlier crawl, squashed into [−1, 1] by tanh. We have no such classifiers: ours is a
-hashed tf-idf projection — each term adds tf·idf to one of `dimensions` buckets with a
-sign, both taken from a keyed hash of the term (blake2b, so the same on every machine and
-in every process) — squashed by tanh as in the seed. Deterministic, fast, and like the
-seed's x it knows only what the downloaded page offers.
+Palotai, Farkas & Lőrincz 2005 (long version) reduced a page's text to 50 outputs of prTFIDF
+classifiers trained on clusters of an earlier crawl, squashed into [−1, 1] by tanh. We have
+no such classifiers: ours is a hashed tf-idf projection — each term adds tf·idf to one of
+`dimensions` buckets with a sign, both taken from a keyed hash of the term (blake2b, so the
+same on every machine and in every process) — squashed by tanh as in the paper.
+Deterministic, fast, and like the paper's x it knows only what the downloaded page offers.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""A forager fleet and its reinforcing agent as the keyed state of one crawl (seeds 002/004).
+"""A forager fleet and its reinforcing agent as the keyed state of one crawl (Palotai,
+Farkas & Lőrincz 2005).
 
 The fleet is a closed feedback loop: every step of every forager starts from the agent's
 verdicts on everything sent before it (only the first submitter of a document is
@@ -9,7 +10,7 @@ same fleet bit for bit. What keeps that state small: at most `max_population` fo
 and the agent's memory of documents is pruned after `max_age_ms` (a document older than
 24 hours can never be relevant again, so its verdict is no longer needed).
 
-A step is the paper's (seed 002 §4.1, and `pipelines/evaluation/forager_fleet.run_fleet`,
+A step is the paper's (long version, §4.1, and `pipelines/evaluation/forager_fleet.run_fleet`,
 the direct simulation): the forager asks for the page it chose (a *visit*); when it comes
 back, for every page it links to that the path has not visited (*probes*: a forager must
 download a page to know its state vector x); when every probe is back, it sends the
@@ -119,7 +120,7 @@ class FleetState:
     fleet: Fleet
     foragers: dict[int, ForagerState]
     sent: dict[int, dict[str, int]]
-    """Per forager, the documents it sent and when (seed 002: "not sent before")."""
+    """Per forager, the documents it sent and when (the paper: "not sent before")."""
     verdicts: dict[str, DocumentVerdict]
     """The agent's memory: documents rewarded, by URL (pruned after `max_age_ms`)."""
     slice_end_ms: int
@@ -143,12 +144,12 @@ class FleetParams:
 def seed_fleet(
     state: FleetState | None, url: str, now_ms: int, p: FleetParams
 ) -> tuple[FleetState, list[Request], str | None]:
-    """A starting URL joins every forager's weblog at value 0 (seed 002: "the seed URLs
+    """A starting URL joins every forager's weblog at value 0 (the paper: "the seed URLs
     enter the weblog"). The first one starts the fleet (`min_population` foragers) and the
-    first forager's first step. While that step has not been answered, a later seed
-    restarts it from the longer list (the same draw): all seeds given together start the
-    fleet as one list does. Returns the state, the requests and the URL of a request
-    withdrawn (the first choice, when a restart chose another page)."""
+    first forager's first step. While that step has not been answered, a later seed restarts
+    it from the longer list (the same draw): all seeds given together start the fleet as one
+    list does. Returns the state, the requests and the URL of a request withdrawn (the first
+    choice, when a restart chose another page)."""
     if state is None:
         started = _start(url, (url,), now_ms, p)
         return started, [_request_of(started)], None

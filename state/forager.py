@@ -1,4 +1,4 @@
-"""A forager of seeds 002/004 (Palotai, Farkas, Lőrincz 2005) as keyed state, and its encoding.
+"""A forager of Palotai, Farkas & Lőrincz 2005 (long version) as keyed state, and its encoding.
 
 `ForagerState` is what one forager keeps: its kind (`Variant`), weight vector, weblog and
 current path (`ForagerPath`); `encode_forager`/`decode_forager` give it a versioned binary
@@ -24,12 +24,13 @@ HOUR_MS = 3_600_000
 
 
 class Variant(StrEnum):
-    """The forager kinds of seed 002 §4 (and the combination of its web experiment)."""
+    """The forager kinds of the paper's §4 (and the combination of its web
+    experiment)."""
 
     WL = "wl"
-    """Weblog update only; a fixed random weight vector (seed 002: "WL foragers")."""
+    """Weblog update only; a fixed random weight vector (the paper: "WL foragers")."""
     RL = "rl"
-    """TD(0) URL-ordering update only; a fixed weblog (seed 002: "RL foragers")."""
+    """TD(0) URL-ordering update only; a fixed weblog (the paper: "RL foragers")."""
     WLRL = "wlrl"
     """Both: the foragers of the 18-day web experiment."""
 

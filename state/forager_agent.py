@@ -1,4 +1,5 @@
-"""The reinforcing agent (RA) of seeds 002/004 as keyed state + pure transitions.
+"""The reinforcing agent (RA) of Palotai, Farkas & Lőrincz 2005's forager fleets as keyed state +
+pure transitions.
 
 The RA judges what the foragers send (Alg. "manage received URL"): a document it has not
 rewarded before and that is not older than 24 hours is relevant and earns the reward, the
@@ -22,7 +23,7 @@ from frontierflow.state.forager import HOUR_MS, Reader
 
 @dataclass(frozen=True, slots=True)
 class AgentParams:
-    """The RA's constants. "paper" = stated in seed 002/004; "ours" = lost (@xmath)."""
+    """The RA's constants. "paper" = stated in the papers; "ours" = lost (@xmath)."""
 
     reward: float = 1.0
     """Reinforcement for a relevant document (ours: @xmath75, "a.u.")."""

@@ -1,15 +1,17 @@
-"""A forager's walk and learning (seeds 002/004, Palotai, Farkas, Lőrincz 2005) as pure transitions.
+"""A forager's walk and learning (Palotai, Farkas & Lőrincz 2005, long version) as pure
+transitions.
 
 A forager walks a site in *paths*: it restarts from a random URL of its start list (the
 first entries of its weblog), then takes greedy steps to the frontier URL with the largest
-estimated long-term profit w·x (Alg. "URL ordering" of seed 002), and after a fixed number
-of steps updates its weblog and starts again (Alg. "URL selection"). WL foragers update
-their weblog (Alg. "weblog update"), RL foragers their weight vector by TD(0) (Alg. "URL
-ordering update", the error of value estimation and its weight correction), WL+RL both.
-Every transition here returns new values and never mutates its arguments; randomness is
-drawn from (seed, key, counter) with `uniform_draw`, so a replay repeats bit for bit.
+estimated long-term profit w·x (Alg. "URL ordering" of the paper), and after a
+fixed number of steps updates its weblog and starts again (Alg. "URL selection"). WL
+foragers update their weblog (Alg. "weblog update"), RL foragers their weight vector by
+TD(0) (Alg. "URL ordering update", the error of value estimation and its weight correction),
+WL+RL both. Every transition here returns new values and never mutates its arguments;
+randomness is drawn from (seed, key, counter) with `uniform_draw`, so a replay repeats bit
+for bit.
 
-The seed's text lost most constants (they show as @xmath): each one is a field of
+The papers' text lost most constants (they show as @xmath): each one is a field of
 `ForagerParams` with its default and where it came from ("paper" or "ours").
 """
 
@@ -36,8 +38,8 @@ from frontierflow.state.forager import (
 
 @dataclass(frozen=True, slots=True)
 class ForagerParams:
-    """A forager's constants, validated once. "paper" = stated in seed 002/004; "ours" = the
-    seed's text lost it (@xmath) and the default is our choice."""
+    """A forager's constants, validated once. "paper" = stated in the papers; "ours" =
+    their text lost it (@xmath) and the default is our choice."""
 
     dimensions: int = 50
     """Length of the document state vector x and of w (paper: 50 classifier outputs)."""
@@ -123,9 +125,9 @@ def rest_of_path_sums(rewards: Sequence[float]) -> list[float]:
 def weblog_update(
     weblog: Weblog, path: Sequence[str], rewards: Sequence[float], params: ForagerParams
 ) -> Weblog:
-    """Alg. "weblog update" of seed 002: a URL of the path already in the weblog moves its
-    value toward R_i (the rewards of its step and the rest of the path) at rate 0.3; a new
-    URL takes R_i; then sort in descending order and truncate.
+    """Alg. "weblog update" of the paper: a URL of the path already in the
+    weblog moves its value toward R_i (the rewards of its step and the rest of the path) at
+    rate 0.3; a new URL takes R_i; then sort in descending order and truncate.
 
     Ties keep the earlier order (weblog first, then new URLs in path order): the sort is
     stable, so an update is deterministic.
@@ -149,7 +151,7 @@ def start_list(weblog: Weblog, params: ForagerParams) -> tuple[str, ...]:
 def td_step(
     weights: Vector, x: Vector, reward: float, x_next: Vector | None, params: ForagerParams
 ) -> tuple[Vector, float]:
-    """TD(0) (seed 002, "URL ordering update"): δ = r + γ·w·x' − w·x and w += η·δ·x.
+    """TD(0) (the paper's "URL ordering update"): δ = r + γ·w·x' − w·x and w += η·δ·x.
 
     `x_next` None is the end of a path: its value is 0 (the path is an episode; ours, the
     seed does not say what closes a path). Returns the new weights and δ.

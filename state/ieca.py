@@ -1,4 +1,4 @@
-"""IECA's per-URL state and its pure transitions (seed 001, Golshani & ZarehBidoki 2012).
+"""IECA's per-URL state and its pure transitions (Golshani & ZarehBidoki 2012).
 
 A URL's state is its logarithmic distance from the seeds (∞ while unknown) and the last
 crawl cycle in which it was fetched. A link i → j updates j with eq. 13 when j is new and
@@ -23,7 +23,7 @@ NOT_CRAWLED = -1
 
 @dataclass(frozen=True, slots=True)
 class IecaParams:
-    """The constants of seed 001, with the paper's values as defaults.
+    """The constants of Golshani & ZarehBidoki 2012, with the paper's values as defaults.
 
     The paper ran 10M-page graphs with k = 250,000, i.e. k = budget / 40; `for_budget`
     keeps that ratio for a crawl of any size, so δ_t and α step the same 40 times.

@@ -1,15 +1,15 @@
 """IECA+'s per-URL state and its pure transitions: IECA's distance read as log-cash.
 
-Seed 001's distance is the logarithm of a path's weight: d = Σ log10 O(i) along a path is
-−log10 of the chance that a random surfer follows it, so 10^(−d) is the cash (OPIC,
-Abiteboul et al. 2003) that reaches the page along that path. IECA (eq. 10) keeps one path
-per page and, as α = e^(−β·t) decays with the global clock, stops listening to new parents:
-by 45% of the crawl every update keeps 83% of a page's old distance. IECA+ keeps every
-parent instead: each in-link adds its cash 10^(−candidate) to the page, and the distance is
-−log10 of the sum. Nothing decays with time, so a page that collects many good in-links
-late is pulled forward however late they come. Smaller distance = sooner.
+Golshani & ZarehBidoki 2012's distance is the logarithm of a path's weight: d = Σ log10 O(i)
+along a path is −log10 of the chance that a random surfer follows it, so 10^(−d) is the cash
+(OPIC, Abiteboul et al. 2003) that reaches the page along that path. IECA (eq. 10) keeps one
+path per page and, as α = e^(−β·t) decays with the global clock, stops listening to new
+parents: by 45% of the crawl every update keeps 83% of a page's old distance. IECA+ keeps
+every parent instead: each in-link adds its cash 10^(−candidate) to the page, and the
+distance is −log10 of the sum. Nothing decays with time, so a page that collects many good
+in-links late is pulled forward however late they come. Smaller distance = sooner.
 
-Departures from seed 001, each with its reason:
+Departures from the paper, each with its reason:
 - eq. 10 is replaced by the log-sum above (`evidence_distance`): eq. 10 averages paths, so
   a page's in-link count barely matters (only through the structure term), and its α
   freezes the average; a sum rewards every parent, as OPIC and PageRank do. A page's first
@@ -39,7 +39,8 @@ class IecaPlusParams:
     """IECA's clock constants (δ_t of eq. 12, seed distance) and IECA+'s own."""
 
     ieca: IecaParams = field(default_factory=IecaParams)
-    """δ_t's schedule, the budget it is a share of, and the seeds' distance (seed 001)."""
+    """δ_t's schedule, the budget it is a share of, and the seeds' distance (Golshani &
+    ZarehBidoki 2012)."""
     damping_scale: float = 0.75
     """A link's candidate uses (1 − scale·δ_t)·d_i: 1 is eq. 13's damping, 0 is OPIC's.
     0.75 was chosen on the development crawls (docs/RESULTS.md, IECA+)."""

@@ -1,8 +1,9 @@
 """What the LAFC strategy operator keeps per URL key, and its compact, versioned binary form.
 
-`LafcState` holds the page's learning automaton (`frontierflow.state.automaton`, seed 000)
-with its similarity, cycle, stack priority, pending action and draw counter;
-`encode_lafc`/`decode_lafc` turn it into bytes and back, checking the same invariants both ways.
+`LafcState` holds the page's learning automaton (`frontierflow.state.automaton`, Akbari
+Torkestani 2012) with its similarity, cycle, stack priority, pending action and draw
+counter; `encode_lafc`/`decode_lafc` turn it into bytes and back, checking the same
+invariants both ways.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """What LAFC+ (`pipelines/strategies/lafc_plus.py`) keeps per page, how one message changes it,
 and its compact encoding.
 
-Like seed 000's automaton, a fetched page owns its outlinks as actions, chooses one at a time
-and learns from the page each choice led to. Unlike it, the page holds an estimate per action
-(an *estimator* automaton, as in Thathachar and Sastry's pursuit algorithms) instead of a
-probability vector, and chooses greedily. The rules, each a pure function below:
+Like Akbari Torkestani 2012's automaton, a fetched page owns its outlinks as actions,
+chooses one at a time and learns from the page each choice led to. Unlike it, the page holds
+an estimate per action (an *estimator* automaton, as in Thathachar and Sastry's pursuit
+algorithms) instead of a probability vector, and chooses greedily. The rules, each a pure
+function below:
 
 - graded reward (`page_worth`): a link earns the similarity of the page it led to, optionally
   weighted by how often the page uses the topic's keywords; eq. 6 of the paper gives 1 or 0
@@ -133,7 +134,7 @@ _MAX_ANSWERS = 2**32 - 1
 
 
 def page_worth(topic: Topic, terms: Mapping[str, int], params: LafcPlusParams) -> float:
-    """The reward a page is worth: its similarity (eqs. 4–5 of seed 000), times
+    """The reward a page is worth: its similarity (Akbari Torkestani 2012, eqs. 4–5), times
     min(1, keyword occurrences / evidence) when `evidence` is set."""
     sim = similarity(topic, terms)
     if params.evidence:

@@ -1,8 +1,8 @@
 """PageRank state per URL and the PageRank computation over a list of arcs.
 
-`RankedUrl` is what the PageRank baselines (seed 001 §IV) remember per URL, with its
-compact encoding; `pagerank_subgraph` is the power iteration they and the hot-page
-evaluation share.
+`RankedUrl` is what the PageRank baselines (Golshani & ZarehBidoki 2012, §IV) remember per
+URL, with its compact encoding; `pagerank_subgraph` is the power iteration they and the
+hot-page evaluation share.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Topic relevance of a fetched page: the keyword-vector cosine of LAFC (seed 000, eqs. 4–5).
+"""Topic relevance of a fetched page: the keyword-vector cosine of LAFC (Akbari Torkestani 2012,
+eqs. 4–5).
 
 A topic is a weighted keyword vector; a page is its term-count vector. Their cosine drives the
 learning automata (reward or penalty, path control) and the relevance judge of the evaluation.
@@ -33,7 +34,8 @@ STOP_WORDS: frozenset[str] = frozenset(_STOP_WORDS_TEXT.split())
 
 
 def tokenise(text: str) -> list[str]:
-    """Lower-cases `text` and splits it on non-alphanumerics (seed 000's "lexical processing").
+    """Lower-cases `text` and splits it on non-alphanumerics (Akbari Torkestani 2012's "lexical
+    processing").
 
     Unicode letters and digits count as alphanumerics, so "Größe" stays one token; "_" and
     punctuation split ("msg_zerocopy" -> "msg", "zerocopy"), which is what a keyword match wants.
@@ -42,7 +44,8 @@ def tokenise(text: str) -> list[str]:
 
 
 def term_counts(text: str, stop_words: frozenset[str] = frozenset()) -> dict[str, int]:
-    """Counts the tokens of `text`, leaving out `stop_words`: the f_i of seed 000 eq. 5."""
+    """Counts the tokens of `text`, leaving out `stop_words`: the f_i of Akbari Torkestani 2012,
+    eq. 5."""
     counts = Counter(tokenise(text))
     for word in stop_words & counts.keys():
         del counts[word]
@@ -51,7 +54,8 @@ def term_counts(text: str, stop_words: frozenset[str] = frozenset()) -> dict[str
 
 @dataclass(frozen=True)
 class Topic:
-    """A search topic: the keyword vector v_t of seed 000 eq. 4 (keyword -> weight)."""
+    """A search topic: the keyword vector v_t of Akbari Torkestani 2012, eq. 4
+    (keyword -> weight)."""
 
     name: str
     weights: dict[str, float]
@@ -103,15 +107,16 @@ class Topic:
 
 
 def similarity(topic: Topic, terms: Mapping[str, int]) -> float:
-    """Cosine of the topic vector and the page's term vector (seed 000 eqs. 4–5).
+    """Cosine of the topic vector and the page's term vector (Akbari Torkestani 2012,
+    eqs. 4–5).
 
-    Both vectors are m-dimensional, one component per topic keyword (eq. 4 sums over
-    i = 1..m; "v_d is the m-dimensional term vector of document d"): words that are not
-    keywords do not enter the page's norm. tf_i = f_i / max f (eq. 5) only rescales the
-    page vector, which a cosine does not see, so the raw counts are used. Consequences
-    (DESIGN §5): a page that uses k of m equally weighted keywords equally scores √(k/m),
-    however long it is, and many pages sit exactly on such a value (compare with a
-    tolerance). 0.0 for a page without any keyword (the cosine is undefined there).
+    Both vectors are m-dimensional, one component per topic keyword (eq. 4 sums over i =
+    1..m; "v_d is the m-dimensional term vector of document d"): words that are not keywords
+    do not enter the page's norm. tf_i = f_i / max f (eq. 5) only rescales the page vector,
+    which a cosine does not see, so the raw counts are used. Consequences: a page that uses
+    k of m equally weighted keywords equally scores √(k/m), however long it is, and many
+    pages sit exactly on such a value (compare with a tolerance). 0.0 for a page without any
+    keyword (the cosine is undefined there).
     """
     dot = 0.0
     squares = 0
@@ -132,7 +137,8 @@ def keyword_occurrences(topic: Topic, terms: Mapping[str, int]) -> int:
 
 @dataclass(frozen=True)
 class Judge:
-    """Decides whether a page is relevant: sim >= threshold (seed 000 §5 uses 0.75).
+    """Decides whether a page is relevant: sim >= threshold (Akbari Torkestani 2012, §5,
+    uses 0.75).
 
     Many pages score exactly a threshold (a page using k of m keywords equally scores
     sqrt(k/m)), and the float cosine can land a hair below it, hence `tolerance`.

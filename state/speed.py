@@ -1,4 +1,4 @@
-"""A fetcher's crawl-speed state (seed 003) and its binary encoding.
+"""A fetcher's crawl-speed state (Nandy, Sarkar & Das 2012) and its binary encoding.
 
 The records the speed operator keeps per fetcher: the integer sums of one event-time
 window (`SpeedWindow`), running speed statistics (`Welford`, eqs. 2 and 7), the
@@ -44,10 +44,11 @@ class SpeedWindow:
 
 @dataclass(frozen=True, slots=True)
 class Welford:
-    """Running mean and squared deviation of crawl speeds (seed 003 eqs. 2 and 7).
+    """Running mean and squared deviation of crawl speeds (Nandy, Sarkar & Das 2012,
+    eqs. 2 and 7).
 
     Welford's update, not eq. 6–7's M·Σc² − (Σc)², which cancels catastrophically when the
-    speeds are large and close together (DESIGN §5.4)."""
+    speeds are large and close together."""
 
     n: int = 0
     mean: float = 0.0

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Download and unpack Debian's HTML documentation packages: a real interlinked web with topics
-# for focused-crawling simulations (seed 000, LAFC). See README.md beside this script.
+# for focused-crawling simulations (LAFC, Akbari Torkestani 2012). See README.md beside this script.
 #
 #   infra/debian-docs/fetch.sh [PACKAGE ...]
 #

@@ -147,7 +147,7 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 share.coordinator.state.topic.num.partitions=1
 
-# Topics are created on purpose (DESIGN.md section 3), never by a typo.
+# Topics are created on purpose (docs/ARCHITECTURE.md), never by a typo.
 auto.create.topics.enable=false
 group.initial.rebalance.delay.ms=0
 

@@ -1,4 +1,5 @@
-"""Crawl-speed windows and thread scaling (seed 003) as an Apache Beam pipeline.
+"""Crawl-speed windows and thread scaling (Nandy, Sarkar & Das 2012) as an Apache Beam
+pipeline.
 
 Composite transforms with labelled steps, calling the same pure functions as the embedded
 operator `per_fetcher.observe`:

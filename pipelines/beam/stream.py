@@ -34,7 +34,7 @@ exact count, c − (n(w) − 1) ≤ crawled ≤ c: the clock lags by at most n(w
 of event time. With one page per window (W = 1 ms and distinct `fetched_at`) it is exact.
 A strategy that never reads `crawled` (LAFC) gets exactly the engine's result for any W,
 whenever `fetched_at` never decreases along the input. Effect on IECA: δ_t and α are step
-functions of crawled div k (seed 001 eq. 12 and eq. 5,
+functions of crawled div k (Golshani & ZarehBidoki 2012, eq. 12 and eq. 5,
 Algorithm 1), so a lag of s pages changes them only for an event whose lag crosses a
 multiple of k, by at most ⌈s/k⌉ steps: |Δδ_t| ≤ 0.28·(k/budget)·⌈s/k⌉ and
 |Δα| ≤ 1 − e^(−β·⌈s/k⌉). Measured in the tests and the report.

@@ -74,7 +74,7 @@ def add_engine_args(parser: argparse.ArgumentParser, state_required: bool = True
         "--speed-controller",
         default=None,
         help="crawl-speed controller whose ScalingDecisions go out per fetcher and window: "
-        f"{DEFAULT_SPEED_CONTROLLER} (default: Nandy, Sarkar & Das's statistical-hypothesis "
+        f"{DEFAULT_SPEED_CONTROLLER} (default: Nandy, Sarkar & Das 2012's statistical-hypothesis "
         "controller), hypothesis-literal (its eq. 8 as printed), aimd, autothrottle, fixed-N, "
         f"or {NO_SPEED_CONTROLLER}",
     )

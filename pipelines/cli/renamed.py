@@ -22,7 +22,7 @@ CONTROLLERS = {
     "seed003": "hypothesis",
     "seed003-literal": "hypothesis-literal",
 }
-"""Old crawl-speed controller name → its name after the method (Nandy, Sarkar & Das's
+"""Old crawl-speed controller name → its name after the method (Nandy, Sarkar & Das 2012's
 statistical-hypothesis controller)."""
 
 

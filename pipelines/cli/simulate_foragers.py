@@ -1,4 +1,4 @@
-"""`frontierflow simulate foragers`: forager fleets (Palotai, Farkas & Lőrincz: weblogs and
+"""`frontierflow simulate foragers`: forager fleets (Palotai, Farkas & Lőrincz 2005: weblogs and
 reinforcement learning) hunting new relevant stories on a recorded news site in simulated
 real time; writes the table of their selection in scale-free small worlds."""
 

@@ -1,4 +1,4 @@
-"""`frontierflow simulate speed`: the thread-scaling controllers (Nandy, Sarkar & Das's
+"""`frontierflow simulate speed`: the thread-scaling controllers (Nandy, Sarkar & Das 2012's
 statistical-hypothesis controller and the baselines) on measured bandwidth traces, each
 controller in a simulated fetcher; writes runs, a summary and plots."""
 
@@ -23,7 +23,7 @@ def add_arguments(sv: argparse.ArgumentParser) -> None:
         "--controllers",
         type=csv_list,
         default=None,
-        help="hypothesis (Nandy, Sarkar & Das's statistical-hypothesis controller), "
+        help="hypothesis (Nandy, Sarkar & Das 2012's statistical-hypothesis controller), "
         "hypothesis-literal (its eq. 8 as printed), aimd, autothrottle, fixed-N; "
         "default: hypothesis,hypothesis-literal,aimd,autothrottle,fixed-4,fixed-16",
     )

@@ -30,9 +30,9 @@ class CrawlClock:
     """Global quantities an operator may read, passed in rather than looked up.
 
     `crawled` counts the distinct pages fetched in this crawl so far, the page being
-    processed included (Algorithm 1 of seed 001 increments `size` before crawling).
-    `now_ms` is the event time of the FetchEvent being processed: entries carry it as
-    `emitted_at`, so outputs never depend on the wall clock.
+    processed included (Golshani & ZarehBidoki 2012's Algorithm 1 increments `size` before
+    crawling). `now_ms` is the event time of the FetchEvent being processed: entries carry
+    it as `emitted_at`, so outputs never depend on the wall clock.
     """
 
     crawled: int
@@ -219,8 +219,8 @@ class Strategy(ABC, Generic[S]):
     """Whether `apply` never changes a state object in place (each change makes a new one,
     as NamedTuple states do), so an engine may keep decoded states across steps."""
     judges_pages: ClassVar[bool] = False
-    """Whether a first fetch's `Fetched.value` is the page's topic similarity (eqs. 4–5
-    of seed 000), so an onlooker can tell the harvest rate from it."""
+    """Whether a first fetch's `Fetched.value` is the page's topic similarity (Akbari
+    Torkestani 2012, eqs. 4–5), so an onlooker can tell the harvest rate from it."""
     requests_replies: ClassVar[bool] = False
     """Whether an entry it emits may be a reply request (`REPLY_ECHO`), which
     `change_key` keeps per (url, via). Without them every change's key is its URL, and

@@ -1,7 +1,7 @@
 """Checks a decoded FetchEvent must pass before it may change any state.
 
 Each rule returns the reason an event is refused; a refused event goes to the dead-letter
-output with that reason (DESIGN §7). Outlinks that are not http(s) — mailto:, javascript:,
+output with that reason. Outlinks that are not http(s) — mailto:, javascript:,
 fragments of nothing — are dropped from an otherwise good event, since real pages carry
 them; only http(s) URLs ever leave the job.
 """

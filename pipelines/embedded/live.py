@@ -56,7 +56,7 @@ class LiveOptions:
     retry_backoff_s: float = 1.0
     progress_every_s: float = 10.0
     speed: ControllerSettings | None = None
-    """The crawl-speed controller (seed 003) whose ScalingDecisions go to fetcher-control;
+    """The crawl-speed controller whose ScalingDecisions go to fetcher-control;
     None: no decisions."""
 
     def __post_init__(self) -> None:

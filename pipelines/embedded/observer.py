@@ -26,7 +26,7 @@ class StepReport:
 
     `changes` are the latest frontier change per key, as written to the sink; `stats` are
     the engine's counters after the step (the same ones the job's Prometheus metrics
-    advance by); `similarities` are the topic similarities (eqs. 4–5 of seed 000) of the
+    advance by); `similarities` are the topic similarities (Akbari Torkestani 2012, eqs. 4–5) of the
     pages first fetched in the step, for a strategy that judges pages
     (`Strategy.judges_pages`), else empty; `seconds` is the step's wall time from its first
     item to its commit (for a step whose commit waits for a later step of its commit

@@ -1,4 +1,5 @@
-"""Seed 000's evaluation: focused crawls of a topical web, scored by precision and recall.
+"""Akbari Torkestani 2012's evaluation: focused crawls of a topical web, scored by precision
+and recall.
 
 Every strategy crawls the web from the same seeds for `cycles` cycles of `budget` downloads
 each, keeping its state between cycles (only LAFC learns from it). After B downloads:
@@ -136,7 +137,8 @@ def relevant_mask(web: RecordedWeb, topic: Topic, judge: Judge) -> np.ndarray:
 
 
 def paired_t_test(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
-    """Mean of x − y and the two-sided p-value of the paired t-test (Table 4 of seed 000)."""
+    """Mean of x − y and the two-sided p-value of the paired t-test (Akbari Torkestani 2012,
+    Table 4)."""
     from scipy import stats
 
     diff = np.asarray(x, dtype=float) - np.asarray(y, dtype=float)
@@ -312,8 +314,8 @@ def compute_table(results: Sequence[TopicResult], setup: FocusedSetup) -> str:
 
 def t_test_table(results: Sequence[TopicResult], setup: FocusedSetup, learner: str = "lafc") -> str:
     """`learner` against each other strategy: mean precision difference over the download
-    checkpoints of each cycle from the second on, and its paired t-test p-value (seed 000
-    Table 4)."""
+    checkpoints of each cycle from the second on, and its paired t-test p-value (Akbari
+    Torkestani 2012, Table 4)."""
     label = _LABELS.get(learner, learner)
     rows = [
         f"| topic | cycle | {label} vs | mean precision ({label} − other) | p-value | result |",
@@ -357,7 +359,7 @@ def _fmt_p(p: float) -> str:
 
 
 def plot_precision(path: Path, result: TopicResult, setup: FocusedSetup) -> None:
-    """Precision against downloads, one panel per cycle (seed 000 Figs. 2–6)."""
+    """Precision against downloads, one panel per cycle (Akbari Torkestani 2012, Figs. 2–6)."""
     plt = headless_pyplot()
 
     fig, axes = plt.subplots(

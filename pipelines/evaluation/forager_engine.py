@@ -1,6 +1,7 @@
-"""The forager fleet through the embedded engine: seed 004's closed loop with the strategy
-operator (`pipelines/strategies/foragers.ForagerFleet`) in the engine and a simulated fetcher
-serving its frontier from the news site — the same operator a live job runs over Kafka.
+"""The forager fleet through the embedded engine: the closed loop of Palotai, Farkas &
+Lőrincz 2005 (CEEMAS) with the strategy operator
+(`pipelines/strategies/foragers.ForagerFleet`) in the engine and a simulated fetcher serving
+its frontier from the news site — the same operator a live job runs over Kafka.
 
 The fetcher takes the frontier's best entry, downloads the page as it was at the simulated
 time, spends `download_ms`, and reports the FetchEvent a real fetcher would: the page's

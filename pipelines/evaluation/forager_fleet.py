@@ -1,13 +1,15 @@
-"""Seed 004's closed loop: a forager fleet hunting new stories on a news site in simulated time.
+"""The closed loop of Palotai, Farkas & Lőrincz 2005 (CEEMAS): a forager fleet
+hunting new stories on a news site in simulated time.
 
 The fleet (state/foraging.py) and the reinforcing agent (state/forager_agent.py) run over
 `NewsSite`: the RA gives each forager a time slice in turn; in each step a forager downloads
-the page it chose and every page it links to (seed 002: it must download a page to know its
-x), sends the possibly relevant ones (not older than 24 h, not sent by it before) to the RA,
-and learns from the reinforcements. Every download takes `download_ms` of simulated time.
-After each slice the RA multiplies or deletes the forager. A baseline that ignores learning
-revisits the home page and the topic's section pages in a fixed round robin, downloads each
-linked page it has not downloaded before and sends what is fresh.
+the page it chose and every page it links to (Palotai, Farkas & Lőrincz 2005 (long version): it
+must download a page to know its x), sends the possibly relevant ones (not older than 24 h,
+not sent by it before) to the RA, and learns from the reinforcements. Every download takes
+`download_ms` of simulated time. After each slice the RA multiplies or deletes the forager.
+A baseline that ignores learning revisits the home page and the topic's section pages in a
+fixed round robin, downloads each linked page it has not downloaded before and sends what is
+fresh.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ WORLD_NEWS = (
 DEFAULT_START = "2022-03-01T00:00:00Z"
 DEFAULT_DOWNLOAD_MS = 10_000
 BIN_MS = 3 * HOUR_MS
-"""Seed 004 Fig. 1(b): download efficiency in 3-hour intervals."""
+"""The paper's Fig. 1(b): download efficiency in 3-hour intervals."""
 Progress = Callable[[int], None]
 """Called with simulated milliseconds advanced."""
 
@@ -76,10 +78,10 @@ class ForagerSetup:
     news: Path
     start: str = DEFAULT_START
     days: float = 8.0
-    """Seed 004's Fig. 1(b) spans 8 days."""
+    """The paper's Fig. 1(b) spans 8 days."""
     topic: tuple[str, ...] = WORLD_NEWS
     download_ms: int = DEFAULT_DOWNLOAD_MS
-    """Ours: one page every 10 s, a common crawl delay for a single host. Seed 004's fleets
+    """Ours: one page every 10 s, a common crawl delay for a single host. The paper's fleets
     downloaded 540–670k pages in 8 days (≈1.3 s a page) from a far larger site; at that rate
     this site (≈50 new stories a day) is downloaded whole every few minutes and every
     variant saturates (docs/FORAGERS.md shows both)."""
@@ -158,7 +160,7 @@ def run_fleet(
         f = foragers[current]
         mine = sent_by[current]
         before = t
-        while t < slice_end:  # a started step is finished (seed 002 §4.1)
+        while t < slice_end:  # a started step is finished (long version, §4.1)
             f, url = select_next(f, seed, params)
             page = site.page(url, t)
             m.count_download(url, t, start)

@@ -1,8 +1,9 @@
-"""Seed 004's table and figure from forager-fleet runs: per-run metrics, summaries, plots.
+"""The table and figure of Palotai, Farkas & Lőrincz 2005 (CEEMAS) from
+forager-fleet runs: per-run metrics, summaries, plots.
 
-`summarise` turns one run's counters into a `RunResult` (definitions there; where seed 004's
-were lost, ours); `write_reports` writes runs.csv, efficiency.csv, summary.md and the
-efficiency figure (seed 004, Fig. 1(b)).
+`summarise` turns one run's counters into a `RunResult` (definitions there; where the
+paper's were lost, ours); `write_reports` writes runs.csv, efficiency.csv, summary.md and
+the efficiency figure (the paper's Fig. 1(b)).
 """
 
 from __future__ import annotations
@@ -25,14 +26,14 @@ FRESHNESS_STEP_MS = 15 * 60_000
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """One run's metrics (seed 004, Fig. 1(a)); the seed's definitions were lost, these are
+    """One run's metrics (the paper's Fig. 1(a)); its definitions were lost, these are
     ours where noted:
 
     - downloaded: page downloads; sent: documents sent to the RA; relevant: documents the RA
       rewarded (on topic, new to the RA, not older than 24 h); found URLs: distinct URLs
       downloaded;
     - download efficiency = relevant / downloaded; sent efficiency = relevant / sent;
-      exploration = found URLs / downloaded (both match seed 004's table arithmetic);
+      exploration = found URLs / downloaded (both match the paper's table arithmetic);
     - age (ours): mean hours from a relevant story's publication to its reward (stories
       published during the run; older ones would count the time before the run started);
     - freshness (ours, after Cho & Garcia-Molina): the share of on-topic stories published in
@@ -158,7 +159,7 @@ def write_reports(
             for i, e in enumerate(r.efficiency_series):
                 w.writerow([r.site, r.variant, r.run, 3 * (i + 1), f"{e:.6f}"])
     lines = [
-        "# Forager fleets on the news site (seed 004's table)",
+        "# Forager fleets on the news site (the table of Palotai, Farkas & Lőrincz 2005, CEEMAS)",
         "",
         f"- start {setup.start}, {setup.days:g} days, download {setup.download_ms} ms a page",
         f"- topic: {', '.join(setup.topic)}",
@@ -184,7 +185,7 @@ def write_reports(
 
 
 def plot_efficiency(path: Path, results: Sequence[RunResult]) -> None:
-    """Seed 004 Fig. 1(b): download efficiency in 3-hour intervals, one line per run."""
+    """The paper's Fig. 1(b): download efficiency in 3-hour intervals, one line per run."""
     plt = headless_pyplot()
 
     panels = [v for v in dict.fromkeys(r.variant for r in results if r.site == "sfsw")]

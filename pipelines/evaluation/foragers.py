@@ -1,8 +1,9 @@
-"""Seed 004's evaluation: every forager variant on the news site and its rewired copy.
+"""The evaluation of Palotai, Farkas & Lőrincz 2005 (CEEMAS): every forager
+variant on the news site and its rewired copy.
 
 `evaluate` runs each variant's fleet (`forager_fleet`) a number of times on both sites, plus
 the fixed-schedule baseline, and `run_from_args` writes the reports (`forager_report`) for
-`frontierflow simulate-foragers`.
+`frontierflow simulate foragers`.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def evaluate(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `frontierflow simulate-foragers`."""
+    """Options of `frontierflow simulate foragers`."""
     parser.add_argument("--news", type=Path, default=Path("../shared/data/news"))
     parser.add_argument("--variants", default="wl,rl,wlrl", help="wl, rl, wlrl")
     parser.add_argument("--days", type=float, default=8.0)

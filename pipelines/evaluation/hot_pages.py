@@ -1,8 +1,10 @@
-"""Seed 001's evaluation: closed-loop crawls of a web graph, scored by hot pages found.
+"""Golshani & ZarehBidoki 2012's evaluation: closed-loop crawls of a web graph, scored by
+hot pages found.
 
-For each strategy the simulator crawls the graph from the same seeds until `stop_at` of
-its pages are fetched; after K fetches the score is the share of the K pages with the
-highest global PageRank (damping 0.85, whole graph) that were among them (seed 001 §IV).
+For each strategy the simulator crawls the graph from the same seeds until `stop_at` of its
+pages are fetched; after K fetches the score is the share of the K pages with the highest
+global PageRank (damping 0.85, whole graph) that were among them (Golshani & ZarehBidoki
+2012, §IV).
 """
 
 from __future__ import annotations

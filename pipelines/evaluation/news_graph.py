@@ -1,9 +1,10 @@
 """Is the rebuilt news site a scale-free small world? Degree tails, clustering, path length.
 
-Seed 002 §4.1 measured its CNN crawl (power-law degrees, clustering 0.02, diameter 7.29)
-and a rewired copy (clustering 0.003, diameter 8.22) and called it a small world because
-rewiring dropped the clustering by an order of magnitude and left the path length almost
-the same. We measure the same quantities on the site's link graph at one moment.
+Palotai, Farkas & Lőrincz 2005 (long version), §4.1) measured their CNN crawl (power-law
+degrees, clustering 0.02, diameter 7.29) and a rewired copy (clustering 0.003, diameter
+8.22) and called it a small world because rewiring dropped the clustering by an order of
+magnitude and left the path length almost the same. We measure the same quantities on the
+site's link graph at one moment.
 """
 
 from __future__ import annotations

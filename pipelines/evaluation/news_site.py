@@ -2,7 +2,7 @@
 
 The recording has stories with their home-page stays, sections and titles, but no article
 text and no links between stories. We build the links the way news sites do (ours, not the
-data's; DESIGN §5.3 and issue 12 ask for it to be documented):
+data's, so written down here):
 
 - the **home page** links to every section page (navigation, largest sections first) and to
   the stories on the home page at that moment (the recorded snapshot in force);
@@ -13,10 +13,11 @@ data's; DESIGN §5.3 and issue 12 ask for it to be documented):
   `related` stories of the previous `related_days` days sharing the most title terms,
   weighted toward popular ones (overlap × ln(2 + hours on the home page)).
 
-A story is published at its first appearance on the home page; a download at time t
-returns the page as it was at t (links to stories not yet published are hidden). The
-*rewired* site permutes the targets of all story → story links (seed 002 §4.1: random
-permutations of link endpoints keep the degree distributions and destroy the clustering).
+A story is published at its first appearance on the home page; a download at time t returns
+the page as it was at t (links to stories not yet published are hidden). The *rewired* site
+permutes the targets of all story → story links (Palotai, Farkas & Lőrincz 2005 (long version),
+§4.1: random permutations of link endpoints keep the degree distributions and destroy the
+clustering).
 """
 
 from __future__ import annotations
@@ -165,9 +166,9 @@ class NewsSite:
         return site
 
     def seeds(self, n: int = 10) -> tuple[str, ...]:
-        """The start list of seed 002's RL foragers ("the starting URL of the web experiment
-        and the first 9 visited URLs"): the home page and its first n − 1 links at the start
-        (the largest sections' pages)."""
+        """The start list of the RL foragers, "the starting URL of the web experiment and
+        the first 9 visited URLs" (Palotai, Farkas & Lőrincz 2005, long version): the home
+        page and its first n − 1 links at the start (the largest sections' pages)."""
         return (HOME, *self.page(HOME, self.start_ms).links[: n - 1])
 
     def snapshot_index(self, t: int) -> int:
@@ -256,8 +257,9 @@ def _story_links(ordered: Sequence[Story], s: SiteSettings) -> dict[str, tuple[s
 
 
 def _rewire(links: dict[str, tuple[str, ...]], seed: int) -> dict[str, tuple[str, ...]]:
-    """Seed 002's rewiring: the endpoints of all story → story links permuted at random
-    (out- and in-degrees kept); self-links and repeats are dropped."""
+    """The rewiring of Palotai, Farkas & Lőrincz 2005 (long version): the endpoints of all
+    story → story links permuted at random (out- and in-degrees kept); self-links and
+    repeats are dropped."""
     edges = [(src, dst) for src, dsts in links.items() for dst in dsts]
     rng = np.random.default_rng(seed)
     targets = [edges[k][1] for k in rng.permutation(len(edges))]

@@ -125,8 +125,9 @@ def summarise(
     url_map: Mapping[str, str] | None = None,
 ) -> CrawlSummary:
     """Downloads (events other than 208 answers), pages/s between the first and the last
-    download, precision = relevant downloads / downloads (seed 000 eq. 20). `url_map` maps a
-    served base URL (``http://host:port/``) to the recorded web's base URL."""
+    download, precision = relevant downloads / downloads (Akbari Torkestani 2012, eq. 20).
+    `url_map` maps a served base URL (``http://host:port/``) to the recorded web's base
+    URL."""
     downloads = [e for e in events if e.status != ALREADY_FETCHED]
     answered = (
         sum(1 for e in events if e.status == ALREADY_FETCHED) if isinstance(events, list) else 0

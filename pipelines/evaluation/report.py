@@ -53,7 +53,8 @@ def write_summary_md(
 
 
 def plot_hot_pages(path: Path, curves: Sequence[HotPagesCurve], title: str) -> None:
-    """Fraction of hot pages crawled against fraction crawled, like seed 001's Figs. 4–6."""
+    """Fraction of hot pages crawled against fraction crawled, like Golshani & ZarehBidoki
+    2012, Figs. 4–6."""
     plt = headless_pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)

@@ -259,8 +259,9 @@ def _drain(frontier: MemoryFrontier, limit: int) -> Iterator[FrontierEntry]:
 def hot_fraction_curve(
     order: np.ndarray, global_rank: np.ndarray, checkpoints: Sequence[int]
 ) -> list[float]:
-    """Seed 001 §IV's throughput: after K fetches, the share of the K pages with the
-    highest global PageRank that were among them ("hot" pages), at each K in checkpoints.
+    """Golshani & ZarehBidoki 2012 §IV's throughput: after K fetches, the share of the K
+    pages with the highest global PageRank that were among them ("hot" pages), at each K in
+    checkpoints.
 
     `global_rank[node]` is the node's 0-based position in the global PageRank order.
     """

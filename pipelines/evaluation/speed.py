@@ -1,5 +1,5 @@
-"""Thread-scaling controllers on real bandwidth traces: the evaluation of Nandy,
-Sarkar & Das.
+"""Thread-scaling controllers on real bandwidth traces: the evaluation of Nandy, Sarkar &
+Das 2012.
 
 Runs every controller on every trace with the simulated fetcher of
 `connectors.speedsim` (the controller sees only the FetchEvents, through `speed.observe`)
@@ -311,7 +311,7 @@ def _duration_text(duration_s: float | None) -> str:
 
 
 def plot_trace(path: Path, runs: Sequence[_Run]) -> None:
-    """Like Nandy, Sarkar & Das, Figs. 6–7: deviation ξ, crawl speed with the available
+    """Like Nandy, Sarkar & Das 2012, Figs. 6–7: deviation ξ, crawl speed with the available
     capacity (the paper's light-gray "probable crawling speed"), and threads, against
     time."""
     if not runs:

@@ -7,7 +7,8 @@ threads obey the `ScalingDecision`s of a controller that sees only the `FetchEve
 fetcher emits, exactly as the real loop through Kafka would. The simulation records the
 capacity it offered, the bytes it delivered and the politeness it kept.
 
-Modelling choices (none comes from seed 003; each is a parameter of `SimSettings`):
+Modelling choices (none comes from Nandy, Sarkar & Das 2012; each is a parameter of
+`SimSettings`):
 - the link is shared equally by the transfers in flight (processor sharing, TCP's
   long-run fairness), so per-request latency grows when the link is saturated: a transfer
   of b bytes with k others in flight takes b·(k+1)/C seconds of the link;

@@ -1,6 +1,6 @@
 """The thread-scaling controllers and `decide`, which closes one window of one fetcher.
 
-Nandy, Sarkar & Das's statistical-hypothesis learner (`hypothesis`: the prose reading of
+Nandy, Sarkar & Das 2012's statistical-hypothesis learner (`hypothesis`: the prose reading of
 eq. 8 with a dead band, the default), eq. 8 as printed (`hypothesis-literal`, a named
 variant), and three baselines: fixed thread counts, AIMD, and a Scrapy-AutoThrottle-style
 latency rule. Each is a pure step from the controller's state and a closed window to the
@@ -102,7 +102,7 @@ def decide(
 def _hypothesis(
     ctrl: ControllerState, window: SpeedWindow, speed: float, settings: ControllerSettings
 ) -> _Step:
-    """The prose reading of Nandy, Sarkar & Das (default), one window.
+    """The prose reading of Nandy, Sarkar & Das 2012 (default), one window.
 
     Learning on: compare the speed with the learned one (prose E_cs), f with a dead band,
     the rule table, append f to L_ecs; enough '0's switch learning off and store the stable
@@ -187,7 +187,8 @@ def _critic(ctrl: ControllerState, speed: float, settings: ControllerSettings) -
 def _hypothesis_literal(
     ctrl: ControllerState, window: SpeedWindow, speed: float, settings: ControllerSettings
 ) -> _Step:
-    """Nandy, Sarkar & Das's controller with eq. 8 and eq. 9 exactly as printed (the named variant).
+    """Nandy, Sarkar & Das 2012's controller with eq. 8 and eq. 9 exactly as printed (the
+    named variant).
 
     ξ_M is eq. 7 over all speeds so far; E_cs = Σ of every earlier ξ − ξ_M; f is the exact
     sign. Learning list, flag and critic as in the default."""

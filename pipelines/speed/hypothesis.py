@@ -1,4 +1,4 @@
-"""Nandy, Sarkar & Das's statistical-hypothesis test, its rule table and its critic.
+"""Nandy, Sarkar & Das 2012's statistical-hypothesis test, its rule table and its critic.
 
 E_cs compares the present crawl speed with the learned one (the prose reading of eq. 8) or
 sums earlier deviations (eq. 8 as printed); f(E_cs) of eq. 9 is its sign, with a dead band
@@ -29,15 +29,16 @@ def sign_exact(e_cs: float) -> int:
 
 
 def prose_e_cs(reference: float, speed: float) -> float:
-    """E_cs as Nandy, Sarkar & Das's prose defines it (after eq. 8): positive when the present speed
-    is below the learned one, negative when above; the learned one is the mean speed at
-    the current thread count (or the last window's speed just after a change)."""
+    """E_cs as Nandy, Sarkar & Das 2012's prose defines it (after eq. 8): positive when the
+    present speed is below the learned one, negative when above; the learned one is the mean
+    speed at the current thread count (or the last window's speed just after a change)."""
     return reference - speed
 
 
 def literal_e_cs(sum_earlier_xi: float, present_xi: float) -> float:
-    """Nandy, Sarkar & Das, eq. 8 as printed: Σ_{i<M} ξ_i − ξ_M. The sum grows with every window, so
-    this is soon positive for good and f(E_cs) = +1 removes a thread every window."""
+    """Nandy, Sarkar & Das 2012, eq. 8 as printed: Σ_{i<M} ξ_i − ξ_M. The sum grows with
+    every window, so this is soon positive for good and f(E_cs) = +1 removes a thread every
+    window."""
     return sum_earlier_xi - present_xi
 
 
@@ -70,5 +71,5 @@ def critic_verdict(stable: float, speed: float, settings: ControllerSettings) ->
 
 
 def threads_rule(f: int) -> int:
-    """Nandy, Sarkar & Das's rule table: E'_cs = 1 → P_T − 1; 0 → P_T; −1 → P_T + 1."""
+    """Nandy, Sarkar & Das 2012's rule table: E'_cs = 1 → P_T − 1; 0 → P_T; −1 → P_T + 1."""
     return -f

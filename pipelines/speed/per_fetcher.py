@@ -31,7 +31,7 @@ class InvalidSpeedEvent(ValueError):
 
 def counts_for_speed(event: FetchEvent) -> bool:
     """Whether a valid fetch enters its fetcher's speed windows: every fetch, repeats
-    included (Nandy, Sarkar & Das count pages downloaded), but not an answer without a
+    included (Nandy, Sarkar & Das 2012 count pages downloaded), but not an answer without a
     download (status `ALREADY_FETCHED`) nor a deferred one (`is_page_answer`: a 429, a
     503, no answer, asked again later). The embedded engine and the Beam form both ask
     this."""

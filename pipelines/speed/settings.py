@@ -1,5 +1,5 @@
-"""Settings of the crawl-speed windows and thread-scaling controllers (Nandy, Sarkar & Das's
-statistical-hypothesis controller and the baselines).
+"""Settings of the crawl-speed windows and thread-scaling controllers (Nandy, Sarkar & Das
+2012's statistical-hypothesis controller and the baselines).
 
 One frozen dataclass holds the window length and slide, the allowed lateness and every
 controller's constants; it refuses settings that cannot work when it is built (at
@@ -24,9 +24,9 @@ class SpeedSettingsError(ValueError):
 class ControllerSettings:
     """Windows and controller constants, validated once when built.
 
-    Values from Nandy, Sarkar & Das: only the rule table (+1 → one thread fewer, −1 → one more, 0 →
-    keep), the learning list and flag, and the critic's existence. Every number below is
-    ours; `docs/RESULTS.md` (speed section) says how they were calibrated.
+    Values from Nandy, Sarkar & Das 2012: only the rule table (+1 → one thread fewer, −1 →
+    one more, 0 → keep), the learning list and flag, and the critic's existence. Every
+    number below is ours; `docs/results/speed.md` says how they were calibrated.
     """
 
     controller: str = "hypothesis"

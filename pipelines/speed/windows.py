@@ -1,6 +1,6 @@
-"""One fetcher's event-time windows: which windows an event belongs to, how it is counted
-in one, how two partial sums of a window merge, and the crawl speed of a window (Nandy,
-Sarkar & Das, eq. 1). The window record itself is `frontierflow.state.speed.SpeedWindow`.
+"""One fetcher's event-time windows: which windows an event belongs to, how it is counted in
+one, how two partial sums of a window merge, and the crawl speed of a window (Nandy, Sarkar
+& Das 2012, eq. 1). The window record itself is `frontierflow.state.speed.SpeedWindow`.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ def window_starts(fetched_at: int, settings: ControllerSettings) -> list[int]:
 
 
 def crawl_speed(pages: int, window_ms: int) -> float:
-    """Nandy, Sarkar & Das, eq. 1: C_s = visited pages / crawling time, here the window's length."""
+    """Nandy, Sarkar & Das 2012, eq. 1: C_s = visited pages / crawling time, here the
+    window's length."""
     return pages / (window_ms / 1000.0)
 
 

@@ -1,4 +1,5 @@
-"""The simple orderings IECA is compared with (seed 001, Algorithm 2 and §IV).
+"""The simple orderings IECA is compared with (Golshani & ZarehBidoki 2012, Algorithm 2
+and §IV).
 
 Breadth-first, backlink count, OPIC and random, each a pure per-URL operator over a
 `ScoredUrl`. They differ only in what a link does to the child's score and how the score
@@ -126,8 +127,9 @@ class BacklinkCount(ScoredStrategy):
 class Opic(ScoredStrategy):
     """OPIC (Abiteboul et al. 2003): a fetched page splits its cash evenly over its links.
 
-    Seeds start with cash 1. As in seed 001 each page is crawled once: its cash is paid
-    out at its fetch (carried in the echo) and cash reaching crawled pages is not kept.
+    Seeds start with cash 1. As in Golshani & ZarehBidoki 2012 each page is crawled once:
+    its cash is paid out at its fetch (carried in the echo) and cash reaching crawled pages
+    is not kept.
     """
 
     name = "opic"
@@ -167,7 +169,8 @@ class RandomOrder(ScoredStrategy):
 
 class BestFirst(ScoredStrategy):
     """Best-first, the classic focused crawler: a link inherits its parent page's topic
-    similarity (eqs. 4–5 of seed 000), the best seen so far when several pages link it.
+    similarity (Akbari Torkestani 2012, eqs. 4–5), the best seen so far when several pages
+    link it.
 
     Seeds start at 1, so they are fetched first. It does not learn: every cycle repeats the
     first one.

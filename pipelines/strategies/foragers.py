@@ -1,5 +1,5 @@
-"""The forager fleet of seeds 002/004 as a strategy: WL, RL and WL+RL foragers under a
-reinforcing agent, hunting new relevant documents on a changing site.
+"""The forager fleet of Palotai, Farkas & Lőrincz 2005 as a strategy: WL, RL and WL+RL foragers
+under a reinforcing agent, hunting new relevant documents on a changing site.
 
 State is one `FleetState` per crawl (key `fleet:<crawl id>`; `state/fleet.py` says why the
 loop lives in one key). Routing: every FetchEvent that answers a fleet request (its echo
@@ -80,7 +80,8 @@ class ForagerTopic:
 
 
 class ForagerFleet(Strategy[FleetState]):
-    """Seed 002/004's fleet (module docstring); `variant` picks WL, RL or WL+RL."""
+    """The fleet of Palotai, Farkas & Lőrincz 2005 (module docstring); `variant` picks WL,
+    RL or WL+RL."""
 
     family = "fleet"
     routes_links = False

@@ -1,4 +1,5 @@
-"""IECA as a streaming operator: distances per URL, priority = −distance (seed 001).
+"""IECA as a streaming operator: distances per URL, priority = −distance (Golshani &
+ZarehBidoki 2012).
 
 Routing reads the parent's distance from the echo of the frontier entry that led to the
 fetch (`ieca.d`), so a Link message to each child carries d_i and log10 O(i) and only the

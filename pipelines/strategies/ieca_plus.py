@@ -5,7 +5,7 @@ led to the fetch (`ieca+.d`), and each Link carries it with log10 O(i), so only 
 child's own state is touched and the rule runs unchanged per key in the embedded engine,
 the simulator and both Beam forms — no pass over all states, no recomputation. A page with
 no distance in its echo (a seed, or a page a fetcher found by itself) is a starting page.
-The rule and its departures from seed 001 are in `state/ieca_plus.py`.
+The rule and its departures from Golshani & ZarehBidoki 2012 are in `state/ieca_plus.py`.
 """
 
 from __future__ import annotations

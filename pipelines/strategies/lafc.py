@@ -1,8 +1,9 @@
-"""LAFC, focused crawling with a network of learning automata (seed 000), as an operator.
+"""LAFC, focused crawling with a network of learning automata (Akbari Torkestani 2012), as
+an operator.
 
 One automaton per fetched page (state/automaton.py); its actions are the page's outlinks. The
-paper's crawl is a depth-first walk driven by a stack S (seed 000 §3). In a streaming
-frontier the stack becomes priorities (DESIGN §5.1):
+paper's crawl is a depth-first walk driven by a stack S (§3). In a streaming frontier the
+stack becomes priorities:
 
 - a page is *pushed* when it is a seed, or when its similarity reaches the control
   threshold C; its push time (the event time of its fetch) is the priority of its entries,
@@ -77,7 +78,7 @@ class LafcSettings:
 
 
 class Lafc(Strategy[LafcState]):
-    """Seed 000's crawler: see the module docstring."""
+    """Akbari Torkestani 2012's crawler: see the module docstring."""
 
     name = "lafc"
     family = "lafc"

@@ -1,4 +1,5 @@
-"""LAFC+: seed 000's focused crawler, changed where measurement showed it does not learn.
+"""LAFC+: Akbari Torkestani 2012's focused crawler, changed where measurement showed it does
+not learn.
 
 Faithful LAFC (`lafc.py`) barely improves across cycles on a real topical web and stops short
 of its budget (docs/RESULTS.md). LAFC+ keeps its core — every fetched page is an automaton

@@ -1,4 +1,5 @@
-"""Batch and partial PageRank orderings (seed 001 §IV; Cho et al. 1998; Baeza-Yates et al. 2005).
+"""Batch and partial PageRank orderings (Golshani & ZarehBidoki 2012, §IV; Cho et al. 1998;
+Baeza-Yates et al. 2005).
 
 Every `interval` crawled pages the strategy computes PageRank over the graph known so far
 (crawled pages, their outlinks, and the pages those point to) and re-prioritises every

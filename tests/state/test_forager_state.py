@@ -1,4 +1,5 @@
-"""The forager's and the reinforcing agent's rules (seeds 002/004), values worked by hand."""
+"""The forager's and the reinforcing agent's rules (Palotai, Farkas & Lőrincz 2005), values
+worked by hand."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""LAFC's learning automaton (seed 000): hand-worked eqs. 1–3, 7, 8, Theorem 1, the codec."""
+"""LAFC's learning automaton (Akbari Torkestani 2012): hand-worked eqs. 1–3, 7, 8, Theorem
+1, the codec."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Seed 000 eqs. 4–5: tokeniser, topic parsing, cosine similarity and the relevance judge."""
+"""Akbari Torkestani 2012, eqs. 4–5: tokeniser, topic parsing, cosine similarity and the
+relevance judge."""
 
 import math
 

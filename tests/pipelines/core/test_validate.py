@@ -1,4 +1,4 @@
-"""What a FetchEvent must be to touch state (DESIGN §7): each refusal names its reason."""
+"""What a FetchEvent must be to touch state: each refusal names its reason."""
 
 from __future__ import annotations
 

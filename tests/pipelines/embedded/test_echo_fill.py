@@ -1,4 +1,4 @@
-"""Logs without echo (issue 13, part 7): a simulated crawl's log with every echo stripped
+"""Logs without echo: a simulated crawl's log with every echo stripped
 replays to the same frontier and state as the log itself, because the step core fills each
 missing echo from the state its strategy names (`echo_fill_key`, `with_echo_from_state`).
 

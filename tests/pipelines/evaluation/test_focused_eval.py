@@ -1,6 +1,6 @@
-"""Seed 000's evaluation: precision (eq. 20), recall (eq. 21) over the pooled relevant set,
-the paired t-test of Table 4, and a reduced run of `frontierflow simulate --web` on real
-Debian manuals (fetched by infra/debian-docs/fetch.sh)."""
+"""Akbari Torkestani 2012's evaluation: precision (eq. 20), recall (eq. 21) over the pooled
+relevant set, the paired t-test of Table 4, and a reduced run of `frontierflow simulate
+--web` on real Debian manuals (fetched by infra/debian-docs/fetch.sh)."""
 
 from __future__ import annotations
 

@@ -208,8 +208,9 @@ def test_a_frontier_that_empties_early_is_reported_and_scored(
 
 @pytest.mark.slow
 def test_reduced_run_on_the_shipped_law_graph(tmp_path: Path) -> None:
-    """The first 10% of the evaluation in docs/RESULTS.md: IECA finds hot pages faster
-    than breadth-first early on (seed 001, Fig. 5), on the real uk-2007-05@100000."""
+    """The first 10% of the evaluation in docs/RESULTS.md: IECA finds hot pages faster than
+    breadth-first early on (Golshani & ZarehBidoki 2012, Fig. 5), on the real
+    uk-2007-05@100000."""
     out = tmp_path / "law"
     code = main(
         [

@@ -1,5 +1,5 @@
-"""Nandy, Sarkar & Das's rules, one by one, with expected values worked out by hand from the
-equations; windows, the late rule, the baselines and the state codec."""
+"""Nandy, Sarkar & Das 2012's rules, one by one, with expected values worked out by hand
+from the equations; windows, the late rule, the baselines and the state codec."""
 
 from __future__ import annotations
 

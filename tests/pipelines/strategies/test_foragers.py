@@ -1,5 +1,5 @@
 """The forager fleet as a strategy: routing, its entries, and the closed loop through the
-embedded engine equal to the direct simulation of seed 004 (`run_fleet`)."""
+embedded engine equal to the direct simulation of Palotai, Farkas & Lőrincz 2005 (`run_fleet`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""IECA's equations (seed 001) with values worked out by hand, and the operator on a walk."""
+"""IECA's equations (Golshani & ZarehBidoki 2012) with values worked out by hand, and the
+operator on a walk."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""LAFC's path control (seed 000 §3, DESIGN §5.1): the streaming frontier serves pages in the
+"""LAFC's path control (Akbari Torkestani 2012, §3): the streaming frontier serves pages in the
 order of the paper's sequential stack algorithm, every pushed page holds one outstanding
 entry, and the automata's learning carries over into later cycles."""
 
@@ -35,7 +35,7 @@ OFF = {"zzz": 1}  # similarity 0
 def reference_order(
     web: Web, seed: int, budget: int, settings: LafcSettings, cycles: int = 1
 ) -> list[list[int]]:
-    """The paper's algorithm run sequentially (seed 000 §3): the current document is the top
+    """The paper's algorithm run sequentially (§3): the current document is the top
     of stack S; its automaton picks an enabled link by eq. 3; the linked document is
     downloaded, the choice rewarded or penalised and disabled; a document with
     similarity ≥ C is pushed and continues the path; with no enabled link left the top is
