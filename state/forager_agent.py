@@ -155,7 +155,7 @@ def manage_forager(
 
 def next_forager(fleet: Fleet, previous: int | None) -> int:
     """Round robin: the forager after `previous` in turn order. If `previous` was just
-    deleted, the forager that took its place is next (ours: the seed's RA "chooses next")."""
+    deleted, the forager that took its place is next (ours: the paper's RA "chooses next")."""
     if previous is None:
         return fleet.foragers[0]
     if previous in fleet.foragers:

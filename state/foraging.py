@@ -230,7 +230,7 @@ def _end_path(state: ForagerState, params: ForagerParams) -> ForagerState:
 def select_next(state: ForagerState, seed: int, params: ForagerParams) -> tuple[ForagerState, str]:
     """Alg. "URL selection": within a path, the frontier URL with the largest w·x (an RL
     forager first learns from the step it leaves, TD with x' = x of the chosen URL); after
-    `path_length` steps, or when the frontier is empty (ours: the seed's frontier never
+    `path_length` steps, or when the frontier is empty (ours: the paper's frontier never
     runs dry), the path ends and a new one starts at a random URL of the start list."""
     path = state.path
     index = best_url(state.weights, path.frontier, path.frontier_x)

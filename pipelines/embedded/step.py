@@ -221,8 +221,9 @@ class Step(Generic[S]):
         return self.hosts[key]
 
     def observe_speed(self, event: FetchEvent, settings: ControllerSettings) -> None:
-        """Every fetch, repeats included, counts in its fetcher's speed windows (seed 003);
-        an answer without a download (status 208) does not."""
+        """Every fetch, repeats included, counts in its fetcher's speed windows (Nandy,
+        Sarkar & Das 2012 count pages downloaded); an answer without a download (status 208)
+        does not."""
         if speed_event_problem(event) is not None:
             self.engine.stats.speed_skipped += 1
             return
