@@ -1,4 +1,5 @@
-"""Kafka in and out, with kafka-python: the live path between fetchers and frontierflow.
+"""Kafka in and out: the live path between fetchers and frontierflow, and its kafka-python
+backend.
 
 The source reads every partition of `fetch-events` by manual assignment, from offsets the
 engine keeps in its own RocksDB checkpoint (the consumer group's commits are written for
@@ -7,7 +8,9 @@ writes frontier entries to the compacted `frontier` topic as `frontier_record` m
 (keyed by URL, or URL and parent for a reply request; a tombstone when a URL is fetched;
 partitioned by host), and dead letters to `dead-letter`; `flush` returns only once the
 broker has acknowledged everything, so the engine commits state after its outputs are
-safe. The Beam pipelines write through the same `AcknowledgedProducer` and rule.
+safe. Both read and write through the interface of `connectors.kafka_client`, with the
+client the caller names: kafka-python (here) or confluent-kafka (`connectors.kafka_confluent`).
+The Beam pipelines write through kafka-python's `AcknowledgedProducer` and the same rule.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -24,6 +27,16 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from frontierflow.connectors.base import DecisionSink, Failed, Position
+from frontierflow.connectors.kafka_client import (
+    BrokerError,
+    KafkaClientName,
+    KafkaRecord,
+    RecordReader,
+    RecordWriter,
+    SinkError,
+    TopicAdmin,
+    TopicSpec,
+)
 from frontierflow.schemas.codecs import AvroCodec, CodecError, encode_record, record_from_dict
 from frontierflow.schemas.jsonl import json_to_record
 from frontierflow.schemas.records import (
@@ -67,11 +80,9 @@ CLIENT_SETTINGS = frozenset(
         "retry_backoff_ms",
     }
 )
-"""Connection settings passed through to every kafka-python client (TLS, SASL, timeouts)."""
-
-
-class SinkError(RuntimeError):
-    """The broker did not acknowledge every output of a step; the step is not committed."""
+"""Connection settings passed through to every client (TLS, SASL, timeouts), in
+kafka-python's names; `connectors.kafka_confluent.librdkafka_config` maps them to
+librdkafka's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +106,9 @@ class KafkaTopics:
 class KafkaSettings:
     """Where the broker is and how to talk to it.
 
-    `client` holds kafka-python connection settings (TLS, SASL, timeouts: see
-    `CLIENT_SETTINGS`), given unchanged to the consumer, producer and admin client.
+    `client` holds connection settings (TLS, SASL, timeouts: see `CLIENT_SETTINGS`) in
+    kafka-python's names, given unchanged to its consumer, producer and admin client and
+    mapped to librdkafka's names for confluent-kafka's.
     """
 
     bootstrap_servers: str
@@ -120,30 +132,30 @@ class KafkaSettings:
         return {"bootstrap_servers": self.bootstrap_servers.split(","), **self.client}
 
 
-def ensure_topics(settings: KafkaSettings) -> None:
-    """Create the job's topics if they are missing; `frontier` is compacted, and
-    `fetch-events` stamps records on arrival (the Beam form on Flink orders by that)."""
-    admin = KafkaAdminClient(**settings.connection())
+def job_topics(settings: KafkaSettings) -> list[TopicSpec]:
+    """The job's topics as it creates them: `frontier`, `fetcher-control` and `fetched`
+    compacted, `fetch-events` stamped on arrival (the Beam form on Flink orders by that)."""
+    t = settings.topics
+    wanted = [
+        # Stamped on arrival: the Beam form's Java source orders events by it.
+        (t.fetch_events, {"message.timestamp.type": "LogAppendTime"}),
+        (t.frontier, {"cleanup.policy": "compact"}),
+        (t.fetcher_control, {"cleanup.policy": "compact"}),
+        (t.dead_letter, {}),
+        (t.seeds, {}),
+        (t.fetched, {"cleanup.policy": "compact"}),
+    ]
+    return [TopicSpec(n, settings.partitions, settings.replication_factor, c) for n, c in wanted]
+
+
+def ensure_topics(settings: KafkaSettings, client: KafkaClientName = "kafka-python") -> None:
+    """Create the job's topics (`job_topics`) if they are missing, through `client`."""
+    admin = open_admin(settings, client)
     try:
-        existing = set(admin.list_topics())
-        t = settings.topics
-        wanted = [
-            # Stamped on arrival: the Beam form's Java source orders events by it.
-            (t.fetch_events, {"message.timestamp.type": "LogAppendTime"}),
-            (t.frontier, {"cleanup.policy": "compact"}),
-            (t.fetcher_control, {"cleanup.policy": "compact"}),
-            (t.dead_letter, {}),
-            (t.seeds, {}),
-            (t.fetched, {"cleanup.policy": "compact"}),
-        ]
-        new = [
-            NewTopic(name, settings.partitions, settings.replication_factor, topic_configs=conf)
-            for name, conf in wanted
-            if name not in existing
-        ]
+        existing = admin.topics()
+        new = [spec for spec in job_topics(settings) if spec.name not in existing]
         if new:
-            with contextlib.suppress(TopicAlreadyExistsError):  # made by another meanwhile
-                admin.create_topics(new)
+            admin.create(new)
             log.info("created topics %s", [n.name for n in new])
     finally:
         admin.close()
@@ -232,44 +244,38 @@ def _decode_value(kind: type[T], value: bytes | None, topic: str) -> T | Failed:
 
 class KafkaTopicSource(Generic[T]):
     """Reads one topic, every partition, from the engine's checkpoint on (see the module
-    docstring); subclasses name the topic and decode its records."""
+    docstring), through `client`; subclasses name the topic and decode its records."""
 
-    def __init__(self, settings: KafkaSettings, checkpoint: bytes | None) -> None:
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        checkpoint: bytes | None,
+        client: KafkaClientName = "kafka-python",
+    ) -> None:
         self.settings = settings
         self.topic = self._topic(settings)
-        self.consumer = KafkaConsumer(
-            group_id=settings.group_id,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            **settings.connection(),
-        )
-        partitions = self.consumer.partitions_for_topic(self.topic)
-        if not partitions:
-            self.consumer.close()
-            raise KafkaError(f"topic {self.topic!r} has no partitions (does it exist?)")
-        self.partitions = [TopicPartition(self.topic, p) for p in sorted(partitions)]
-        self.consumer.assign(self.partitions)
         self.next_offsets = decode_offsets(checkpoint)
-        for tp in self.partitions:
-            if tp.partition in self.next_offsets:
-                self.consumer.seek(tp, self.next_offsets[tp.partition])
-            else:
-                self.consumer.seek_to_beginning(tp)
+        self.reader = open_reader(settings, client)
+        try:
+            self.partitions = self.reader.assign(self.topic, self.next_offsets)
+        except BaseException:
+            self.reader.close()
+            raise
 
     def poll(
         self, max_records: int, timeout_ms: int
     ) -> tuple[list[tuple[Position, T | Failed, bytes]], bytes]:
         """Up to `max_records` items and the checkpoint that follows them."""
-        batches = self.consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
-        items: list[tuple[Position, T | Failed, bytes]] = []
-        for tp in sorted(batches, key=lambda t: t.partition):
-            for record in batches[tp]:
-                value = record.value
-                items.append(
-                    (Position(tp.partition, record.offset), self._decode(value), value or b"")
-                )
-                self.next_offsets[tp.partition] = record.offset + 1
-        return items, encode_offsets(self.next_offsets)
+        records = self.reader.poll(max_records, timeout_ms)
+        decode = self._decode
+        items = [
+            (Position(partition, offset), decode(value), value or b"")
+            for partition, offset, _key, value in records
+        ]
+        next_offsets = self.next_offsets
+        for record in records:
+            next_offsets[record.partition] = record.offset + 1
+        return items, encode_offsets(next_offsets)
 
     @staticmethod
     def _topic(settings: KafkaSettings) -> str:
@@ -281,30 +287,20 @@ class KafkaTopicSource(Generic[T]):
 
     def lag(self) -> int:
         """Records in the topic not yet read (asks the broker for the end offsets)."""
-        ends = self.consumer.end_offsets(self.partitions)
-        return sum(max(0, end - self.consumer.position(tp)) for tp, end in ends.items())
+        return self.reader.lag()
 
     def lag_estimate(self) -> int:
         """Records not yet read as of the last fetch responses (their high-water marks):
         no request to the broker, for a watcher that asks every second; `lag` while a
         partition has had no fetch yet."""
-        total = 0
-        for tp in self.partitions:
-            high = self.consumer.highwater(tp)
-            if high is None:
-                return self.lag()
-            total += max(0, high - self.consumer.position(tp))
-        return total
+        return self.reader.lag_estimate()
 
     def commit_for_monitoring(self) -> None:
         """Tell the group where we are (informational: restarts use the checkpoint)."""
-        try:
-            self.consumer.commit()
-        except KafkaError as exc:
-            log.debug("group offset commit failed (informational only): %s", exc)
+        self.reader.commit_for_monitoring(self.next_offsets)
 
     def close(self) -> None:
-        self.consumer.close()
+        self.reader.close()
 
 
 class KafkaFetchEventSource(KafkaTopicSource[FetchEvent]):
@@ -332,28 +328,123 @@ class KafkaSeedSource(KafkaTopicSource[SeedRequest]):
         return decode_seed(value)
 
 
-class AcknowledgedProducer:
-    """The producer every frontierflow writer of the job's topics uses (the engine's
-    `KafkaSink`, the Beam pipelines' Kafka writers): acks from all replicas, lz4, and a
-    `flush` that returns only once the broker acknowledged every record sent since the last
-    one, raising SinkError otherwise, so the caller commits (or ends a bundle) only when its
-    outputs are safe."""
+@contextlib.contextmanager
+def _broker_errors() -> Iterator[None]:
+    """kafka-python's errors as the interface's `BrokerError`."""
+    try:
+        yield
+    except KafkaError as exc:
+        raise BrokerError(str(exc)) from exc
+
+
+class KafkaPythonReader(RecordReader):
+    """`RecordReader` on kafka-python's consumer (no auto-commit, earliest on no offset)."""
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        with _broker_errors():
+            self.consumer = KafkaConsumer(
+                group_id=settings.group_id,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                **settings.connection(),
+            )
+        self.assigned: list[TopicPartition] = []
+
+    def assign(self, topic: str, next_offsets: Mapping[int, int]) -> list[int]:
+        with _broker_errors():
+            partitions = self.consumer.partitions_for_topic(topic)
+            if not partitions:
+                raise BrokerError(f"topic {topic!r} has no partitions (does it exist?)")
+            self.assigned = [TopicPartition(topic, p) for p in sorted(partitions)]
+            self.consumer.assign(self.assigned)
+            for tp in self.assigned:
+                if tp.partition in next_offsets:
+                    self.consumer.seek(tp, next_offsets[tp.partition])
+                else:
+                    self.consumer.seek_to_beginning(tp)
+        return [tp.partition for tp in self.assigned]
+
+    def poll(self, max_records: int, timeout_ms: int) -> list[KafkaRecord]:
+        with _broker_errors():
+            batches = self.consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+        return [
+            KafkaRecord(tp.partition, r.offset, r.key, r.value)
+            for tp in sorted(batches, key=lambda t: t.partition)
+            for r in batches[tp]
+        ]
+
+    def lag(self) -> int:
+        with _broker_errors():
+            ends = self.consumer.end_offsets(self.assigned)
+            return sum(max(0, end - self.consumer.position(tp)) for tp, end in ends.items())
+
+    def lag_estimate(self) -> int:
+        total = 0
+        with _broker_errors():
+            for tp in self.assigned:
+                high = self.consumer.highwater(tp)
+                if high is None:
+                    return self.lag()
+                total += max(0, high - self.consumer.position(tp))
+        return total
+
+    def commit_for_monitoring(self, next_offsets: Mapping[int, int]) -> None:
+        try:
+            self.consumer.commit()
+        except KafkaError as exc:
+            log.debug("group offset commit failed (informational only): %s", exc)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class KafkaPythonAdmin(TopicAdmin):
+    """`TopicAdmin` on kafka-python's admin client."""
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        with _broker_errors():
+            self.admin = KafkaAdminClient(**settings.connection())
+
+    def topics(self) -> set[str]:
+        with _broker_errors():
+            return set(self.admin.list_topics())
+
+    def create(self, specs: Sequence[TopicSpec]) -> None:
+        new = [
+            NewTopic(s.name, s.partitions, s.replication_factor, topic_configs=dict(s.config))
+            for s in specs
+        ]
+        with _broker_errors(), contextlib.suppress(TopicAlreadyExistsError):
+            self.admin.create_topics(new)  # one made by another meanwhile is not an error
+
+    def close(self) -> None:
+        self.admin.close()
+
+
+class AcknowledgedProducer(RecordWriter):
+    """The kafka-python `RecordWriter`, also what the Beam pipelines' Kafka writers use:
+    acks from all replicas, lz4, and a `flush` that returns only once the broker
+    acknowledged every record sent since the last one, raising SinkError otherwise, so the
+    caller commits (or ends a bundle) only when its outputs are safe."""
 
     def __init__(self, settings: KafkaSettings, flush_timeout_s: float = 30.0) -> None:
         self.flush_timeout_s = flush_timeout_s
-        self.producer = KafkaProducer(
-            acks="all",
-            linger_ms=5,
-            compression_type="lz4",
-            **settings.connection(),
-        )
+        with _broker_errors():
+            self.producer = KafkaProducer(
+                acks="all",
+                linger_ms=5,
+                compression_type="lz4",
+                **settings.connection(),
+            )
         self._pending: list[Any] = []
         self._partitions: dict[str, int] = {}
 
     def send(
         self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None
     ) -> None:
-        self._pending.append(self.producer.send(topic, key=key, value=value, partition=partition))
+        with _broker_errors():
+            future = self.producer.send(topic, key=key, value=value, partition=partition)
+        self._pending.append(future)
 
     def send_frontier(self, topic: str, change: FrontierChange) -> None:
         """One frontier change as `frontier_record` makes it."""
@@ -364,7 +455,8 @@ class AcknowledgedProducer:
         """How many partitions `topic` has (asked once, then remembered)."""
         count = self._partitions.get(topic)
         if count is None:
-            found = self.producer.partitions_for(topic)
+            with _broker_errors():
+                found = self.producer.partitions_for(topic)
             if not found:
                 raise SinkError(f"topic {topic!r} has no partitions")
             count = self._partitions[topic] = len(found)
@@ -387,6 +479,35 @@ class AcknowledgedProducer:
         self.producer.close(timeout=5)
 
 
+def open_reader(settings: KafkaSettings, client: KafkaClientName) -> RecordReader:
+    """A reader of `client`'s library (see `connectors.kafka_client.resolve_client`)."""
+    if client == "confluent":
+        from frontierflow.connectors.kafka_confluent import ConfluentReader
+
+        return ConfluentReader(settings)
+    return KafkaPythonReader(settings)
+
+
+def open_writer(
+    settings: KafkaSettings, client: KafkaClientName, flush_timeout_s: float = 30.0
+) -> RecordWriter:
+    """A writer of `client`'s library."""
+    if client == "confluent":
+        from frontierflow.connectors.kafka_confluent import ConfluentWriter
+
+        return ConfluentWriter(settings, flush_timeout_s)
+    return AcknowledgedProducer(settings, flush_timeout_s)
+
+
+def open_admin(settings: KafkaSettings, client: KafkaClientName) -> TopicAdmin:
+    """An admin client of `client`'s library."""
+    if client == "confluent":
+        from frontierflow.connectors.kafka_confluent import ConfluentAdmin
+
+        return ConfluentAdmin(settings)
+    return KafkaPythonAdmin(settings)
+
+
 def frontier_record(change: FrontierChange, partitions: int) -> tuple[bytes, bytes | None, int]:
     """(key, value, partition) of a frontier change on the frontier topic, the one rule for
     every engine that writes it: the key is `frontier_record_key` (the URL; for a reply
@@ -401,18 +522,25 @@ def frontier_record(change: FrontierChange, partitions: int) -> tuple[bytes, byt
 
 
 class KafkaSink(DecisionSink):
-    """Frontier changes and dead letters to Kafka; `flush` waits for every acknowledgement."""
+    """Frontier changes and dead letters to Kafka through `client`; `flush` waits for every
+    acknowledgement."""
 
-    def __init__(self, settings: KafkaSettings, flush_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        flush_timeout_s: float = 30.0,
+        client: KafkaClientName = "kafka-python",
+    ) -> None:
         self.settings = settings
-        self.output = AcknowledgedProducer(settings, flush_timeout_s)
+        self.output = open_writer(settings, client, flush_timeout_s)
 
     def write(self, changes: Sequence[FrontierChange], dead: Sequence[DeadLetter]) -> None:
         """Frontier records as `frontier_record` makes them; dead letters unkeyed."""
         topics = self.settings.topics
-        send_frontier = self.output.send_frontier
-        for change in changes:
-            send_frontier(topics.frontier, change)
+        partitions = self.output.partitions(topics.frontier)
+        self.output.send_many(
+            topics.frontier, [frontier_record(change, partitions) for change in changes]
+        )
         for letter in dead:
             self.output.send(topics.dead_letter, None, encode_record(letter))
 

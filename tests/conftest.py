@@ -359,6 +359,28 @@ class KafkaClient:
         consumer.close()
         return out
 
+    @staticmethod
+    def read_partitions(
+        settings: KafkaSettings, topic: str
+    ) -> list[tuple[bytes | None, bytes | None, int]]:
+        """Every (key, value, partition) of `topic` to its current end, each partition's
+        records in order."""
+        consumer = KafkaConsumer(
+            bootstrap_servers=settings.bootstrap_servers, enable_auto_commit=False
+        )
+        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        ends = consumer.end_offsets(partitions)
+        out: list[tuple[bytes | None, bytes | None, int]] = []
+        deadline = time.monotonic() + KAFKA_DEADLINE_S
+        while any(consumer.position(tp) < ends[tp] for tp in partitions):
+            assert time.monotonic() < deadline, f"could not read {topic} to its end"
+            for tp, records in consumer.poll(timeout_ms=500).items():
+                out.extend((r.key, r.value, tp.partition) for r in records)
+        consumer.close()
+        return out
+
     def latest_frontier(self, settings: KafkaSettings) -> dict[str, dict[str, Any]]:
         """What a fetcher rebuilds from the compacted topic: latest value per URL,
         tombstones removing the URL."""

@@ -241,7 +241,8 @@ def add_kafka_args(parser: argparse.ArgumentParser, topics: Sequence[str]) -> No
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="kafka-python client setting (TLS, SASL), e.g. security_protocol=SASL_SSL; repeatable",
+        help="client setting (TLS, SASL) in kafka-python's names, mapped for confluent-kafka, "
+        "e.g. security_protocol=SASL_SSL; repeatable",
     )
 
 

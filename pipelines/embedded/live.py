@@ -7,11 +7,14 @@ state and the input offsets in one RocksDB write batch (`Engine._commit`). If th
 goes away the step is not committed; the loop closes its clients, waits, reconnects and
 re-reads from the committed offsets, so nothing is lost and nothing is applied twice.
 Outputs of a step that was re-done are sent again: they are upserts by URL, so the
-frontier is unchanged.
+frontier is unchanged. The Kafka client library is the caller's choice
+(`LiveOptions.kafka_client`): every read, write and topic creation goes through the
+interface of `connectors.kafka_client`, and either library leaves the same topics and state.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -19,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka.errors import KafkaError
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from frontierflow.connectors.kafka import (
@@ -27,8 +29,13 @@ from frontierflow.connectors.kafka import (
     KafkaSeedSource,
     KafkaSettings,
     KafkaSink,
-    SinkError,
     ensure_topics,
+)
+from frontierflow.connectors.kafka_client import (
+    KAFKA_CLIENTS,
+    BrokerError,
+    KafkaClientName,
+    resolve_client,
 )
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.pipelines.embedded.engine import Engine, EngineStats
@@ -58,10 +65,18 @@ class LiveOptions:
     speed: ControllerSettings | None = None
     """The crawl-speed controller whose ScalingDecisions go to fetcher-control;
     None: no decisions."""
+    kafka_client: str = "auto"
+    """The Kafka client library: `kafka-python`, `confluent` (librdkafka), or `auto`,
+    confluent when it is installed."""
 
     def __post_init__(self) -> None:
         if self.step_size < 1 or self.poll_timeout_ms < 1:
             raise ValueError("step size and poll timeout must be >= 1")
+        if self.kafka_client not in KAFKA_CLIENTS:
+            raise ValueError(
+                f"unknown Kafka client {self.kafka_client!r}; "
+                f"choose one of {', '.join(KAFKA_CLIENTS)}"
+            )
         if self.retry_backoff_s <= 0:
             raise ValueError("retry backoff must be > 0")
 
@@ -169,16 +184,18 @@ def run_live(
     if options.metrics_port is not None:
         port = metrics.serve(options.metrics_port, options.metrics_host)
         log.info("metrics on http://%s:%d/metrics", options.metrics_host, port)
+    client = resolve_client(options.kafka_client)
+    log.info("Kafka client: %s", client)
     families = Engine.families_for(strategy, speed=options.speed is not None)
     with RocksDBStore(state_dir, families) as store:
         stats = EngineStats()
         while not stop.is_set():
             try:
                 stats = _run_connected(
-                    settings, strategy, store, options, metrics, stop, stats, hooks
+                    settings, client, strategy, store, options, metrics, stop, stats, hooks
                 )
                 break
-            except (KafkaError, SinkError, OSError) as exc:
+            except (BrokerError, OSError) as exc:
                 metrics.reconnects.inc()
                 log.warning("broker unavailable (%s); retrying from the last checkpoint", exc)
                 stop.wait(options.retry_backoff_s)
@@ -187,6 +204,7 @@ def run_live(
 
 def _run_connected(
     settings: KafkaSettings,
+    client: KafkaClientName,
     strategy: Strategy[object],
     store: RocksDBStore,
     options: LiveOptions,
@@ -195,22 +213,25 @@ def _run_connected(
     previous: EngineStats,
     hooks: _Hooks,
 ) -> EngineStats:
-    ensure_topics(settings)
-    sink = KafkaSink(settings)
-    engine = Engine(
-        strategy,
-        store,
-        sink,
-        source_name=settings.topics.fetch_events,
-        before_commit=hooks.before_commit,
-        speed=options.speed,
-        observer=hooks.observer,
-    )
-    engine.stats = previous
-    source = KafkaFetchEventSource(settings, engine.input_checkpoint())
-    seeds = KafkaSeedSource(settings, engine.seeds_checkpoint())
-    last_report = last_lag = time.monotonic()
-    try:
+    ensure_topics(settings, client)
+    with contextlib.ExitStack() as clients:  # closed however the loop ends
+        sink = KafkaSink(settings, client=client)
+        clients.callback(sink.close)
+        engine = Engine(
+            strategy,
+            store,
+            sink,
+            source_name=settings.topics.fetch_events,
+            before_commit=hooks.before_commit,
+            speed=options.speed,
+            observer=hooks.observer,
+        )
+        engine.stats = previous
+        source = KafkaFetchEventSource(settings, engine.input_checkpoint(), client)
+        clients.callback(source.close)
+        seeds = KafkaSeedSource(settings, engine.seeds_checkpoint(), client)
+        clients.callback(seeds.close)
+        last_report = last_lag = time.monotonic()
         while not stop.is_set():
             seed_items, seed_checkpoint = seeds.poll(options.step_size, 0)
             if seed_items:
@@ -246,10 +267,6 @@ def _run_connected(
                     break
         _log_progress(engine.stats, source.lag())
         return engine.stats
-    finally:
-        source.close()
-        seeds.close()
-        sink.close()
 
 
 @dataclass(frozen=True, slots=True)

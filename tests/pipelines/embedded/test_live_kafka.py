@@ -3,7 +3,8 @@
 Every test uses topics of its own on the session's broker. The reference for "correct" is
 `frontierflow replay` of the same events: the live job must leave the same state and the
 same latest frontier entry per URL, also when killed, when the broker restarts, and when
-malformed messages are mixed in.
+malformed messages are mixed in, with either Kafka client library, and when a job switches
+from one to the other on the same topics and state.
 """
 
 from __future__ import annotations
@@ -36,22 +37,45 @@ pytestmark = pytest.mark.kafka
 BUDGET = 1000
 STEP = 25
 DEADLINE_S = 120.0
+CLIENTS = pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 
 
-def _run(settings: KafkaSettings, state_dir: Path, **kw: Any) -> EngineStats:
-    options = LiveOptions(step_size=STEP, exit_when_idle=True, retry_backoff_s=0.2)
+def _run(settings: KafkaSettings, state_dir: Path, client: str = "auto", **kw: Any) -> EngineStats:
+    options = LiveOptions(
+        step_size=STEP, exit_when_idle=True, retry_backoff_s=0.2, kafka_client=client
+    )
     return run_live(settings, build_strategy("ieca", budget=BUDGET), state_dir, options, **kw)
 
 
-def test_end_to_end_equals_replay(kafka_broker: Any, kafka_client: Any, tmp_path: Path) -> None:
+@CLIENTS
+def test_end_to_end_equals_replay(
+    kafka_broker: Any, kafka_client: Any, tmp_path: Path, client: str
+) -> None:
     records = kafka_client.events(400)
     settings = kafka_client.settings(kafka_broker.bootstrap)
     kafka_client.produce(settings, kafka_client.avro(records))
-    stats = _run(settings, tmp_path / "state")
+    stats = _run(settings, tmp_path / "state", client)
     assert stats.events == len({r["url"] for r in records})
     live = kafka_client.latest_frontier(settings)
     expected, expected_state = kafka_client.replayed(tmp_path, records, budget=BUDGET, step=STEP)
     assert len(live) > 300
+    assert kafka_client.comparable(live) == kafka_client.comparable(expected)
+    assert kafka_client.state(tmp_path / "state", budget=BUDGET) == expected_state
+
+
+def test_switching_clients_keeps_offsets_state_and_keys(
+    kafka_broker: Any, kafka_client: Any, tmp_path: Path
+) -> None:
+    """Half the input with kafka-python, the rest with confluent-kafka on the same topics
+    and state directory: the same as one uninterrupted replay."""
+    records = kafka_client.events(400, seed=13)
+    settings = kafka_client.settings(kafka_broker.bootstrap)
+    kafka_client.produce(settings, kafka_client.avro(records[:200]))
+    _run(settings, tmp_path / "state", "kafka-python")
+    kafka_client.produce(settings, kafka_client.avro(records[200:]))
+    _run(settings, tmp_path / "state", "confluent")
+    expected, expected_state = kafka_client.replayed(tmp_path, records, budget=BUDGET, step=STEP)
+    live = kafka_client.latest_frontier(settings)
     assert kafka_client.comparable(live) == kafka_client.comparable(expected)
     assert kafka_client.state(tmp_path / "state", budget=BUDGET) == expected_state
 
@@ -70,14 +94,18 @@ topics = KafkaTopics(prefix + "-fetch-events", prefix + "-frontier", prefix + "-
                      prefix + "-dead")
 settings = KafkaSettings(bootstrap, topics, group_id="g-" + prefix)
 hook = kill_at(phase, int(nth))
-run_live(settings, build_strategy("ieca", budget=int(sys.argv[6])), Path(state),
-         LiveOptions(step_size=int(sys.argv[7]), exit_when_idle=True), before_commit=hook)
+options = LiveOptions(step_size=int(sys.argv[7]), exit_when_idle=True, kafka_client=sys.argv[8])
+run_live(settings, build_strategy("ieca", budget=int(sys.argv[6])), Path(state), options,
+         before_commit=hook)
 """
 )
 
 
 @pytest.mark.slow
-def test_kill_9_at_twenty_points(kafka_broker: Any, kafka_client: Any, tmp_path: Path) -> None:
+@CLIENTS
+def test_kill_9_at_twenty_points(
+    kafka_broker: Any, kafka_client: Any, tmp_path: Path, client: str
+) -> None:
     records = kafka_client.events(600, seed=11)
     prefix = uuid.uuid4().hex[:10]
     settings = kafka_client.settings(kafka_broker.bootstrap, prefix)
@@ -100,6 +128,7 @@ def test_kill_9_at_twenty_points(kafka_broker: Any, kafka_client: Any, tmp_path:
                 str(nth),
                 str(BUDGET),
                 str(STEP),
+                client,
             ],
             capture_output=True,
             timeout=300,
@@ -109,7 +138,7 @@ def test_kill_9_at_twenty_points(kafka_broker: Any, kafka_client: Any, tmp_path:
         assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
         kills += 1
     assert kills >= 15  # 600 events in steps of 25 leave room for most of the 20 kills
-    _run(settings, state)
+    _run(settings, state, client)
     expected, expected_state = kafka_client.replayed(tmp_path, records, budget=BUDGET, step=STEP)
     live = kafka_client.latest_frontier(settings)
     assert kafka_client.comparable(live) == kafka_client.comparable(expected)
@@ -117,7 +146,10 @@ def test_kill_9_at_twenty_points(kafka_broker: Any, kafka_client: Any, tmp_path:
 
 
 @pytest.mark.slow
-def test_broker_restart_mid_run(kafka_broker: Any, kafka_client: Any, tmp_path: Path) -> None:
+@CLIENTS
+def test_broker_restart_mid_run(
+    kafka_broker: Any, kafka_client: Any, tmp_path: Path, client: str
+) -> None:
     records = kafka_client.events(500, seed=5)
     settings = kafka_client.settings(kafka_broker.bootstrap)
     first, second = records[:250], records[250:]
@@ -133,7 +165,9 @@ def test_broker_restart_mid_run(kafka_broker: Any, kafka_client: Any, tmp_path: 
             progressed.set()
 
     result: list[EngineStats] = []
-    options = LiveOptions(step_size=STEP, retry_backoff_s=0.2, poll_timeout_ms=100)
+    options = LiveOptions(
+        step_size=STEP, retry_backoff_s=0.2, poll_timeout_ms=100, kafka_client=client
+    )
     job = threading.Thread(
         target=lambda: result.append(
             run_live(
@@ -200,8 +234,9 @@ def _malformed(
 
 
 @pytest.mark.slow
+@CLIENTS
 def test_fuzz_every_bad_message_is_a_dead_letter(
-    kafka_broker: Any, kafka_client: Any, tmp_path: Path
+    kafka_broker: Any, kafka_client: Any, tmp_path: Path, client: str
 ) -> None:
     rng = random.Random(3)
     records = kafka_client.events(300, seed=21)
@@ -215,7 +250,7 @@ def test_fuzz_every_bad_message_is_a_dead_letter(
         mixed.append(next(g) if slot == "g" else next(b))
     settings = kafka_client.settings(kafka_broker.bootstrap)
     kafka_client.produce(settings, mixed)
-    stats = _run(settings, tmp_path / "state")
+    stats = _run(settings, tmp_path / "state", client)
     assert stats.dead_letters == len(bad)
     letters = kafka_client.read_topic(settings, settings.topics.dead_letter)
     assert len(letters) == len(bad)
