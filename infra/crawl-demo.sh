@@ -7,7 +7,8 @@
 #
 # Environment (optional): PAGES (1000), TOPIC (sockets), STRATEGY (lafc), LAFC_C (0.6),
 # DELAY (0.05 s per host), WORKERS (4), JUDGE (0.5), JUDGE_MIN (5), SPEED_WINDOW_MS (5000),
-# FRONTIERFLOW (the frontierflow command), PYTHON (python with the project installed).
+# FRONTIERFLOW (the frontierflow command), PYTHON (python with the project installed),
+# FETCH_ARGS (more options of `frontierflow fetch`, e.g. "--max-lead 1").
 #
 # Through a shaped link (infra/shape/README.md; Linux, root): TRACE (a time_s<TAB>Mbps
 # file) serves the manuals from a network namespace whose link follows the trace
@@ -72,7 +73,7 @@ job=$!
 start=$(date +%s.%N)
 "$FF" fetch --bootstrap-servers "$boot" --fetcher-id f1 --delay "$DELAY" --workers "$WORKERS" \
   --max-pages "$PAGES" --idle-exit 30 --allow-private "${resolve[@]}" \
-  --follow-hosts "$(IFS=,; echo "${follow[*]}")" 2>"$out/fetcher.log" &
+  --follow-hosts "$(IFS=,; echo "${follow[*]}")" ${FETCH_ARGS:-} 2>"$out/fetcher.log" &
 fetcher=$!
 if [[ -n "$TRACE" ]]; then   # one pass of the trace from the first request, then a graceful stop
   while kill -0 "$fetcher" 2>/dev/null && [[ ! -s "$out/nginx/access.log" ]]; do sleep 0.1; done

@@ -36,6 +36,7 @@ class FetchEvent:
     crawl_delay_ms: int | None = None
     failure: str | None = None
     will_retry: bool = False
+    depth: int | None = None
 
     def to_avro(self) -> dict[str, Any]:
         return {
@@ -59,6 +60,7 @@ class FetchEvent:
             "crawl_delay_ms": self.crawl_delay_ms,
             "failure": self.failure,
             "will_retry": self.will_retry,
+            "depth": self.depth,
         }
 
     @classmethod
@@ -84,6 +86,7 @@ class FetchEvent:
             crawl_delay_ms=d.get("crawl_delay_ms"),
             failure=d.get("failure"),
             will_retry=d.get("will_retry", False),
+            depth=d.get("depth"),
         )
 
 

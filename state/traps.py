@@ -3,10 +3,16 @@
 Crawler traps hand out URLs without end: calendars, session ids, paths that repeat
 themselves (`/a/b/a/b/a/b/…` from a relative link on an error page). `link_problem`
 refuses the shapes that are never worth a request (the decide rules of Heritrix:
-too many path segments, a segment repeated over and over, an overlong URL); a trap whose
-URLs look ordinary (`/day/1`, `/day/2`, …) is bounded by the page limits per cycle
-(`state.hosts.HostPolicy`) and by the strategy's values (the fetchers spend a page budget
-on the best entries first).
+too many path segments, a segment repeated over and over, an overlong URL). A trap whose
+URLs look ordinary (`/day/1`, `/day/2`, …) is bounded by its depth within the host: a
+page where the crawl entered its host (a start page, or one linked from another host) is
+at depth 0, a page linked from a page of its own host one deeper, and a page at
+`max_host_depth` has its links to its own host dropped. Sites rarely hide pages worth
+having many clicks below their entry pages (Baeza-Yates & Castillo 2004 found a few levels
+of a site's dynamic pages hold most of what its visitors see), while a calendar, a pager
+or a session-id loop goes one level deeper with every page. Beyond that, page limits per
+cycle (`state.hosts.HostPolicy`) and the strategy's values (the fetchers spend a page
+budget on the best entries first).
 
 `registered_domain` is the domain a registrar sold ("example.co.uk" for
 "www.a.example.co.uk"), from the Public Suffix List bundled with `publicsuffixlist` (never
@@ -34,9 +40,12 @@ class LinkLimits:
     max_segment_repeats: int = 2
     """A run of one to three path segments may follow itself at most this many times in a
     row (`/x/x/x`, `/a/b/a/b/a/b` are refused at 2: Heritrix's PathologicalPath)."""
+    max_host_depth: int = 10
+    """Links from a page this deep in its host to its own host are dropped (see the module
+    docstring): twice the five levels of Baeza-Yates & Castillo, room for static sites."""
 
     def __post_init__(self) -> None:
-        for name in ("max_url_chars", "max_path_segments", "max_segment_repeats"):
+        for name in ("max_url_chars", "max_path_segments", "max_segment_repeats", "max_host_depth"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 (0: no limit)")
 
@@ -61,14 +70,39 @@ def link_problem(url: str, limits: LinkLimits = DEFAULT_LINK_LIMITS) -> str | No
     return None
 
 
+def url_netloc(url: str) -> str:
+    """The lower-case `host[:port]` of an absolute URL (the fetchers' politeness unit)."""
+    return url.split("/", 3)[2].lower() if url.count("/") >= 2 else ""
+
+
+def host_depth(netloc: str, via: str | None, via_depth: int) -> int:
+    """The depth within its host of a page at `netloc` reached from `via` (None: a start
+    page), the parent at `via_depth` in its own host: one deeper on the same host, else 0."""
+    if via is None or url_netloc(via) != netloc:
+        return 0
+    return via_depth + 1
+
+
 def followable_links(
-    links: tuple[str, ...], limits: LinkLimits = DEFAULT_LINK_LIMITS
+    links: tuple[str, ...],
+    limits: LinkLimits = DEFAULT_LINK_LIMITS,
+    netloc: str | None = None,
+    depth: int = 0,
 ) -> tuple[str, ...]:
-    """`links` without those `link_problem` refuses (the same tuple when none is).
+    """`links` of a page without those `link_problem` refuses, and without the links to
+    its own host (`netloc`) when the page is `depth` ≥ `limits.max_host_depth` deep in it
+    (the same tuple when none is dropped).
 
     On the hot path of every event: a few C-level passes over all the links screen them
     (`_may_have_problem`), and only when one might be refused is each link checked."""
-    if not links or not _may_have_problem(links, limits):
+    if not links:
+        return links
+    if netloc is not None and limits.max_host_depth and depth >= limits.max_host_depth:
+        kept = tuple(u for u in links if url_netloc(u) != netloc)
+        links = links if len(kept) == len(links) else kept
+        if not links:
+            return links
+    if not _may_have_problem(links, limits):
         return links
     kept = tuple(u for u in links if link_problem(u, limits) is None)
     return links if len(kept) == len(links) else kept

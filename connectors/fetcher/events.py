@@ -3,7 +3,8 @@
 `fetch_event` and `outcome_event` turn a frontier entry and what its download came to into
 the FetchEvent (the entry's echo, via, crawl and cycle; outlinks and terms read from the
 body by `htmlpages.page_links_and_terms`, queries dropped, links of the shapes traps hand
-out dropped: `state.traps.followable_links`). `EventPublisher` sends it to
+out dropped, and a page's links to its own host when it is too deep in it:
+`state.traps.followable_links`). `EventPublisher` sends it to
 `fetch-events` and keeps the two records a fetcher writes beside it: the download on the
 compacted `fetched` topic (for the fetcher that owns the host next) and, for an answered
 reply request, the tombstone of that request's own frontier record. The reference fetcher
@@ -31,7 +32,12 @@ from frontierflow.schemas.records import (
     FrontierEntry,
     frontier_record_key,
 )
-from frontierflow.state.traps import followable_links
+from frontierflow.state.traps import (
+    DEFAULT_LINK_LIMITS,
+    LinkLimits,
+    followable_links,
+    url_netloc,
+)
 
 
 def fetch_event(entry: FrontierEntry, status: int, fetcher_id: str, **fields: Any) -> FetchEvent:
@@ -61,21 +67,23 @@ def outcome_event(
     fetcher_id: str,
     follow_hosts: frozenset[str] | None = None,
     crawl_delay_ms: int | None = None,
+    depth: int = 0,
+    limits: LinkLimits = DEFAULT_LINK_LIMITS,
 ) -> FetchEvent:
     """The FetchEvent of a download: a negative status with no content (and the kind of
     failure) for a transport problem, the target as the only outlink for a redirect that
     was not followed, and for a body the outlinks and terms read from it, resolved against
-    the final URL. The answer's `Retry-After` and the host's robots.txt Crawl-delay go
-    with it, for the frontier's host rule."""
-    event = _outcome_event(entry, outcome, fetcher_id, follow_hosts)
+    the final URL; both screened by `limits` for a page `depth` deep in its host (the
+    event says `depth`). The answer's `Retry-After` and the host's robots.txt Crawl-delay
+    go with it, for the frontier's host rule."""
+    event = _outcome_event(entry, outcome, fetcher_id, follow_hosts, depth, limits)
     failure = STATUS_REASONS.get(outcome.status) if outcome.status < 0 else None
-    if outcome.retry_after_ms is None and crawl_delay_ms is None and failure is None:
-        return event
     return replace(
         event,
         retry_after_ms=outcome.retry_after_ms,
         crawl_delay_ms=crawl_delay_ms,
         failure=failure,
+        depth=depth,
     )
 
 
@@ -84,7 +92,10 @@ def _outcome_event(
     outcome: PageOutcome,
     fetcher_id: str,
     follow_hosts: frozenset[str] | None,
+    depth: int,
+    limits: LinkLimits,
 ) -> FetchEvent:
+    netloc = url_netloc(entry.url)
     if outcome.status < 0:
         return fetch_event(
             entry, outcome.status, fetcher_id, fetch_ms=outcome.fetch_ms, bytes=outcome.size
@@ -95,11 +106,16 @@ def _outcome_event(
             outcome.status,
             fetcher_id,
             # the target as a link of the page: normalised, and only within the scope
-            outlinks=page_links(
-                outcome.final_url,
-                [outcome.redirect_to],
-                keep_query=False,  # as for a page's links, below
-                follow_hosts=follow_hosts,
+            outlinks=followable_links(
+                page_links(
+                    outcome.final_url,
+                    [outcome.redirect_to],
+                    keep_query=False,  # as for a page's links, below
+                    follow_hosts=follow_hosts,
+                ),
+                limits,
+                netloc,
+                depth,
             ),
             fetch_ms=outcome.fetch_ms,
         )
@@ -117,7 +133,7 @@ def _outcome_event(
         entry,
         outcome.status,
         fetcher_id,
-        outlinks=followable_links(page.outlinks),
+        outlinks=followable_links(page.outlinks, limits, netloc, depth),
         terms=page.terms,
         content_hash=hashlib.sha256(outcome.body).hexdigest(),
         bytes=outcome.size,

@@ -115,7 +115,9 @@ class Fetcher:
         self.metrics = metrics or FetcherMetrics()
         self.stop = stop or threading.Event()
         self.stats = FetcherStats()
-        self.queues = HostQueues(settings.delay_s, settings.hosts, settings.spend)
+        self.queues = HostQueues(
+            settings.delay_s, settings.hosts, settings.spend, max_lead=settings.max_lead
+        )
         self.target_workers = settings.workers
         self._robots: dict[str, HostRules] = {}
         self._entry_codec = AvroCodec.for_name("FrontierEntry")
@@ -184,7 +186,8 @@ class Fetcher:
         if self.stop.is_set() or self._reader_error is not None:
             return True
         budget = self.settings.max_pages
-        if budget is not None and self.stats.downloads >= budget:
+        if budget is not None and self._reserved >= budget and not self.queues.in_flight:
+            # pages, not requests: an answer asked for again (`will_retry`) is not one
             log.info("page budget of %d reached", budget)
             return True
         idle = self.settings.idle_exit_s
@@ -400,7 +403,13 @@ class Fetcher:
             self.metrics.errors.labels(reason).inc()
             log.warning("%s: %s (status %d): %s", entry.url, reason, outcome.status, outcome.reason)
         return outcome_event(
-            entry, outcome, self.settings.fetcher_id, self.settings.follow_hosts, crawl_delay_ms
+            entry,
+            outcome,
+            self.settings.fetcher_id,
+            self.settings.follow_hosts,
+            crawl_delay_ms,
+            depth=self.queues.depth(entry),
+            limits=self.settings.links,
         )
 
     def _answered(self, entry: FrontierEntry) -> None:

@@ -14,12 +14,26 @@ pause it announced (429/503, `Retry-After`) or a back-off, an entry whose `not_b
 lies ahead waits, a host (or registered domain) whose pages for the cycle are spent gives
 none, and an answer that will be asked again (`will_retry`) puts its entry back.
 
+Depth in the host (`state.traps.host_depth`): an entry is one deeper than the page of its
+host it came `via` (0 from another host, or with no `via`), the least over the entries
+offered for it while it waits (a strategy sends a page again each time another parent
+links it); each page fetched is remembered with its depth, so the fetcher can drop the
+links of a page too deep in its host. The depths are rebuilt from the `fetched` topic
+(each download says its `depth`).
+
 How a free worker chooses (`spend`): "pages" (the default) takes the best entry of every
 host that may be asked, and waits rather than take a worse one from a rested host while
 a better one waits for its host's delay, or for a pause that ends within `max_wait_s` —
 a page budget goes to the best pages, as the strategy ranks them, not to a trap that
 happens to be free; "time" takes the best entry of any rested host, so no worker
 idles while a host rests (more pages a second, the order less the strategy's).
+
+How far the fetcher may run ahead of the frontier (`max_lead`): a strategy ranks the
+next pages by what the last ones taught it, so a page fetched before the frontier has
+read the previous answers is chosen on older knowledge. With `max_lead` N, no entry is
+taken while N downloads are in flight or wait for the frontier's word on them (the
+tombstone of their URL on the frontier topic, or `lead_timeout_s`); 1 crawls one page at
+a time in the strategy's order, as a simulation does. None: no bound.
 Times are wall-clock seconds since the epoch, passed in.
 """
 
@@ -41,10 +55,14 @@ from frontierflow.state.hosts import (
     held_until,
     is_deferred,
 )
+from frontierflow.state.traps import host_depth
 
 Key = str | tuple[str, str]
 Spend = Literal["pages", "time"]
 SPENDS: tuple[Spend, ...] = ("pages", "time")
+
+DEFAULT_LEAD_TIMEOUT_S = 10.0
+"""How long a download counts against `max_lead` without the frontier's word on it."""
 
 DEFAULT_MAX_WAIT_S = 60.0
 """Under "pages" spend, how long a better entry may keep a worse one waiting: its host's
@@ -83,18 +101,30 @@ class HostQueues:
         policy: HostPolicy = DEFAULT_POLICY,
         spend: Spend = "pages",
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
+        max_lead: int | None = None,
+        lead_timeout_s: float = DEFAULT_LEAD_TIMEOUT_S,
     ) -> None:
         if spend not in SPENDS:
             raise ValueError(f"spend is one of {SPENDS}, got {spend!r}")
+        if max_lead is not None and max_lead < 1:
+            raise ValueError(f"max_lead must be >= 1 or None, got {max_lead}")
         self.delay_s = delay_s
         self.policy = policy
         self.spend = spend
         self.max_wait_s = max_wait_s
+        self.max_lead = max_lead
+        self.lead_timeout_s = lead_timeout_s
+        self._awaiting: dict[str, float] = {}
+        """URL downloaded → when: the frontier's word on it has not come yet (`max_lead`)."""
         self._entries: dict[Key, tuple[FrontierEntry, int | None]] = {}
         self._hosts: dict[str, _Host] = {}
         self._seq = itertools.count()
         self._fetched: set[tuple[str, int, str]] = set()
         self._attempts: dict[tuple[str, int, str], int] = {}
+        self._depths: dict[tuple[str, str], int] = {}
+        """(crawl id, URL) → its depth in its host, for the pages fetched at depth > 0."""
+        self._queued_depths: dict[Key, int] = {}
+        """Record key → the least depth of the entries offered for it, until answered."""
         self.states: dict[str, HostState] = {}
         """`group_key(crawl, host)` (and `domain_key(crawl, domain)`) → what the host rule
         made of the answers so far."""
@@ -115,9 +145,13 @@ class HostQueues:
         its cycle that is not a reply request)."""
         if not is_reply_request(entry) and self.was_fetched(entry):
             self._entries.pop(entry.url, None)
+            self._queued_depths.pop(entry.url, None)
             return False
         key = change_key(entry)
         self._entries[key] = (entry, partition)
+        depth = self._depth_of(entry.crawl_id, self.host_key(entry), entry.via)
+        before = self._queued_depths.get(key)
+        self._queued_depths[key] = depth if before is None else min(before, depth)
         host = self._hosts.get(self.host_key(entry))
         if host is None:
             host = self._hosts[self.host_key(entry)] = _Host(delay_s=self.delay_s)
@@ -126,17 +160,22 @@ class HostQueues:
 
     def remove(self, url: str) -> None:
         """A tombstone of a URL: its entry goes, its reply requests stay."""
-        self._entries.pop(url, None)
+        self.remove_key(url)
 
     def remove_key(self, key: Key) -> None:
-        """A tombstone of a record key: a URL's entry, or one answered reply request."""
+        """A tombstone of a record key: a URL's entry (the frontier has read its page's
+        answer), or one answered reply request."""
         self._entries.pop(key, None)
+        if isinstance(key, str):
+            self._awaiting.pop(key, None)
+        self._queued_depths.pop(key, None)
 
     def drop_partitions(self, partitions: set[int]) -> int:
         """Forget entries read from partitions this fetcher no longer owns; how many."""
         gone = [k for k, (_, p) in self._entries.items() if p in partitions]
         for key in gone:
             del self._entries[key]
+            self._queued_depths.pop(key, None)
         return len(gone)
 
     def set_host_delay(self, host: str, delay_s: float) -> None:
@@ -144,8 +183,25 @@ class HostQueues:
         h = self._hosts.setdefault(host, _Host(delay_s=self.delay_s))
         h.delay_s = max(self.delay_s, delay_s)
 
+    def depth(self, entry: FrontierEntry) -> int:
+        """The entry's depth in its host (see the module docstring): the least offered for
+        its record while it waited, else from its own `via`."""
+        depth = self._depth_of(entry.crawl_id, self.host_key(entry), entry.via)
+        queued = self._queued_depths.get(change_key(entry))
+        return depth if queued is None else min(queued, depth)
+
+    def _depth_of(self, crawl_id: str, netloc: str, via: str | None) -> int:
+        via_depth = 0 if via is None else self._depths.get((crawl_id, via), 0)
+        return host_depth(netloc, via, via_depth)
+
+    def _remember_depth(self, crawl_id: str, url: str, depth: int) -> None:
+        if depth:
+            self._depths[(crawl_id, url)] = depth
+
     def mark_fetched(self, entry: FrontierEntry) -> None:
         self._fetched.add((entry.crawl_id, entry.cycle, entry.url))
+        self._remember_depth(entry.crawl_id, entry.url, self.depth(entry))
+        self._queued_depths.pop(change_key(entry), None)
 
     def mark_url_fetched(self, crawl_id: str, cycle: int, url: str) -> None:
         """A page downloaded earlier (by this or another fetcher) in that cycle."""
@@ -156,6 +212,10 @@ class HostQueues:
         host marked busy (call `release` when done); else (None, when to look again, or
         None when only a release or new entries can change the answer). A reply request
         for a page already fetched is served at once, whatever its host is doing."""
+        if self.max_lead is not None:
+            full, lead_wake = self._lead_full(now)
+            if full:
+                return None, lead_wake
         now_ms = int(now * 1000)
         best: tuple[float, int, str] | None = None
         waiting: float | None = None  # best priority held back only by a host's delay
@@ -169,6 +229,7 @@ class HostQueues:
             if self.was_fetched(entry):  # a reply request (`_head` drops the others)
                 heapq.heappop(host.heap)
                 del self._entries[head[2]]
+                self._queued_depths.pop(head[2], None)
                 return Job(entry, download=False), now
             held = self._held_until(entry, now_ms)
             if held is not None:
@@ -201,6 +262,20 @@ class HostQueues:
         host.busy = True
         self.in_flight += 1
         return Job(entry, download=True, partition=partition), now
+
+    def _lead_full(self, now: float) -> tuple[bool, float | None]:
+        """Whether `max_lead` downloads are in flight or awaited, and then when the oldest
+        awaited one stops counting (None: only a release can free a place; a tombstone
+        may free one sooner)."""
+        assert self.max_lead is not None
+        cutoff = now - self.lead_timeout_s
+        for url in [u for u, at in self._awaiting.items() if at <= cutoff]:
+            del self._awaiting[url]
+        if self.in_flight + len(self._awaiting) < self.max_lead:
+            return False, None
+        if not self._awaiting:
+            return True, None
+        return True, min(self._awaiting.values()) + self.lead_timeout_s
 
     def _held_until(self, entry: FrontierEntry, now_ms: int) -> float | None:
         """None when `entry` may be fetched now; else when it may (seconds), or 0 when only
@@ -246,6 +321,11 @@ class HostQueues:
             self.observe(event)
             if not event.will_retry:
                 self.mark_url_fetched(event.crawl_id, event.cycle, event.url)
+                depth = event.depth
+                if depth is None:  # a fetcher that does not count: from its via
+                    netloc = urlsplit(event.url).netloc.lower() or event.host
+                    depth = self._depth_of(event.crawl_id, netloc, event.via)
+                self._remember_depth(event.crawl_id, event.url, depth)
 
     def release(
         self,
@@ -266,6 +346,8 @@ class HostQueues:
             return
         if not observed:
             self.observe(answer)
+        if self.max_lead is not None and not answer.will_retry and answer.status != 208:
+            self._awaiting[entry.url] = now
         if answer.will_retry:
             key = change_key(entry)
             if key not in self._entries:  # not replaced by a newer entry meanwhile
@@ -283,5 +365,6 @@ class HostQueues:
                 if is_reply_request(item[3]) or not self.was_fetched(item[3]):
                     return item
                 del self._entries[item[2]]  # fetched since it was queued
+                self._queued_depths.pop(item[2], None)
             heapq.heappop(heap)
         return None

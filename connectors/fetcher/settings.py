@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from frontierflow.connectors.fetcher.queue import SPENDS, Spend
 from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
+from frontierflow.state.traps import DEFAULT_LINK_LIMITS, LinkLimits
 
 DEFAULT_USER_AGENT = "frontierflow-fetcher/0.1"
 
@@ -66,6 +67,11 @@ class FetcherSettings:
     spend: Spend = "pages"
     """How a free worker chooses: "pages" never takes a worse entry while a better one
     waits only for its host's delay; "time" takes the best of any rested host."""
+    links: LinkLimits = DEFAULT_LINK_LIMITS
+    """Outlinks not followed: trap shapes, and links too deep in their host."""
+    max_lead: int | None = None
+    """Downloads in flight or not yet read by the frontier before the next entry waits
+    (`queue.HostQueues`); None: no bound."""
 
     def __post_init__(self) -> None:
         if not self.fetcher_id:
@@ -89,6 +95,8 @@ class FetcherSettings:
             raise ValueError(f"idle_exit_s must be > 0, got {self.idle_exit_s}")
         if self.spend not in SPENDS:
             raise ValueError(f"spend is one of {SPENDS}, got {self.spend!r}")
+        if self.max_lead is not None and self.max_lead < 1:
+            raise ValueError(f"max_lead must be >= 1, got {self.max_lead}")
 
     def clamp_workers(self, threads: int) -> int:
         """A ScalingDecision's thread count, kept within [min_workers, max_workers]."""

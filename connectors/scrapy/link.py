@@ -92,7 +92,7 @@ class FrontierLink:
         self.settings = settings
         self.crawler = crawler
         # the delay between requests is Scrapy's, per downloader slot; pauses are the rule's
-        self.queues = HostQueues(0.0, settings.hosts, settings.spend)
+        self.queues = HostQueues(0.0, settings.hosts, settings.spend, max_lead=settings.max_lead)
         self.reader = FrontierReader(settings.kafka, settings.fetcher_id, _ToReactor(self))
         self.pending: dict[str, FrontierEntry] = {}
         """Token → entry handed to Scrapy and not answered yet."""
@@ -261,7 +261,14 @@ class FrontierLink:
         if entry is None:
             return None
         partition = self.partitions.pop(token, None)
-        event = outcome_event(entry, outcome, self.settings.fetcher_id, self.settings.follow_hosts)
+        event = outcome_event(
+            entry,
+            outcome,
+            self.settings.fetcher_id,
+            self.settings.follow_hosts,
+            depth=self.queues.depth(entry),
+            limits=self.settings.links,
+        )
         if self.queues.retries(entry, event.status):
             event = replace(event, will_retry=True)
             self.reserved -= 1  # asked for again: the budget pays for the page once

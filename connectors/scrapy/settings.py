@@ -11,6 +11,7 @@ from frontierflow.connectors.fetcher.queue import SPENDS, Spend
 from frontierflow.connectors.fetcher.settings import parse_resolve
 from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
 from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
+from frontierflow.state.traps import DEFAULT_LINK_LIMITS, LinkLimits
 
 DEFAULT_GROUP_ID = "frontierflow-fetchers"
 """The consumer group `frontierflow fetch` uses too: Scrapy processes and reference
@@ -40,6 +41,12 @@ class ScrapyFrontierSettings:
     FRONTIERFLOW_DOMAIN_PAGE_LIMIT, FRONTIERFLOW_MAX_ATTEMPTS; the rest at its defaults)."""
     spend: Spend = "pages"
     """FRONTIERFLOW_SPEND: "pages" or "time" (the reference fetcher's `--spend`)."""
+    max_lead: int | None = None
+    """FRONTIERFLOW_MAX_LEAD: downloads not yet read by the frontier before the next
+    request waits (the reference fetcher's `--max-lead`); none by default."""
+    links: LinkLimits = DEFAULT_LINK_LIMITS
+    """Outlinks not followed (FRONTIERFLOW_MAX_HOST_DEPTH: links from a page this deep in
+    its host to its own host; 0: no limit; the trap shapes at their defaults)."""
 
     def __post_init__(self) -> None:
         if not self.fetcher_id:
@@ -101,6 +108,12 @@ class ScrapyFrontierSettings:
                 ),
             ),
             spend=settings.get("FRONTIERFLOW_SPEND") or "pages",
+            max_lead=settings.getint("FRONTIERFLOW_MAX_LEAD", 0) or None,
+            links=LinkLimits(
+                max_host_depth=settings.getint(
+                    "FRONTIERFLOW_MAX_HOST_DEPTH", DEFAULT_LINK_LIMITS.max_host_depth
+                )
+            ),
         )
 
 

@@ -13,6 +13,7 @@ from frontierflow.pipelines.cli.common import (
     host_policy,
     kafka_settings,
 )
+from frontierflow.state.traps import DEFAULT_LINK_LIMITS, LinkLimits
 
 FETCH_TOPICS = ("fetch-events", "frontier", "fetcher-control", "dead-letter", "fetched")
 
@@ -74,6 +75,23 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "its host's delay (a page budget goes to the best pages); time: take the best entry "
         "of any rested host (more pages a second)",
     )
+    fp.add_argument(
+        "--max-host-depth",
+        type=int,
+        default=DEFAULT_LINK_LIMITS.max_host_depth,
+        metavar="N",
+        help="do not follow a page's links to its own host when it is N links below where "
+        "the crawl entered that host (a trap defence; 0: no limit; default 10)",
+    )
+    fp.add_argument(
+        "--max-lead",
+        type=int,
+        default=None,
+        metavar="N",
+        help="take no entry while N downloads are in flight or not yet read by the frontier: "
+        "each page chosen on what the last ones taught the strategy (1: one page at a time, "
+        "as a simulation; default: no bound)",
+    )
     add_host_policy_args(fp)
     fp.add_argument("--user-agent", default=None)
     fp.add_argument(
@@ -119,6 +137,8 @@ def fetch(args: argparse.Namespace) -> int:
         idle_exit_s=args.idle_exit,
         hosts=host_policy(args),
         spend=args.spend,
+        links=LinkLimits(max_host_depth=args.max_host_depth),
+        max_lead=args.max_lead,
     )
     kafka = kafka_settings(args, FETCH_TOPICS, group_id=args.group_id)
     metrics = FetcherMetrics()

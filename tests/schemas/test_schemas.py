@@ -295,7 +295,7 @@ def _fetch_event_v2() -> dict[str, Any]:
     schema = _raw_fetch_event_schema()
     schema["fields"] += [
         {"name": "language", "type": ["null", "string"], "default": None, "doc": "ISO 639-1."},
-        {"name": "depth", "type": "int", "default": -1, "doc": "Link depth from a seed."},
+        {"name": "hops", "type": "int", "default": -1, "doc": "Link hops from a seed."},
     ]
     return schema
 
@@ -307,12 +307,12 @@ def test_newer_reader_resolves_current_writer() -> None:
         reader.decode(data)
     assert reader.register_writer(load_schema("FetchEvent")) == writer.fingerprint
     decoded = reader.decode(data)
-    assert decoded == {**FETCH_FULL.to_avro(), "language": None, "depth": -1}
+    assert decoded == {**FETCH_FULL.to_avro(), "language": None, "hops": -1}
 
 
 def test_older_reader_rejects_unregistered_newer_writer() -> None:
     reader, writer = AvroCodec("FetchEvent"), AvroCodec(_fetch_event_v2())
-    data = writer.encode({**FETCH_MINIMAL.to_avro(), "language": "de", "depth": 2})
+    data = writer.encode({**FETCH_MINIMAL.to_avro(), "language": "de", "hops": 2})
     expected = int.from_bytes(writer.fingerprint, "little")
     with pytest.raises(CodecError, match=f"unknown schema fingerprint 0x{expected:016x}"):
         reader.decode(data)
@@ -326,14 +326,14 @@ def test_incompatible_writers_are_refused_at_registration() -> None:
         codec.register_writer("FrontierEntry")
     strict_v2 = _fetch_event_v2()
     del strict_v2["fields"][-1]["default"]
-    with pytest.raises(CodecError, match="lacks field 'depth'"):
+    with pytest.raises(CodecError, match="lacks field 'hops'"):
         AvroCodec(strict_v2).register_writer("FetchEvent")
 
 
 def test_container_of_newer_version_reads_into_current(tmp_path: Path) -> None:
     path = tmp_path / "v2.avro"
     with path.open("wb") as handle:
-        record = {**FETCH_MINIMAL.to_avro(), "language": "de", "depth": 2}
+        record = {**FETCH_MINIMAL.to_avro(), "language": "de", "hops": 2}
         fastavro.writer(handle, fastavro.parse_schema(_fetch_event_v2()), [record])
     assert [FetchEvent.from_avro(r) for r in read_container(path)] == [FETCH_MINIMAL]
 
@@ -623,6 +623,11 @@ fetch_events = st.builds(
     bytes=_longs,
     fetch_ms=st.floats(allow_nan=False, allow_infinity=False),
     echo=st.dictionaries(_texts, _texts, max_size=8),
+    retry_after_ms=st.none() | _longs,
+    crawl_delay_ms=st.none() | _longs,
+    failure=st.none() | _texts,
+    will_retry=st.booleans(),
+    depth=st.none() | _ints,
 )
 
 
@@ -639,7 +644,7 @@ def test_fetch_event_round_trips_in_every_encoding(event: FetchEvent) -> None:
 
 
 _PUSHBACK_FIELDS = {
-    "FetchEvent": ("retry_after_ms", "crawl_delay_ms", "failure", "will_retry"),
+    "FetchEvent": ("retry_after_ms", "crawl_delay_ms", "failure", "will_retry", "depth"),
     "FrontierEntry": ("not_before",),
 }
 
@@ -665,8 +670,9 @@ def test_pushback_fields_evolve_both_ways() -> None:
         None,
         False,
     )
+    assert read.depth is None
     # a new producer's FetchEvent reads in an old consumer, the new fields dropped
-    pushed = replace(FETCH_FULL, status=429, retry_after_ms=15_000, will_retry=True)
+    pushed = replace(FETCH_FULL, status=429, retry_after_ms=15_000, will_retry=True, depth=3)
     old_event.register_writer("FetchEvent")
     assert old_event.decode(new_event.encode(pushed.to_avro())) == {
         **old,

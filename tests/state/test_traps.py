@@ -7,8 +7,10 @@ import pytest
 from frontierflow.state.traps import (
     LinkLimits,
     followable_links,
+    host_depth,
     link_problem,
     registered_domain,
+    url_netloc,
 )
 
 
@@ -62,3 +64,24 @@ def test_limits_can_be_turned_off() -> None:
 )
 def test_registered_domain(host: str, domain: str) -> None:
     assert registered_domain(host) == domain
+
+
+def test_host_depth_counts_links_within_one_host_from_where_the_crawl_entered_it() -> None:
+    assert host_depth("a.test", None, 0) == 0  # a start page
+    assert host_depth("a.test", "http://b.test/x", 7) == 0  # linked from another host
+    assert host_depth("a.test", "http://A.test/", 0) == 1  # host names are case-blind
+    assert host_depth("a.test", "http://a.test/day/9", 4) == 5
+    assert host_depth("a.test:8080", "http://a.test/", 3) == 0  # another port: another host
+    assert url_netloc("http://a.test:8080/x") == "a.test:8080"
+
+
+def test_a_page_at_the_depth_limit_keeps_only_its_links_to_other_hosts() -> None:
+    links = ("http://a.test/day/11", "http://b.test/", "http://a.test/")
+    limits = LinkLimits(max_host_depth=10)
+    assert followable_links(links, limits, "a.test", depth=9) is links  # 9 < 10: all
+    assert followable_links(links, limits, "a.test", depth=10) == ("http://b.test/",)
+    assert followable_links(links, limits, None, depth=99) is links  # no host: no depth
+    off = LinkLimits(max_host_depth=0)
+    assert followable_links(links, off, "a.test", depth=1_000) is links
+    with pytest.raises(ValueError, match="max_host_depth"):
+        LinkLimits(max_host_depth=-1)

@@ -3,6 +3,8 @@ at a time, tombstones, reply requests kept per parent and answered once."""
 
 from __future__ import annotations
 
+import pytest
+
 from frontierflow.connectors.fetcher.queue import HostQueues
 from frontierflow.schemas.records import REPLY_ECHO, FetchEvent, FrontierEntry
 from frontierflow.state.hosts import HostPolicy
@@ -96,6 +98,7 @@ def answer(e: FrontierEntry, status: int, at_s: float, **fields: object) -> Fetc
         status=status,
         fetcher_id="f",
         host=e.host,
+        via=e.via,
         crawl_id=e.crawl_id,
         cycle=e.cycle,
         **fields,  # type: ignore[arg-type]
@@ -198,3 +201,70 @@ def test_restore_folds_the_recorded_answers_and_keeps_deferred_pages_to_fetch() 
     assert q.take(now=39.9) == (None, 40.0)  # the pause announced before the restart
     job, _ = q.take(now=40.0)
     assert job is not None and job.entry.url == "http://a/2"
+
+
+def test_depth_in_the_host_follows_via_and_is_rebuilt_from_the_recorded_downloads() -> None:
+    """A start page is at depth 0; a page whose entry came `via` a page of its own host
+    fetched here is one deeper; a link from another host starts again at 0. A restarted
+    fetcher gets the same depths back from the downloads on the `fetched` topic."""
+    q = HostQueues(delay_s=0.0)
+    root = entry("http://cal/", 1.0)
+    day1 = entry("http://cal/day/1", 1.0, via="http://cal/")
+    day2 = entry("http://cal/day/2", 1.0, via="http://cal/day/1")
+    day4 = entry("http://cal/day/4", 1.0, via="http://cal/day/2")
+    from_good = entry("http://cal/day/1", 1.0, via="http://good/")
+    assert q.depth(root) == 0 and q.depth(day1) == 1
+    for e in (root, day1, day2):
+        q.mark_fetched(e)
+    assert (q.depth(day1), q.depth(day2), q.depth(day4)) == (1, 2, 3)
+    assert q.depth(from_good) == 0
+    again = HostQueues(delay_s=0.0)
+    again.restore([answer(day2, 200, 3.0), answer(root, 200, 1.0), answer(day1, 200, 2.0)])
+    assert again.depth(day4) == 3
+    counted = HostQueues(delay_s=0.0)  # the depth a download says stands before its via's
+    counted.restore([answer(root, 200, 1.0), answer(day2, 200, 2.0, depth=5)])
+    assert counted.depth(day4) == 6
+    deferred = HostQueues(delay_s=0.0)  # a deferred answer is no fetch: no depth either
+    deferred.restore([answer(root, 200, 1.0), answer(day1, 429, 2.0, will_retry=True)])
+    assert deferred.depth(day2) == 1
+
+
+def test_an_entry_sent_again_by_a_deeper_parent_keeps_its_least_depth() -> None:
+    """A page linked from its section (depth 1) and then from a sibling article (depth 2)
+    is at depth 2, not 3: the least over the entries offered while it waited."""
+    q = HostQueues(delay_s=0.0)
+    section = entry("http://good/s/1/", 1.0, via="http://good/")
+    a1 = entry("http://good/s/1/a1.html", 1.0, via="http://good/s/1/")
+    q.mark_fetched(section)
+    a2_from_section = entry("http://good/s/1/a2.html", 1.0, via="http://good/s/1/")
+    q.offer(a2_from_section)
+    q.mark_fetched(a1)
+    a2_from_a1 = entry("http://good/s/1/a2.html", 2.0, via="http://good/s/1/a1.html")
+    assert q.depth(a2_from_a1) == 2  # alone: a1 (2) + 1 would be 3
+    q.offer(a2_from_a1)
+    job, _ = q.take(now=0.0)
+    assert job is not None and job.entry is a2_from_a1 and q.depth(job.entry) == 2
+
+
+def test_max_lead_waits_for_the_frontiers_word_on_the_last_download() -> None:
+    """With max_lead 1 the next entry waits until the frontier has read the last answer
+    (its URL's tombstone) or the lead time-out passed; a deferred answer does not count."""
+    q = HostQueues(delay_s=0.0, max_lead=1, lead_timeout_s=10.0)
+    for url, p in (("http://a/1", 3.0), ("http://b/1", 2.0), ("http://c/1", 1.0)):
+        q.offer(entry(url, p))
+    job, _ = q.take(now=0.0)
+    assert job is not None and job.entry.url == "http://a/1"
+    assert q.take(now=0.0) == (None, None)  # one in flight: only its release frees a place
+    q.release(job.entry, 1.0, answer(job.entry, 200, 1.0))
+    assert q.take(now=1.0) == (None, 11.0)  # awaiting the frontier's word until 11 s
+    q.remove("http://a/1")  # the tombstone: the job read the answer
+    job, _ = q.take(now=1.5)
+    assert job is not None and job.entry.url == "http://b/1"
+    q.release(job.entry, 2.0, answer(job.entry, 200, 2.0))
+    job, _ = q.take(now=12.0)  # no tombstone came: the time-out frees the place
+    assert job is not None and job.entry.url == "http://c/1"
+    q.release(job.entry, 12.5, answer(job.entry, 429, 12.5, will_retry=True))
+    assert q.take(now=12.5)[0] is None  # nothing else to take; but not blocked by the lead
+    assert q._lead_full(12.5) == (False, None)
+    with pytest.raises(ValueError):
+        HostQueues(delay_s=0.0, max_lead=0)
