@@ -38,6 +38,7 @@ from frontierflow.connectors.kafka_client import (
     TopicSpec,
 )
 from frontierflow.schemas.codecs import AvroCodec, CodecError, encode_record, record_from_dict
+from frontierflow.schemas.entry_blocks import FrontierEntryEncoder
 from frontierflow.schemas.jsonl import json_to_record
 from frontierflow.schemas.records import (
     DeadLetter,
@@ -49,7 +50,7 @@ from frontierflow.schemas.records import (
     frontier_record_key,
 )
 from frontierflow.state.codec import StateCodecError, decode_positions, encode_positions
-from frontierflow.state.urls import http_host
+from frontierflow.state.urls import host_of, http_host
 
 log = logging.getLogger(__name__)
 
@@ -509,16 +510,45 @@ def open_admin(settings: KafkaSettings, client: KafkaClientName) -> TopicAdmin:
 
 
 def frontier_record(change: FrontierChange, partitions: int) -> tuple[bytes, bytes | None, int]:
-    """(key, value, partition) of a frontier change on the frontier topic, the one rule for
-    every engine that writes it: the key is `frontier_record_key` (the URL; for a reply
+    """(key, value, partition) of one frontier change on the frontier topic: see
+    `frontier_records`."""
+    return frontier_records([change], partitions)[0]
+
+
+_ENTRY_HEADER = AvroCodec.for_name("FrontierEntry").header
+_ENTRY_ENCODER = FrontierEntryEncoder()
+
+
+def frontier_records(
+    changes: Sequence[FrontierChange], partitions: int
+) -> list[tuple[bytes, bytes | None, int]]:
+    """(key, value, partition) of each frontier change on the frontier topic, the one rule
+    for every engine that writes it: the key is `frontier_record_key` (the URL; for a reply
     request the URL and its parent's URL, so compaction keeps each parent's request), the
     value the entry's Avro single-object encoding or None (a tombstone) for a fetched page,
-    the partition `host_partition` of the URL, so one fetcher of a group owns a host."""
-    key = frontier_record_key(change).encode()
-    partition = host_partition(change.url, partitions)
-    if isinstance(change, Removal):
-        return key, None, partition
-    return key, encode_record(change), partition
+    the partition `host_partition` of the URL, so one fetcher of a group owns a host.
+
+    The entries are encoded as one block (`FrontierEntryEncoder`: the bytes fastavro
+    writes, without a dict and a schema walk per record), and each host's partition is
+    worked out once per call. The URLs are ones the step core let through (absolute
+    http(s)), whose host `host_of` reads without a regular expression."""
+    bodies = iter(_ENTRY_ENCODER.bodies([c for c in changes if type(c) is not Removal]))
+    header = _ENTRY_HEADER
+    by_host: dict[str, int] = {}
+    out: list[tuple[bytes, bytes | None, int]] = []
+    append = out.append
+    for change in changes:
+        url = change.url
+        host = host_of(url) or url.lower()
+        partition = by_host.get(host)
+        if partition is None:
+            partition = by_host[host] = zlib.crc32(host.encode()) % partitions
+        key = frontier_record_key(change).encode()
+        if type(change) is Removal:
+            append((key, None, partition))
+        else:
+            append((key, header + next(bodies), partition))
+    return out
 
 
 class KafkaSink(DecisionSink):
@@ -538,9 +568,7 @@ class KafkaSink(DecisionSink):
         """Frontier records as `frontier_record` makes them; dead letters unkeyed."""
         topics = self.settings.topics
         partitions = self.output.partitions(topics.frontier)
-        self.output.send_many(
-            topics.frontier, [frontier_record(change, partitions) for change in changes]
-        )
+        self.output.send_many(topics.frontier, frontier_records(changes, partitions))
         for letter in dead:
             self.output.send(topics.dead_letter, None, encode_record(letter))
 

@@ -161,8 +161,17 @@ class ConfluentReader(RecordReader):
         return list(self.partitions)
 
     def poll(self, max_records: int, timeout_ms: int) -> list[KafkaRecord]:
+        """What is queued now, up to `max_records`; only when nothing is, a wait of up to
+        `timeout_ms` for the first record. (librdkafka's batch call alone would wait the
+        whole timeout for `max_records` to arrive: a step would start late under a light
+        load.)"""
         with _broker_errors():
-            messages = self.consumer.consume(max_records, timeout_ms / 1000)
+            messages = self.consumer.consume(max_records, 0)
+            if not messages:
+                first = self.consumer.poll(timeout_ms / 1000)
+                if first is not None:
+                    rest = self.consumer.consume(max_records - 1, 0) if max_records > 1 else []
+                    messages = [first, *rest]
         records: list[KafkaRecord] = []
         for m in messages:
             error = m.error()

@@ -1,15 +1,23 @@
-"""`frontierflow bench-kafka`: Kafka → frontierflow → Kafka against a no-work ceiling.
+"""`frontierflow bench kafka`: Kafka → frontierflow → Kafka against the embedded replay of
+the same events and against each Kafka client's no-work ceiling.
 
-Three measurements on one broker, in one run, each on topics of its own:
+Measurements on one broker, in one run, each on topics of its own:
 
-1. throughput: N FetchEvents are produced first, then `frontierflow run --exit-when-idle`
-   (IECA, RocksDB state, its own process) drains them; events/s and entries/s are
-   counted between its first and last committed step;
-2. ceiling: kafka-python alone consumes the same N events and produces the same output
-   records the job wrote (copied from its frontier topic), doing no other work;
-3. latency: events produced at half the measured throughput to a job already running;
-   latency = the frontier record's Kafka timestamp (set by the job's producer when it
-   sends) minus the event's `fetched_at` (set by the bench's producer when it sends).
+1. the replay: `frontierflow replay` of the same N FetchEvents from a log file (IECA,
+   RocksDB state, its own process), the rate the live job should approach;
+2. throughput, per Kafka client (`--kafka-client`, repeatable): N FetchEvents are produced
+   first, then `frontierflow run --exit-when-idle --kafka-client C` (IECA, RocksDB state,
+   its own process) drains them; events/s and entries/s are counted between its first and
+   last committed step;
+3. ceiling, per client: the client alone (through the same reader and writer as the job)
+   consumes the same N events and produces the same output records the job wrote (copied
+   from its frontier topic), doing no other work;
+4. latency, per client: events produced at half the measured throughput to a job already
+   running; latency = the frontier record's Kafka timestamp (set by the job's producer when
+   it sends) minus the event's `fetched_at` (set by the bench's producer when it sends).
+
+The ratio to the replay is the one to read: it compares the same work, while the ratio to a
+ceiling moves with the number of records each event makes.
 
 With `--ui` it measures instead what the operator's page costs: the same job drains the
 same events without `--ui-port` and with it while a client polls the page's endpoint at
@@ -37,9 +45,24 @@ from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics, ensure_topics
-from frontierflow.pipelines.bench.engine import BenchSetup, generated_events
+from frontierflow.connectors.kafka import (
+    KafkaSettings,
+    KafkaTopics,
+    ensure_topics,
+    open_reader,
+    open_writer,
+)
+from frontierflow.connectors.kafka_client import resolve_client
+from frontierflow.pipelines.bench.engine import (
+    BenchSetup,
+    generate_log,
+    generated_events,
+    spawn_bench_worker,
+)
 from frontierflow.schemas.codecs import AvroCodec
+
+REPLAY_TARGET = 0.8
+"""The live job's events/s over the embedded replay's on the same events."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,44 +75,84 @@ class KafkaBenchSetup:
     latency_seconds: float = 15.0
     ui_repeats: int = 3
     """With `run_ui_bench`: runs of each kind (without and with the page), alternating."""
+    clients: tuple[str, ...] = ("auto",)
+    """The Kafka clients the job runs with, each measured in turn (`run_ui_bench`: the
+    first)."""
 
     def __post_init__(self) -> None:
         if self.events < 1 or self.latency_seconds <= 0 or self.ui_repeats < 1:
             raise ValueError("events, latency seconds and repeats must be positive")
+        if not self.clients:
+            raise ValueError("at least one Kafka client")
+        for client in self.clients:
+            resolve_client(client)  # refuses an unknown or missing one before any run
 
 
 PAGE_POLL_S = 1.0
 """How often the operator's page asks for /api/summary (`POLL_MS` in its app.js)."""
 
 
+@dataclass(frozen=True, slots=True)
+class _ClientRun:
+    client: str
+    seconds: float
+    entries: int
+    ceiling_seconds: float
+    latencies: list[int]
+
+
 def run_kafka_bench(setup: KafkaBenchSetup) -> str:
     gen = BenchSetup(events=setup.events, outlinks=setup.outlinks, urls=setup.urls)
     codec = AvroCodec.for_name("FetchEvent")
     values = [codec.encode(e) for e in generated_events(gen, seed=1)]
+    clients = list(dict.fromkeys(resolve_client(c) for c in setup.clients))
+    runs: list[_ClientRun] = []
+    outputs: list[tuple[bytes | None, bytes | None]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        job = fresh_settings(setup.bootstrap_servers)
-        produce_events(job, values)
-        seconds, entries = timed_job(job, Path(tmp) / "state", setup.step_size, len(values))
-        outputs = _read_all(job, job.topics.frontier)
-        ceiling = _ceiling(setup.bootstrap_servers, job, outputs, len(values))
-        rate = len(values) / seconds
-        latencies = paced_latency(setup, Path(tmp) / "state-latency", rate / 2, values)
-    lat = sorted(latencies)
-    p50, p99 = percentiles(lat)
-    ceiling_rate = len(values) / ceiling
-    return "\n".join(
-        [
-            f"{len(values):,} FetchEvents ({setup.outlinks} outlinks each) through one broker; "
-            f"{len(outputs):,} frontier records out",
-            f"{'run':<34}{'events/s':>10}{'records out/s':>15}",
-            f"{'frontierflow run (ieca, RocksDB)':<34}{rate:>10,.0f}{entries / seconds:>15,.0f}",
-            f"{'kafka-python, no work (ceiling)':<34}{ceiling_rate:>10,.0f}"
-            f"{len(outputs) / ceiling:>15,.0f}",
-            f"ratio to the ceiling: {rate / ceiling_rate:.2f} (target >= 0.50)",
-            f"latency produce -> frontier entry at {rate / 2:,.0f} events/s: "
-            f"p50 {p50:,.0f} ms, p99 {p99:,.0f} ms ({len(lat):,} entries)",
+        root = Path(tmp)
+        log = root / "events.avro"
+        generate_log(log, gen, seed=1)
+        (root / "replay").mkdir()
+        replay = spawn_bench_worker("ieca", log, root / "replay", setup.step_size)
+        for client in clients:
+            job = fresh_settings(setup.bootstrap_servers)
+            produce_events(job, values)
+            state = root / f"state-{client}"
+            seconds, entries = timed_job(job, state, setup.step_size, len(values), client=client)
+            outputs = _read_all(job, job.topics.frontier)
+            ceiling = _ceiling(setup.bootstrap_servers, job, outputs, len(values), client)
+            rate = len(values) / seconds
+            latencies = paced_latency(
+                setup, root / f"latency-{client}", rate / 2, values, client=client
+            )
+            runs.append(_ClientRun(client, seconds, entries, ceiling, sorted(latencies)))
+    replay_rate = replay["events"] / replay["seconds"]
+    n = len(values)
+    lines = [
+        f"{n:,} FetchEvents ({setup.outlinks} outlinks each) through one broker; "
+        f"{len(outputs):,} frontier records out",
+        f"{'run':<44}{'events/s':>10}{'records out/s':>15}{'vs replay':>11}{'vs ceiling':>12}",
+        f"{'frontierflow replay (ieca, RocksDB)':<44}{replay_rate:>10,.0f}"
+        f"{replay['entries'] / replay['seconds']:>15,.0f}{1.0:>11.2f}",
+    ]
+    for run in runs:
+        rate, ceiling_rate = n / run.seconds, n / run.ceiling_seconds
+        lines += [
+            f"{'frontierflow run --kafka-client ' + run.client:<44}{rate:>10,.0f}"
+            f"{run.entries / run.seconds:>15,.0f}{rate / replay_rate:>11.2f}"
+            f"{rate / ceiling_rate:>12.2f}",
+            f"{'  ' + run.client + ' alone, no work (ceiling)':<44}{ceiling_rate:>10,.0f}"
+            f"{len(outputs) / run.ceiling_seconds:>15,.0f}{ceiling_rate / replay_rate:>11.2f}",
         ]
-    )
+    lines.append(f"target: the live job >= {REPLAY_TARGET} of the replay's events/s")
+    for run in runs:
+        p50, p99 = percentiles(run.latencies)
+        lines.append(
+            f"latency produce -> frontier entry, {run.client}, at "
+            f"{n / run.seconds / 2:,.0f} events/s: p50 {p50:,.0f} ms, p99 {p99:,.0f} ms "
+            f"({len(run.latencies):,} entries)"
+        )
+    return "\n".join(lines)
 
 
 def run_ui_bench(setup: KafkaBenchSetup) -> str:
@@ -151,10 +214,12 @@ def _page_run(
         port = _free_port()
         extra = ["--ui-port", str(port)]
         with _PagePoller(port) as poller:
-            seconds = timed_job(job, state, setup.step_size, len(values), extra)[0]
+            seconds = timed_job(
+                job, state, setup.step_size, len(values), extra, client=setup.clients[0]
+            )[0]
         answers = poller.answers
     else:
-        seconds = timed_job(job, state, setup.step_size, len(values))[0]
+        seconds = timed_job(job, state, setup.step_size, len(values), client=setup.clients[0])[0]
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return seconds, cpu, answers
@@ -218,7 +283,9 @@ def produce_events(settings: KafkaSettings, values: list[bytes]) -> None:
     producer.close()
 
 
-def _job_command(settings: KafkaSettings, state: Path, step: int, idle_exit: bool) -> list[str]:
+def _job_command(
+    settings: KafkaSettings, state: Path, step: int, idle_exit: bool, client: str = "auto"
+) -> list[str]:
     t = settings.topics
     cmd = [
         sys.executable,
@@ -243,12 +310,20 @@ def _job_command(settings: KafkaSettings, state: Path, step: int, idle_exit: boo
         t.fetcher_control,
         "--topic-dead-letter",
         t.dead_letter,
+        "--kafka-client",
+        client,
     ]
     return [*cmd, "--exit-when-idle"] if idle_exit else cmd
 
 
 def timed_job(
-    settings: KafkaSettings, state: Path, step: int, n: int, extra: list[str] | None = None
+    settings: KafkaSettings,
+    state: Path,
+    step: int,
+    n: int,
+    extra: list[str] | None = None,
+    *,
+    client: str = "auto",
 ) -> tuple[float, int]:
     """Run the job to the end of the input; (seconds per event × n, output records).
 
@@ -256,7 +331,7 @@ def timed_job(
     which it processed every event but those of its first step (so process start-up and
     topic set-up are not counted).
     """
-    command = [*_job_command(settings, state, step, True), *(extra or [])]
+    command = [*_job_command(settings, state, step, True, client), *(extra or [])]
     subprocess.run(command, check=True, capture_output=True)
     if n == 0:  # nothing to time (a run that measures the job's start-up)
         return 0.0, 0
@@ -284,63 +359,68 @@ def read_topic(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, byte
     return out
 
 
-def _ceiling(bootstrap: str, job: KafkaSettings, outputs: list[Any], n_in: int) -> float:
-    """Seconds for kafka-python to consume the job's input and produce its output."""
+def _ceiling(
+    bootstrap: str, job: KafkaSettings, outputs: list[Any], n_in: int, client: str
+) -> float:
+    """Seconds for `client` alone, through the job's reader and writer, to consume the
+    job's input and produce its output (acknowledged)."""
     out_topic = job.topics.frontier + "-ceiling"
     ensure_topics(
         KafkaSettings(
             bootstrap, KafkaTopics(out_topic, out_topic + "-f", out_topic + "-c", out_topic + "-d")
         )
     )
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    parts = [
-        TopicPartition(job.topics.fetch_events, p)
-        for p in sorted(consumer.partitions_for_topic(job.topics.fetch_events))
-    ]
-    consumer.assign(parts)
-    consumer.seek_to_beginning(*parts)
-    producer = KafkaProducer(
-        bootstrap_servers=bootstrap, acks="all", linger_ms=5, compression_type="lz4"
-    )
+    name = resolve_client(client)
+    reader = open_reader(job, name)
+    writer = open_writer(job, name)
+    reader.assign(job.topics.fetch_events, {})
     per_event = len(outputs) / n_in
     started = time.perf_counter()
     seen, sent = 0, 0
     while seen < n_in:
-        for records in consumer.poll(timeout_ms=500, max_records=500).values():
-            for _record in records:
-                seen += 1
-                upto = round(seen * per_event)
-                for key, value in outputs[sent:upto]:
-                    producer.send(out_topic, key=key, value=value)
-                sent = upto
-    producer.flush()
+        seen += len(reader.poll(500, 500))
+        upto = round(seen * per_event)
+        for key, value in outputs[sent:upto]:
+            writer.send(out_topic, key, value)
+        sent = upto
+    writer.flush()
     elapsed = time.perf_counter() - started
-    consumer.close()
-    producer.close()
+    reader.close()
+    writer.close()
     return elapsed
 
 
 def paced_latency(
-    setup: KafkaBenchSetup, state: Path, rate: float, values: list[bytes]
+    setup: KafkaBenchSetup,
+    state: Path,
+    rate: float,
+    values: list[bytes],
+    *,
+    client: str = "auto",
 ) -> list[int]:
-    """Per frontier entry: ms from the event's produce time to the entry's send time."""
+    """Per frontier entry: ms from the event's produce time to the entry's send time, once
+    the job is running: one event is produced first and its effect waited for, so the
+    job's start-up is not measured as latency."""
     settings = fresh_settings(setup.bootstrap_servers)
     ensure_topics(settings)
     job = subprocess.Popen(
-        _job_command(settings, state, setup.step_size, False),
+        _job_command(settings, state, setup.step_size, False, client),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
+        produce_paced(settings, values[-1:], 1.0, 1.0)  # a page the paced ones are not
+        _wait_drained(settings, 1)
+        since_ms = int(time.time() * 1000)
         count = produce_paced(settings, values, rate, setup.latency_seconds)
-        _wait_drained(settings, count)
+        _wait_drained(settings, count + 1)
     finally:
         job.send_signal(signal.SIGTERM)
         job.wait(timeout=60)
     return [
         latency
         for ts, _key, value in read_topic(setup.bootstrap_servers, settings.topics.frontier)
-        if (latency := entry_latency(ts, value, 0)) is not None
+        if (latency := entry_latency(ts, value, since_ms)) is not None
     ]
 
 

@@ -88,6 +88,14 @@ def _kafka_arguments(kp: argparse.ArgumentParser) -> None:
     kp.add_argument("--step-size", type=int, default=500)
     kp.add_argument("--latency-seconds", type=float, default=15.0)
     kp.add_argument(
+        "--kafka-client",
+        choices=("auto", "kafka-python", "confluent"),
+        action="append",
+        default=None,
+        help="the job's Kafka client (default auto: confluent-kafka when installed); repeat "
+        "it to measure several side by side in one run",
+    )
+    kp.add_argument(
         "--ui",
         action="store_true",
         help="measure the operator's page instead: events/s without and with --ui-port "
@@ -222,6 +230,7 @@ def bench_kafka(args: argparse.Namespace) -> int:
         step_size=args.step_size,
         latency_seconds=args.latency_seconds,
         ui_repeats=args.repeats,
+        clients=tuple(args.kafka_client or ("auto",)),
     )
     print(run_ui_bench(setup) if args.ui else run_kafka_bench(setup))
     return 0

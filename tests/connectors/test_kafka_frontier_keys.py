@@ -16,8 +16,10 @@ from frontierflow.connectors.kafka import (
     KafkaSink,
     ensure_fetched_topic,
     ensure_topics,
+    frontier_records,
     host_partition,
 )
+from frontierflow.schemas.codecs import encode_record
 from frontierflow.schemas.records import (
     REPLY_ECHO,
     FrontierEntry,
@@ -47,6 +49,32 @@ def test_reply_requests_have_keys_of_their_own() -> None:
     assert frontier_record_key(reply) == "http://a.test/x\x00http://a.test/"
     assert split_frontier_key(frontier_record_key(reply)) == ("http://a.test/x", "http://a.test/")
     assert split_frontier_key("http://a.test/x") == "http://a.test/x"
+
+
+def test_a_block_of_records_is_each_record_encoded_alone() -> None:
+    """`frontier_records` encodes a step's entries as one block: the same values as
+    fastavro's single-object encoding of each entry, the same partitions as
+    `host_partition`, hosts with ports, user info and capitals included."""
+    changes = [
+        _entry("http://a.test/1"),
+        Removal("http://a.test/2"),
+        _entry("https://User@B.Test:8443/x?q=1", via="http://a.test/1"),
+        _entry("http://b.test/y", via="http://a.test/", reply=True),
+        FrontierEntry(
+            "http://[::1]:8080/z", "::1", -2.5, "ieca", "c2", 3, None, 7, {"ieca.d": "1.5"}, 99
+        ),
+        Removal("https://C.test:443/"),
+        _entry("http://a.test/3"),
+    ]
+    expected = [
+        (
+            frontier_record_key(c).encode(),
+            None if isinstance(c, Removal) else encode_record(c),
+            host_partition(c.url, 7),
+        )
+        for c in changes
+    ]
+    assert frontier_records(changes, 7) == expected
 
 
 def _partitions_when_known(bootstrap: str, topic: str, deadline_s: float = 30.0) -> int:
