@@ -308,11 +308,13 @@ def held_until(
     cycle: int,
     now_ms: int,
     policy: HostPolicy = DEFAULT_POLICY,
+    group: str | None = None,
 ) -> int | None:
     """None when `host` may be asked now for a page of `cycle`; else when it may (epoch
     ms: the end of its pause), or 0 when only a new cycle frees it (its pages, or its
-    registered domain's, are spent)."""
-    state = states(group_key(crawl_id, host))
+    registered domain's, are spent). `group`: the host's queue group (by default the
+    host itself; an IP address when hosts on one server share their politeness)."""
+    state = states(group_key(crawl_id, host if group is None else group))
     if state is not None:
         if state.paused(now_ms):
             return state.paused_until

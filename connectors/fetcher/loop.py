@@ -41,6 +41,7 @@ from frontierflow.connectors.fetcher.frontier import (
     FrontierRecord,
     queue_records,
 )
+from frontierflow.connectors.fetcher.groups import AddressGroups
 from frontierflow.connectors.fetcher.http import (
     HOST_PROBLEMS,
     ROBOTS_DISALLOWED,
@@ -56,8 +57,8 @@ from frontierflow.connectors.fetcher.robots import HostRules, rules_from_answer
 from frontierflow.connectors.fetcher.settings import FetcherSettings
 from frontierflow.connectors.kafka import KafkaSettings, ensure_fetched_topic
 from frontierflow.schemas.codecs import AvroCodec
-from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry
-from frontierflow.state.hosts import group_key
+from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry, split_frontier_key
+from frontierflow.state.traps import url_netloc
 
 log = logging.getLogger(__name__)
 
@@ -84,12 +85,18 @@ class _ToLoop:
         self.fetcher = fetcher
 
     def frontier_records(self, records: list[FrontierRecord]) -> None:
+        groups = self.fetcher.groups
+        if groups is not None:  # names resolved here, off the event loop
+            keys = (split_frontier_key(k.decode("utf-8", "replace")) for _, _, k, _ in records if k)
+            groups.warm(url_netloc(k if isinstance(k, str) else k[0]) for k in keys)
         self.fetcher._post(functools.partial(self.fetcher._frontier_records, records))
 
     def partitions_revoked(self, partitions: set[int]) -> None:
         self.fetcher._post(functools.partial(self.fetcher._drop, partitions))
 
     def pages_fetched(self, fetched: list[FetchedPage]) -> None:
+        if self.fetcher.groups is not None:
+            self.fetcher.groups.warm(url_netloc(e.url) for e in fetched)
         self.fetcher._post(functools.partial(self.fetcher._mark_fetched, fetched))
 
     def caught_up(self) -> None:
@@ -115,8 +122,14 @@ class Fetcher:
         self.metrics = metrics or FetcherMetrics()
         self.stop = stop or threading.Event()
         self.stats = FetcherStats()
+        self.groups = AddressGroups(settings.resolve) if settings.group_by == "ip" else None
+        """Server addresses of the hosts (`--group-by ip`); None: each host its own group."""
         self.queues = HostQueues(
-            settings.delay_s, settings.hosts, settings.spend, max_lead=settings.max_lead
+            settings.delay_s,
+            settings.hosts,
+            settings.spend,
+            max_lead=settings.max_lead,
+            group_of=self.groups,
         )
         self.target_workers = settings.workers
         self._robots: dict[str, HostRules] = {}
@@ -327,12 +340,13 @@ class Fetcher:
         return None if delay is None else round(delay * 1000)
 
     def _pauses(self, event: FetchEvent) -> int:
-        state = self.queues.states.get(group_key(event.crawl_id, event.host))
+        state = self.queues.state_of(event)
         return 0 if state is None else state.pauses
 
     def _pushed_back(self, event: FetchEvent) -> None:
         """Log and count a pause the host rule began on this answer."""
-        state = self.queues.states[group_key(event.crawl_id, event.host)]
+        state = self.queues.state_of(event)
+        assert state is not None
         self.metrics.pauses.labels(state.reason).inc()
         log.info(
             "%s paused for %.1f s (%s, level %d)",

@@ -34,6 +34,11 @@ read the previous answers is chosen on older knowledge. With `max_lead` N, no en
 taken while N downloads are in flight or wait for the frontier's word on them (the
 tombstone of their URL on the frontier topic, or `lead_timeout_s`); 1 crawls one page at
 a time in the strategy's order, as a simulation does. None: no bound.
+Queue groups (`group_of`): by default each host (host:port) is its own politeness unit;
+given a map from a host to its group (the fetcher's `--group-by ip`: the server's
+address), the hosts of one group share one request at a time, one delay and one host
+state, so virtual hosts on one server are asked as one server.
+
 Times are wall-clock seconds since the epoch, passed in.
 """
 
@@ -41,7 +46,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
@@ -52,6 +57,7 @@ from frontierflow.state.hosts import (
     HostPolicy,
     HostState,
     answer_updates,
+    group_key,
     held_until,
     is_deferred,
 )
@@ -93,7 +99,8 @@ class Job:
 
 
 class HostQueues:
-    """See the module docstring. `host_key(entry)` is the politeness unit (host:port)."""
+    """See the module docstring. `group(entry)` is the politeness unit (by default the
+    entry's host:port, `host_key`)."""
 
     def __init__(
         self,
@@ -103,6 +110,7 @@ class HostQueues:
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
         max_lead: int | None = None,
         lead_timeout_s: float = DEFAULT_LEAD_TIMEOUT_S,
+        group_of: Callable[[str], str] | None = None,
     ) -> None:
         if spend not in SPENDS:
             raise ValueError(f"spend is one of {SPENDS}, got {spend!r}")
@@ -114,6 +122,10 @@ class HostQueues:
         self.max_wait_s = max_wait_s
         self.max_lead = max_lead
         self.lead_timeout_s = lead_timeout_s
+        self.group_of = group_of
+        """host:port → its queue group; None: every host is its own."""
+        self._host_delays: dict[str, float] = {}
+        """host:port → its robots.txt Crawl-delay."""
         self._awaiting: dict[str, float] = {}
         """URL downloaded → when: the frontier's word on it has not come yet (`max_lead`)."""
         self._entries: dict[Key, tuple[FrontierEntry, int | None]] = {}
@@ -137,6 +149,22 @@ class HostQueues:
     def host_key(entry: FrontierEntry) -> str:
         return urlsplit(entry.url).netloc.lower() or entry.host
 
+    def group(self, entry: FrontierEntry) -> str:
+        """The entry's queue group: its host:port, or the group `group_of` gives it."""
+        netloc = self.host_key(entry)
+        return netloc if self.group_of is None else self.group_of(netloc)
+
+    def _state_group(self, url: str, host: str) -> str | None:
+        """The host-state group of a page (None: its host, the rule's default)."""
+        if self.group_of is None:
+            return None
+        return self.group_of(urlsplit(url).netloc.lower() or host)
+
+    def state_of(self, event: FetchEvent) -> HostState | None:
+        """The host state the rule keeps for the event's queue group."""
+        group = self._state_group(event.url, event.host)
+        return self.states.get(group_key(event.crawl_id, event.host if group is None else group))
+
     def was_fetched(self, entry: FrontierEntry) -> bool:
         return (entry.crawl_id, entry.cycle, entry.url) in self._fetched
 
@@ -152,9 +180,10 @@ class HostQueues:
         depth = self._depth_of(entry.crawl_id, self.host_key(entry), entry.via)
         before = self._queued_depths.get(key)
         self._queued_depths[key] = depth if before is None else min(before, depth)
-        host = self._hosts.get(self.host_key(entry))
+        group = self.group(entry)
+        host = self._hosts.get(group)
         if host is None:
-            host = self._hosts[self.host_key(entry)] = _Host(delay_s=self.delay_s)
+            host = self._hosts[group] = _Host(delay_s=self.delay_s)
         heapq.heappush(host.heap, (-entry.priority, next(self._seq), key, entry))
         return True
 
@@ -179,9 +208,16 @@ class HostQueues:
         return len(gone)
 
     def set_host_delay(self, host: str, delay_s: float) -> None:
-        """A host's own delay (robots.txt Crawl-delay), never below the fetcher's."""
-        h = self._hosts.setdefault(host, _Host(delay_s=self.delay_s))
-        h.delay_s = max(self.delay_s, delay_s)
+        """A host's own delay (robots.txt Crawl-delay), never below the fetcher's; for its
+        whole group (the longest of its hosts' delays)."""
+        self._host_delays[host] = delay_s
+        if self.group_of is None:
+            group, longest = host, delay_s
+        else:
+            group = self.group_of(host)
+            longest = max(d for h, d in self._host_delays.items() if self.group_of(h) == group)
+        h = self._hosts.setdefault(group, _Host(delay_s=self.delay_s))
+        h.delay_s = max(self.delay_s, longest)
 
     def depth(self, entry: FrontierEntry) -> int:
         """The entry's depth in its host (see the module docstring): the least offered for
@@ -281,8 +317,9 @@ class HostQueues:
         """None when `entry` may be fetched now; else when it may (seconds), or 0 when only
         a new cycle can free its host (`state.hosts.held_until`, then the entry's own
         `not_before`)."""
+        group = self._state_group(entry.url, entry.host)
         held = held_until(
-            self.states.get, entry.crawl_id, entry.host, entry.cycle, now_ms, self.policy
+            self.states.get, entry.crawl_id, entry.host, entry.cycle, now_ms, self.policy, group
         )
         if held is not None:
             return held / 1000
@@ -311,7 +348,8 @@ class HostQueues:
 
     def observe(self, event: FetchEvent) -> None:
         """The host rule applied to one answer (a download of this or an earlier fetcher)."""
-        self.states.update(answer_updates(self.states.get, event, self.policy))
+        group = self._state_group(event.url, event.host)
+        self.states.update(answer_updates(self.states.get, event, self.policy, group))
 
     def restore(self, events: Iterable[FetchEvent]) -> None:
         """Downloads recorded on the `fetched` topic for hosts this fetcher takes over, in
@@ -338,7 +376,7 @@ class HostQueues:
         """The request for `entry` ended at `now`: its host rests for its delay, and what
         the `answer` says of the host is applied, unless it was `observed` already (an
         answer that `will_retry` puts the entry back, held by its host's pause)."""
-        host = self._hosts[self.host_key(entry)]
+        host = self._hosts[self.group(entry)]
         host.busy = False
         host.ready_at = now + host.delay_s
         self.in_flight -= 1

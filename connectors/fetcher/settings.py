@@ -6,12 +6,17 @@ import ipaddress
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from frontierflow.connectors.fetcher.queue import SPENDS, Spend
 from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
 from frontierflow.state.traps import DEFAULT_LINK_LIMITS, LinkLimits
 
 DEFAULT_USER_AGENT = "frontierflow-fetcher/0.1"
+
+
+GroupBy = Literal["host", "ip"]
+GROUP_BYS: tuple[GroupBy, ...] = ("host", "ip")
 
 
 def parse_resolve(values: Sequence[str]) -> dict[tuple[str, int], str]:
@@ -69,6 +74,10 @@ class FetcherSettings:
     waits only for its host's delay; "time" takes the best of any rested host."""
     links: LinkLimits = DEFAULT_LINK_LIMITS
     """Outlinks not followed: trap shapes, and links too deep in their host."""
+    group_by: GroupBy = "host"
+    """The politeness unit: each "host" (host:port), or each server "ip" address (the
+    hosts that resolve to one address share one request at a time, one delay and one
+    host state)."""
     max_lead: int | None = None
     """Downloads in flight or not yet read by the frontier before the next entry waits
     (`queue.HostQueues`); None: no bound."""
@@ -95,6 +104,8 @@ class FetcherSettings:
             raise ValueError(f"idle_exit_s must be > 0, got {self.idle_exit_s}")
         if self.spend not in SPENDS:
             raise ValueError(f"spend is one of {SPENDS}, got {self.spend!r}")
+        if self.group_by not in GROUP_BYS:
+            raise ValueError(f"group_by is one of {GROUP_BYS}, got {self.group_by!r}")
         if self.max_lead is not None and self.max_lead < 1:
             raise ValueError(f"max_lead must be >= 1, got {self.max_lead}")
 

@@ -84,6 +84,13 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "the crawl entered that host (a trap defence; 0: no limit; default 10)",
     )
     fp.add_argument(
+        "--group-by",
+        choices=("host", "ip"),
+        default="host",
+        help="the politeness unit: each host (default), or each server address (hosts that "
+        "resolve to one IP share one request at a time, one delay, one back-off)",
+    )
+    fp.add_argument(
         "--max-lead",
         type=int,
         default=None,
@@ -139,6 +146,7 @@ def fetch(args: argparse.Namespace) -> int:
         spend=args.spend,
         links=LinkLimits(max_host_depth=args.max_host_depth),
         max_lead=args.max_lead,
+        group_by=args.group_by,
     )
     kafka = kafka_settings(args, FETCH_TOPICS, group_id=args.group_id)
     metrics = FetcherMetrics()

@@ -45,7 +45,7 @@ def test_fetch_cli_reports_a_refused_address_serves_metrics_and_stops_on_sigterm
         "--topic-frontier", t.frontier, "--topic-fetch-events", t.fetch_events,
         "--topic-fetcher-control", t.fetcher_control, "--topic-dead-letter", t.dead_letter,
         "--topic-fetched", t.fetched, "--metrics-port", "0",
-        "--max-host-depth", "3", "--max-lead", "2",
+        "--max-host-depth", "3", "--max-lead", "2", "--group-by", "ip",
     ]  # fmt: skip
     with stderr.open("w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
