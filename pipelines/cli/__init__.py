@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from frontierflow.pipelines.cli import (
     bench,
+    crawl,
     crawl_report,
     fetch,
     renamed,
@@ -42,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     # COMMAND, not the list of every name: the old names stay out of --help
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # the product first, then the tools that measure it
-    for group in (run, seed, fetch, replay, urlfrontier, crawl_report, simulate, bench, shape_link):
+    product = (crawl, run, seed, fetch, replay, urlfrontier, crawl_report)
+    for group in (*product, simulate, bench, shape_link):
         group.add_commands(sub)
     _name_commands(parser)
     return parser

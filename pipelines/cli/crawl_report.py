@@ -6,9 +6,15 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from frontierflow.pipelines.cli.common import client_settings
+
+if TYPE_CHECKING:
+    from frontierflow.pipelines.evaluation.realcrawl import AccessLine
+    from frontierflow.pipelines.evaluation.simulator import RecordedWeb
+    from frontierflow.schemas.records import FetchEvent, ScalingDecision
+    from frontierflow.state.relevance import Judge, Topic
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +54,14 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     cp.set_defaults(handler=crawl_report)
 
 
-def _read_topic(args: argparse.Namespace, topic: str) -> list[bytes]:
+def read_topic(
+    bootstrap_servers: str, topic: str, client: dict[str, object] | None = None
+) -> list[bytes]:
+    """Every value of `topic`, from its beginning to its current end."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
-        bootstrap_servers=args.bootstrap_servers.split(","),
-        enable_auto_commit=False,
-        **client_settings(args.kafka),
+        bootstrap_servers=bootstrap_servers.split(","), enable_auto_commit=False, **(client or {})
     )
     try:
         parts = [
@@ -75,34 +82,64 @@ def _read_topic(args: argparse.Namespace, topic: str) -> list[bytes]:
 def crawl_report(args: argparse.Namespace) -> int:
     from frontierflow.connectors.topicalweb import load_web
     from frontierflow.pipelines.cli.common import topic
-    from frontierflow.pipelines.evaluation.realcrawl import (
-        decision_lines,
-        politeness,
-        read_access_log,
-        summarise,
-    )
+    from frontierflow.pipelines.evaluation.realcrawl import read_access_log
     from frontierflow.schemas.codecs import decode_record
     from frontierflow.schemas.records import FetchEvent, ScalingDecision
     from frontierflow.state.relevance import Judge
 
+    client = client_settings(args.kafka)
     events = [
         e
-        for v in _read_topic(args, args.topic_fetch_events)
+        for v in read_topic(args.bootstrap_servers, args.topic_fetch_events, client)
         if (e := decode_record(FetchEvent, v)).fetcher_id == args.fetcher_id
     ]
     decisions = [
-        decode_record(ScalingDecision, v) for v in _read_topic(args, args.topic_fetcher_control)
+        decode_record(ScalingDecision, v)
+        for v in read_topic(args.bootstrap_servers, args.topic_fetcher_control, client)
     ]
-    web = load_web(args.web) if args.web else None
-    url_map = dict(pair.split("=", 1) for pair in args.map)
-    judge = Judge(args.judge, args.judge_min_occurrences)
-    s = summarise(events, topic(args.topic), judge, web, url_map)
     lines = read_access_log(args.access_log)
-    polite = politeness(lines, args.delay)
+    print_report(
+        events,
+        decisions,
+        lines,
+        delay_s=args.delay,
+        fetcher_id=args.fetcher_id,
+        topic=topic(args.topic),
+        judge=Judge(args.judge, args.judge_min_occurrences),
+        web=load_web(args.web) if args.web else None,
+        url_map=dict(pair.split("=", 1) for pair in args.map),
+    )
+    if args.shaper_log is not None:
+        _shaped_report(
+            args, lines, events, [d for d in decisions if d.fetcher_id == args.fetcher_id]
+        )
+    return 0
+
+
+def print_report(
+    events: list[FetchEvent],
+    decisions: list[ScalingDecision],
+    lines: list[AccessLine],
+    *,
+    delay_s: float,
+    fetcher_id: str,
+    topic: Topic | None,
+    judge: Judge,
+    web: RecordedWeb | None = None,
+    url_map: dict[str, str] | None = None,
+) -> None:
+    """The report of one fetcher's crawl on stdout: downloads, pages/s, precision (with a
+    topic), push-back and where the budget went, politeness per host against `delay_s` from
+    the requests in `lines`, the thread decisions."""
+    from frontierflow.pipelines.evaluation.realcrawl import decision_lines, politeness, summarise
+
+    s = summarise(events, topic, judge, web, url_map)
+    polite = politeness(lines, delay_s)
     print(f"downloads {s.downloads} ({s.html_pages} HTML, {s.errors} errors), "
           f"{s.answered} answered without download (208)")  # fmt: skip
     print(f"time {s.seconds:.1f} s, {s.pages_per_s:.2f} pages/s")
-    print(f"precision {s.precision:.3f} (judged on the fetcher's terms)")
+    if topic is not None:
+        print(f"precision {s.precision:.3f} (judged on the fetcher's terms)")
     if s.precision_web is not None:
         print(
             f"precision {s.precision_web:.3f} (judged on the recorded web's terms); "
@@ -116,13 +153,8 @@ def crawl_report(args: argparse.Namespace) -> int:
             f"| {p.host} | {p.requests} | {p.min_gap_s:.3f} | {p.violations} | {p.busiest_second} |"
         )
     print()
-    for row in decision_lines(decisions, args.fetcher_id):
+    for row in decision_lines(decisions, fetcher_id):
         print(row)
-    if args.shaper_log is not None:
-        _shaped_report(
-            args, lines, events, [d for d in decisions if d.fetcher_id == args.fetcher_id]
-        )
-    return 0
 
 
 def _pushback_report(events: Any, lines: Any, top: int = 15) -> None:

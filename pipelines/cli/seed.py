@@ -6,9 +6,13 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from frontierflow.pipelines.cli.common import add_kafka_args, kafka_settings
+
+if TYPE_CHECKING:
+    from frontierflow.connectors.kafka import KafkaSettings
 
 log = logging.getLogger(__name__)
 
@@ -29,33 +33,38 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def seed(args: argparse.Namespace) -> int:
+    if args.cycle < 0:
+        raise ValueError(f"--cycle must be >= 0, got {args.cycle}")
+    send_seeds(kafka_settings(args, ("seeds",)), args.urls, args.crawl_id, args.cycle)
+    log.info("%d seeds for crawl %s cycle %d sent", len(args.urls), args.crawl_id, args.cycle)
+    return 0
+
+
+def send_seeds(settings: KafkaSettings, urls: Sequence[str], crawl_id: str, cycle: int) -> None:
+    """One SeedRequest per URL on the seeds topic, each acknowledged by the broker; a
+    ValueError names the URLs that are not absolute http(s)."""
     from kafka import KafkaProducer
 
     from frontierflow.schemas.codecs import encode_record
     from frontierflow.schemas.records import SeedRequest
     from frontierflow.state.urls import is_http_url
 
-    bad = [u for u in args.urls if not is_http_url(u)]
+    bad = [u for u in urls if not is_http_url(u)]
     if bad:
         raise ValueError(f"not absolute http(s) URLs: {bad}")
-    if args.cycle < 0:
-        raise ValueError(f"--cycle must be >= 0, got {args.cycle}")
-    settings = kafka_settings(args, ("seeds",))
     producer = KafkaProducer(acks="all", **settings.connection())
     try:
         now = int(time.time() * 1000)
         futures = [
             producer.send(
-                args.topic_seeds,
+                settings.topics.seeds,
                 key=url.encode(),
-                value=encode_record(SeedRequest(url, now, args.crawl_id, args.cycle)),
+                value=encode_record(SeedRequest(url, now, crawl_id, cycle)),
             )
-            for url in args.urls
+            for url in urls
         ]
         producer.flush(timeout=30)
         for f in futures:
             f.get(timeout=30)  # raises if the broker refused it
     finally:
         producer.close(timeout=10)
-    log.info("%d seeds for crawl %s cycle %d sent", len(args.urls), args.crawl_id, args.cycle)
-    return 0

@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from frontierflow.connectors.htmlpages import normalise_url
 from frontierflow.pipelines.evaluation.simulator import RecordedWeb
@@ -50,6 +51,20 @@ def read_access_log(path: Path) -> list[AccessLine]:
         out.append(
             AccessLine(end - float(request_time), end, host, method, target, int(status), int(sent))
         )
+    return out
+
+
+def requests_from_events(events: Iterable[FetchEvent]) -> list[AccessLine]:
+    """The requests of a crawl as its fetcher timed them, for a crawl of a web whose
+    access log is not at hand: one per download (208 answers made none), ending at its
+    `fetched_at` after `fetch_ms`. robots.txt requests are not among them."""
+    out = []
+    for e in events:
+        if e.status == ALREADY_FETCHED:
+            continue
+        end = e.fetched_at / 1000
+        path = urlsplit(e.url).path or "/"
+        out.append(AccessLine(end - e.fetch_ms / 1000, end, e.host, "GET", path, e.status, e.bytes))
     return out
 
 
@@ -119,7 +134,7 @@ class CrawlSummary:
 
 def summarise(
     events: Iterable[FetchEvent],
-    topic: Topic,
+    topic: Topic | None,
     judge: Judge,
     web: RecordedWeb | None = None,
     url_map: Mapping[str, str] | None = None,
@@ -127,16 +142,20 @@ def summarise(
     """Downloads (events other than 208 answers), pages/s between the first and the last
     download, precision = relevant downloads / downloads (Akbari Torkestani 2012, eq. 20).
     `url_map` maps a served base URL (``http://host:port/``) to the recorded web's base
-    URL."""
+    URL. Without a topic nothing is judged (no page counts as relevant)."""
     downloads = [e for e in events if e.status != ALREADY_FETCHED]
     answered = (
         sum(1 for e in events if e.status == ALREADY_FETCHED) if isinstance(events, list) else 0
     )
     times = [e.fetched_at for e in downloads]
     seconds = (max(times) - min(times)) / 1000 if len(times) > 1 else 0.0
-    relevant = sum(judge.relevant(topic, event_terms(e.terms, e.text)) for e in downloads)
+    relevant = (
+        0
+        if topic is None
+        else sum(judge.relevant(topic, event_terms(e.terms, e.text)) for e in downloads)
+    )
     web_relevant = in_web = agree = None
-    if web is not None:
+    if web is not None and topic is not None:
         web_relevant = in_web = agree = 0
         for e in downloads:
             page = _web_page(web, e.url, url_map or {})

@@ -17,6 +17,7 @@ from frontierflow.pipelines.cli.common import speed_settings
 from frontierflow.pipelines.speed.settings import settings_for
 
 COMMANDS = [
+    "crawl",
     "run",
     "seed",
     "fetch",

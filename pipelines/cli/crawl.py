@@ -1,0 +1,298 @@
+"""`frontierflow crawl URL…`: a live crawl in one command. The local Kafka broker (unless
+`--bootstrap-servers` names one), the live job, the seeds, one reference fetcher and the
+operator's page, all under one state folder; progress on stderr, the crawl report on stdout
+at the end. Run it again on the same folder and the crawl goes on where it stopped.
+
+The options are read once into a `CrawlSettings` (`crawl_settings`), which
+`crawl_run.run_crawl` runs. What a later run must agree with — the strategy, its topic, the
+crawl id, the hosts followed — is kept in the state folder (`crawl.json`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from frontierflow.pipelines.cli.common import (
+    add_engine_args,
+    add_kafka_args,
+    client_settings,
+    speed_settings,
+    strategy_from_args,
+    topic,
+)
+
+if TYPE_CHECKING:
+    from frontierflow.connectors.fetcher.settings import FetcherSettings
+    from frontierflow.connectors.kafka import KafkaTopics
+    from frontierflow.pipelines.core.strategy import Strategy
+    from frontierflow.pipelines.speed.settings import ControllerSettings
+    from frontierflow.state.relevance import Topic
+
+log = logging.getLogger(__name__)
+
+TOPICS = ("fetch-events", "frontier", "fetcher-control", "dead-letter", "seeds", "fetched")
+DEFAULT_STATE_DIR = Path("frontierflow-crawl")
+DEFAULT_STRATEGY = "ieca"
+DEFAULT_UI_PORT = 8080
+RECORD = "crawl.json"
+"""The crawl's identity in the state folder, checked by every later run."""
+FETCHER_ID = "crawl-fetcher"
+ALL_HOSTS = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlSettings:
+    """One `frontierflow crawl`, its options checked."""
+
+    seeds: tuple[str, ...]
+    """Starting pages sent this run (already-fetched ones change nothing)."""
+    state_dir: Path
+    strategy: Strategy[Any]
+    topic: Topic | None
+    """The topic pages are judged against in the report (`--topic`)."""
+    crawl_id: str
+    fetcher: FetcherSettings
+    bootstrap_servers: str | None
+    """None: start the local broker, its data under `state_dir/kafka`."""
+    topics: KafkaTopics
+    kafka_client: dict[str, object]
+    speed: ControllerSettings | None
+    step_size: int
+    ui_port: int | None
+    """None: no operator's page."""
+    ui_host: str
+    ui_port_fallback: bool
+    """The default port was asked for: when it is taken, take a free one."""
+    progress_every_s: float
+
+    @property
+    def job_dir(self) -> Path:
+        return self.state_dir / "job"
+
+    @property
+    def broker_dir(self) -> Path:
+        return self.state_dir / "kafka"
+
+
+def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
+    cp = sub.add_parser(
+        "crawl",
+        help="a live crawl in one command: broker, job, seeds, fetcher, operator's page",
+        description="Crawl from URL… with the live job and one reference fetcher, showing the "
+        "operator's page, until the page budget is spent, nothing is left to fetch or Ctrl-C; "
+        "then print the crawl report. Everything is kept in --state-dir: run again on it to "
+        "go on with the same crawl.",
+    )
+    cp.add_argument(
+        "urls",
+        nargs="*",
+        metavar="URL",
+        help="starting pages (absolute http(s)); optional when going on with a crawl",
+    )
+    add_engine_args(cp, state_required=False)
+    cp.set_defaults(state_dir=DEFAULT_STATE_DIR, strategy=None, budget=None)
+    cp.add_argument(
+        "--max-pages",
+        type=int,
+        default=1000,
+        help="pages to download in this run (default 1000); also the strategy's --budget "
+        "unless given",
+    )
+    cp.add_argument(
+        "--bootstrap-servers",
+        default=None,
+        help="a running Kafka broker; default: start the local one (Java 17+ and Maven), "
+        "its data in STATE_DIR/kafka",
+    )
+    cp.add_argument("--crawl-id", default=None, help="default: 'default'")
+    fetcher = cp.add_argument_group("the fetcher")
+    fetcher.add_argument(
+        "--delay", type=float, default=1.0, help="seconds between requests to a host (default 1)"
+    )
+    fetcher.add_argument("--workers", type=int, default=4, help="concurrent fetches at start")
+    fetcher.add_argument("--max-workers", type=int, default=32)
+    fetcher.add_argument(
+        "--idle-exit",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="end the crawl when nothing was queued or in flight for this long (default 30)",
+    )
+    fetcher.add_argument(
+        "--follow-hosts",
+        default=None,
+        help="comma-separated hosts (or host:port) whose links are followed; default: the "
+        f"starting pages' hosts; '{ALL_HOSTS}': every host",
+    )
+    fetcher.add_argument(
+        "--resolve",
+        action="append",
+        default=[],
+        metavar="HOST:PORT:ADDR",
+        help="connect to ADDR for HOST:PORT instead of resolving HOST (like curl); repeatable",
+    )
+    fetcher.add_argument(
+        "--allow-private",
+        action="store_true",
+        help="allow loopback and private addresses (refused by default)",
+    )
+    fetcher.add_argument("--user-agent", default=None)
+    page = cp.add_argument_group("the operator's page")
+    page.add_argument(
+        "--ui-port",
+        type=int,
+        default=None,
+        help=f"serve it on http://UI_HOST:PORT/ (default {DEFAULT_UI_PORT}, or a free port "
+        "when that one is taken; 0: a free port)",
+    )
+    page.add_argument("--ui-host", default="127.0.0.1", help="default: loopback only")
+    page.add_argument("--no-ui", action="store_true", help="no operator's page")
+    cp.add_argument(
+        "--progress-every",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="how often a progress line is written when stderr is not a terminal",
+    )
+    add_kafka_args(cp, TOPICS)
+    cp.set_defaults(handler=crawl)
+
+
+def crawl(args: argparse.Namespace) -> int:
+    from frontierflow.pipelines.cli.crawl_run import CrawlFailed, run_crawl
+    from frontierflow.pipelines.cli.local_broker import BrokerUnavailable
+
+    settings = crawl_settings(args)
+    if not args.verbose:  # the progress line says what the components' logs would
+        for name in ("frontierflow", "kafka"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+    try:
+        run_crawl(settings)
+    except BrokerUnavailable as exc:
+        log.error("the local Kafka broker did not start: %s", exc)
+        return 2
+    except CrawlFailed as exc:
+        log.error("%s", exc)
+        return 1
+    except KeyboardInterrupt:  # while the broker started: it was stopped
+        log.error("interrupted")
+        return 130
+    return 0
+
+
+def crawl_settings(args: argparse.Namespace) -> CrawlSettings:
+    """The options, checked against what the state folder says of an earlier run (and
+    recorded there on the first); ValueError for what does not fit."""
+    from frontierflow.connectors.fetcher.settings import (
+        DEFAULT_USER_AGENT,
+        FetcherSettings,
+        parse_resolve,
+    )
+    from frontierflow.connectors.kafka import KafkaTopics
+    from frontierflow.state.urls import is_http_url
+
+    bad = [u for u in args.urls if not is_http_url(u)]
+    if bad:
+        raise ValueError(f"not absolute http(s) URLs: {bad}")
+    record, new = _crawl_record(args)
+    if args.max_pages < 1:
+        raise ValueError(f"--max-pages must be >= 1, got {args.max_pages}")
+    args.strategy = record["strategy"]
+    args.topic = record["topic"]
+    if args.budget is None:
+        args.budget = args.max_pages
+    follow = record["follow_hosts"]
+    fetcher = FetcherSettings(
+        fetcher_id=FETCHER_ID,
+        delay_s=args.delay,
+        allow_private=args.allow_private,
+        resolve=parse_resolve(args.resolve),
+        user_agent=args.user_agent or DEFAULT_USER_AGENT,
+        workers=args.workers,
+        max_workers=max(args.max_workers, args.workers),
+        max_pages=args.max_pages,
+        follow_hosts=None if follow is None else frozenset(follow),
+        idle_exit_s=args.idle_exit,
+    )
+    names = {t.replace("-", "_"): getattr(args, "topic_" + t.replace("-", "_")) for t in TOPICS}
+    ui_port = None if args.no_ui else args.ui_port
+    if not args.no_ui and ui_port is None:
+        ui_port = DEFAULT_UI_PORT
+    if args.progress_every <= 0:
+        raise ValueError(f"--progress-every must be > 0, got {args.progress_every}")
+    settings = CrawlSettings(
+        seeds=tuple(args.urls),
+        state_dir=args.state_dir,
+        strategy=strategy_from_args(args),
+        topic=None if args.topic is None else topic(args.topic),
+        crawl_id=record["crawl_id"],
+        fetcher=fetcher,
+        bootstrap_servers=args.bootstrap_servers,
+        topics=KafkaTopics(**names),
+        kafka_client=client_settings(args.kafka),
+        speed=speed_settings(args),
+        step_size=args.step_size,
+        ui_port=ui_port,
+        ui_host=args.ui_host,
+        ui_port_fallback=not args.no_ui and args.ui_port is None,
+        progress_every_s=args.progress_every,
+    )
+    if new:
+        args.state_dir.mkdir(parents=True, exist_ok=True)
+        (args.state_dir / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+    return settings
+
+
+def _crawl_record(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
+    """The crawl's identity, and whether it is new: read from the state folder when a run
+    left it there (the options that differ from it are refused), else made from the
+    options."""
+    path = args.state_dir / RECORD
+    given = {
+        "strategy": args.strategy,
+        "topic": args.topic,
+        "crawl_id": args.crawl_id,
+        "follow_hosts": _follow_hosts(args.follow_hosts, args.urls),
+    }
+    if path.exists():
+        record: dict[str, Any] = json.loads(path.read_text())
+        for name, value in given.items():
+            if name == "follow_hosts":
+                if args.follow_hosts is not None and value != record[name]:
+                    raise ValueError(
+                        f"--follow-hosts: {args.state_dir} holds a crawl following "
+                        f"{_hosts_text(record[name])}; give the same, or another --state-dir"
+                    )
+            elif value is not None and value != record[name]:
+                option = "--" + name.replace("_", "-")
+                raise ValueError(
+                    f"{option}: {args.state_dir} holds a crawl with {option} {record[name]}; "
+                    "give the same (or leave it out), or another --state-dir"
+                )
+        return record, False
+    if not args.urls:
+        raise ValueError(f"no crawl in {args.state_dir} yet: give the starting URLs")
+    record = {
+        **given,
+        "strategy": args.strategy or DEFAULT_STRATEGY,
+        "crawl_id": args.crawl_id or "default",
+    }
+    return record, True
+
+
+def _follow_hosts(option: str | None, urls: list[str]) -> list[str] | None:
+    """`--follow-hosts` as a sorted list (None: every host), by default the URLs' hosts."""
+    if option is None:
+        return sorted({urlsplit(u).netloc.lower() for u in urls})
+    if option.strip() == ALL_HOSTS:
+        return None
+    return sorted({h.strip().lower() for h in option.split(",") if h.strip()})
+
+
+def _hosts_text(hosts: list[str] | None) -> str:
+    return "every host" if hosts is None else ",".join(hosts)

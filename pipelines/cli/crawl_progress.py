@@ -1,0 +1,75 @@
+"""The progress of `frontierflow crawl` on stderr: a bar on a terminal, else one line every
+few seconds (pages fetched, pages/s over the last seconds, the fetcher's queue)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import TextIO
+
+RATE_WINDOW_S = 10.0
+"""Pages/s is measured over this many seconds, so a pause shows soon."""
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlProgress:
+    """One reading of the crawl."""
+
+    pages: int
+    """Downloads of this run."""
+    queued: int
+    """Frontier entries waiting in the fetcher's queues."""
+    in_flight: int
+    workers: int
+
+
+class ProgressDisplay:
+    """Shows readings: `show` as often as convenient, `close` at the end."""
+
+    def __init__(self, budget: int | None, every_s: float, stream: TextIO = sys.stderr) -> None:
+        self._stream = stream
+        self._every_s = every_s
+        self._samples: deque[tuple[float, int]] = deque()
+        self._last_line = float("-inf")
+        self._bar = None
+        if stream.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=budget, unit="page", file=stream, dynamic_ncols=True)
+
+    def rate(self, now: float, pages: int) -> float:
+        """Pages/s over the last `RATE_WINDOW_S` seconds of readings."""
+        samples = self._samples
+        samples.append((now, pages))
+        while len(samples) > 2 and samples[1][0] <= now - RATE_WINDOW_S:
+            samples.popleft()
+        t0, p0 = samples[0]
+        return (pages - p0) / (now - t0) if now > t0 else 0.0
+
+    def show(self, reading: CrawlProgress) -> None:
+        now = time.monotonic()
+        rate = self.rate(now, reading.pages)
+        state = (
+            f"{rate:.1f} pages/s, {reading.queued} queued, {reading.in_flight} in flight, "
+            f"{reading.workers} workers"
+        )
+        if self._bar is not None:
+            self._bar.update(reading.pages - self._bar.n)
+            self._bar.set_postfix_str(state, refresh=True)
+        elif now - self._last_line >= self._every_s:
+            self._last_line = now
+            print(f"crawl: {reading.pages} pages, {state}", file=self._stream, flush=True)
+
+    def say(self, text: str) -> None:
+        """A message between the readings (above the bar on a terminal)."""
+        if self._bar is not None:
+            self._bar.write(text, file=self._stream)
+        else:
+            print(text, file=self._stream, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
