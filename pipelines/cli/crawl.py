@@ -10,8 +10,10 @@ crawl id, the hosts followed — is kept in the state folder (`crawl.json`)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -168,11 +170,9 @@ def crawl(args: argparse.Namespace) -> int:
     from frontierflow.pipelines.cli.local_broker import BrokerUnavailable
 
     settings = crawl_settings(args)
-    if not args.verbose:  # the progress line says what the components' logs would
-        for name in ("frontierflow", "kafka"):
-            logging.getLogger(name).setLevel(logging.WARNING)
     try:
-        run_crawl(settings)
+        with _quiet_components(not args.verbose):
+            run_crawl(settings)
     except BrokerUnavailable as exc:
         log.error("the local Kafka broker did not start: %s", exc)
         return 2
@@ -183,6 +183,22 @@ def crawl(args: argparse.Namespace) -> int:
         log.error("interrupted")
         return 130
     return 0
+
+
+@contextlib.contextmanager
+def _quiet_components(quiet: bool) -> Iterator[None]:
+    """Only the components' warnings while the crawl runs (the progress line says what their
+    logs would)."""
+    names = ("frontierflow", "kafka")
+    levels = {name: logging.getLogger(name).level for name in names}
+    if quiet:
+        for name in names:
+            logging.getLogger(name).setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
 
 
 def crawl_settings(args: argparse.Namespace) -> CrawlSettings:

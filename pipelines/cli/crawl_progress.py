@@ -7,7 +7,7 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 RATE_WINDOW_S = 10.0
 """Pages/s is measured over this many seconds, so a pause shows soon."""
@@ -33,11 +33,8 @@ class ProgressDisplay:
         self._every_s = every_s
         self._samples: deque[tuple[float, int]] = deque()
         self._last_line = float("-inf")
-        self._bar = None
-        if stream.isatty():
-            from tqdm import tqdm
-
-            self._bar = tqdm(total=budget, unit="page", file=stream, dynamic_ncols=True)
+        self._budget = budget
+        self._bar: Any = None
 
     def rate(self, now: float, pages: int) -> float:
         """Pages/s over the last `RATE_WINDOW_S` seconds of readings."""
@@ -49,6 +46,16 @@ class ProgressDisplay:
         return (pages - p0) / (now - t0) if now > t0 else 0.0
 
     def show(self, reading: CrawlProgress) -> None:
+        if self._bar is None and self._stream.isatty():  # from the first reading on
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                total=self._budget,
+                unit="page",
+                file=self._stream,
+                dynamic_ncols=True,
+                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} pages [{elapsed}{postfix}]",
+            )
         now = time.monotonic()
         rate = self.rate(now, reading.pages)
         state = (

@@ -66,30 +66,39 @@ class _Part:
 
 
 class _Signals:
-    """SIGINT and SIGTERM while the crawl runs: the first stops the fetcher, the second
-    hurries the rest. The previous handlers come back at the end."""
+    """SIGINT and SIGTERM while the crawl runs (`handle`): the first stops the fetcher, the
+    second hurries the rest."""
 
     def __init__(self, stop_fetcher: threading.Event, hurry: threading.Event) -> None:
         self.stop_fetcher = stop_fetcher
         self.hurry = hurry
         self.received = 0
-        self._previous: dict[int, Any] = {}
 
-    def __enter__(self) -> _Signals:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
+    def handle(self, signum: int, frame: FrameType | None) -> None:
         self.received += 1
         self.stop_fetcher.set()
         if self.received > 1:
             self.hurry.set()
+
+
+@contextlib.contextmanager
+def _on_signals(handler: Callable[[int, FrameType | None], Any]) -> Iterator[None]:
+    """SIGINT and SIGTERM go to `handler` in the block (signals reach the main thread
+    only: elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM as SIGINT: a KeyboardInterrupt, so the stops on the way out still run."""
+    raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
@@ -112,7 +121,13 @@ def run_crawl(settings: CrawlSettings) -> None:
     """Run the crawl to its end (see the module docstring); the report goes to stdout.
     `CrawlFailed` when the job or the fetcher failed, `BrokerUnavailable` when the local
     broker did not start."""
-    with _state_lock(settings.state_dir), contextlib.ExitStack() as stack:
+    # until the crawl takes them over, and while its parts stop: SIGTERM as Ctrl-C, so
+    # the parts started so far are stopped on the way out, the broker too
+    with (
+        _state_lock(settings.state_dir),
+        _on_signals(_interrupt),
+        contextlib.ExitStack() as stack,
+    ):
         display = ProgressDisplay(settings.fetcher.max_pages, settings.progress_every_s)
         stack.callback(display.close)
         bootstrap = settings.bootstrap_servers or _start_broker(settings, stack, display)
@@ -127,10 +142,20 @@ def _start_broker(
     broker = LocalBroker(settings.broker_dir)
     display.say(f"starting the local Kafka broker (data in {settings.broker_dir})")
     started = time.monotonic()
-    stack.callback(broker.stop)  # also after a start that failed half-way
+    stack.callback(_stop_broker, broker, display)  # also after a start that failed half-way
     bootstrap = broker.start()
     display.say(f"Kafka broker on {bootstrap}, ready in {time.monotonic() - started:.1f} s")
     return bootstrap
+
+
+def _stop_broker(broker: Any, display: ProgressDisplay) -> None:
+    """Stop the broker; a signal meanwhile cannot cut that short (and leave it running)."""
+
+    def wait(signum: int, frame: FrameType | None) -> None:
+        display.say("stopping the Kafka broker, a few seconds")
+
+    with _on_signals(wait):
+        broker.stop()
 
 
 def _crawl(
@@ -178,7 +203,8 @@ def _crawl(
         stop=stop_fetcher,
     )
     started = time.monotonic()
-    with _Signals(stop_fetcher, hurry) as signals:
+    signals = _Signals(stop_fetcher, hurry)
+    with _on_signals(signals.handle):
         fetching = _Part("crawl-fetcher", fetcher.run)
         stack.callback(_stop_part, fetching, stop_fetcher)
         while not fetching.join(TICK_S):
