@@ -4,15 +4,17 @@ Crawler traps hand out URLs without end: calendars, session ids, paths that repe
 themselves (`/a/b/a/b/a/b/…` from a relative link on an error page). `link_problem`
 refuses the shapes that are never worth a request (the decide rules of Heritrix:
 too many path segments, a segment repeated over and over, an overlong URL). A trap whose
-URLs look ordinary (`/day/1`, `/day/2`, …) is bounded by its depth within the host: a
-page where the crawl entered its host (a start page, or one linked from another host) is
-at depth 0, a page linked from a page of its own host one deeper, and a page at
-`max_host_depth` has its links to its own host dropped. Sites rarely hide pages worth
-having many clicks below their entry pages (Baeza-Yates & Castillo 2004 found a few levels
-of a site's dynamic pages hold most of what its visitors see), while a calendar, a pager
-or a session-id loop goes one level deeper with every page. Beyond that, page limits per
-cycle (`state.hosts.HostPolicy`) and the strategy's values (the fetchers spend a page
-budget on the best entries first).
+URLs look ordinary (`/day/1`, `/day/2`, …) hands them out in a chain of one pattern: each
+page links to URLs that are its own once their numbers are masked (`url_pattern`: a
+calendar's next days, a pager's next pages, an id that counts up). Its pattern depth
+(`pattern_depth`) bounds it: a page reached from a page of another pattern (or a start
+page) is at 0, one reached from a page of its own pattern one deeper, and a page at
+`max_pattern_depth` keeps none of its links of its own pattern. A site's own pages are
+reached through pages of other patterns (an index, a section, a manual's chapters), so
+the limit leaves them alone; a crawl of Debian's manuals loses nothing to it, where a limit
+on plain depth in the host cost a focused crawl an eighth of its relevant pages. Beyond
+that, page limits per cycle (`state.hosts.HostPolicy`) and the strategy's values (the
+fetchers spend a page budget on the best entries first).
 
 `registered_domain` is the domain a registrar sold ("example.co.uk" for
 "www.a.example.co.uk"), from the Public Suffix List bundled with `publicsuffixlist` (never
@@ -23,6 +25,7 @@ unlisted suffix such as `.test`) are their own domain.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from itertools import repeat
 from operator import eq
@@ -40,12 +43,18 @@ class LinkLimits:
     max_segment_repeats: int = 2
     """A run of one to three path segments may follow itself at most this many times in a
     row (`/x/x/x`, `/a/b/a/b/a/b` are refused at 2: Heritrix's PathologicalPath)."""
-    max_host_depth: int = 10
-    """Links from a page this deep in its host to its own host are dropped (see the module
-    docstring): twice the five levels of Baeza-Yates & Castillo, room for static sites."""
+    max_pattern_depth: int = 10
+    """A page this many links of its own pattern deep keeps none of its links of that
+    pattern (see the module docstring): a calendar stops about 30 days on, a pager ten
+    pages on."""
 
     def __post_init__(self) -> None:
-        for name in ("max_url_chars", "max_path_segments", "max_segment_repeats", "max_host_depth"):
+        for name in (
+            "max_url_chars",
+            "max_path_segments",
+            "max_segment_repeats",
+            "max_pattern_depth",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 (0: no limit)")
 
@@ -75,10 +84,19 @@ def url_netloc(url: str) -> str:
     return url.split("/", 3)[2].lower() if url.count("/") >= 2 else ""
 
 
-def host_depth(netloc: str, via: str | None, via_depth: int) -> int:
-    """The depth within its host of a page at `netloc` reached from `via` (None: a start
-    page), the parent at `via_depth` in its own host: one deeper on the same host, else 0."""
-    if via is None or url_netloc(via) != netloc:
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def url_pattern(url: str) -> str:
+    """`url` in lower case with every run of digits masked: `/day/17` and `/day/18` (on
+    one host) share one pattern."""
+    return _DIGITS.sub("#", url.lower())
+
+
+def pattern_depth(url: str, via: str | None, via_depth: int) -> int:
+    """The pattern depth of `url` reached from `via` (None: a start page), the parent at
+    `via_depth`: one deeper when both have one pattern, else 0."""
+    if via is None or url_pattern(via) != url_pattern(url):
         return 0
     return via_depth + 1
 
@@ -86,19 +104,20 @@ def host_depth(netloc: str, via: str | None, via_depth: int) -> int:
 def followable_links(
     links: tuple[str, ...],
     limits: LinkLimits = DEFAULT_LINK_LIMITS,
-    netloc: str | None = None,
+    page: str | None = None,
     depth: int = 0,
 ) -> tuple[str, ...]:
-    """`links` of a page without those `link_problem` refuses, and without the links to
-    its own host (`netloc`) when the page is `depth` ≥ `limits.max_host_depth` deep in it
-    (the same tuple when none is dropped).
+    """`links` of the page at URL `page` without those `link_problem` refuses, and without
+    those of the page's own pattern when it is `depth` ≥ `limits.max_pattern_depth` deep in
+    it (the same tuple when none is dropped).
 
     On the hot path of every event: a few C-level passes over all the links screen them
     (`_may_have_problem`), and only when one might be refused is each link checked."""
     if not links:
         return links
-    if netloc is not None and limits.max_host_depth and depth >= limits.max_host_depth:
-        kept = tuple(u for u in links if url_netloc(u) != netloc)
+    if page is not None and limits.max_pattern_depth and depth >= limits.max_pattern_depth:
+        own = url_pattern(page)
+        kept = tuple(u for u in links if url_pattern(u) != own)
         links = links if len(kept) == len(links) else kept
         if not links:
             return links

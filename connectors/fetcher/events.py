@@ -3,7 +3,7 @@
 `fetch_event` and `outcome_event` turn a frontier entry and what its download came to into
 the FetchEvent (the entry's echo, via, crawl and cycle; outlinks and terms read from the
 body by `htmlpages.page_links_and_terms`, queries dropped, links of the shapes traps hand
-out dropped, and a page's links to its own host when it is too deep in it:
+out dropped, and a page's links of its own URL pattern when it is too deep in a chain of them:
 `state.traps.followable_links`). `EventPublisher` sends it to
 `fetch-events` and keeps the two records a fetcher writes beside it: the download on the
 compacted `fetched` topic (for the fetcher that owns the host next) and, for an answered
@@ -36,7 +36,6 @@ from frontierflow.state.traps import (
     DEFAULT_LINK_LIMITS,
     LinkLimits,
     followable_links,
-    url_netloc,
 )
 
 
@@ -73,7 +72,7 @@ def outcome_event(
     """The FetchEvent of a download: a negative status with no content (and the kind of
     failure) for a transport problem, the target as the only outlink for a redirect that
     was not followed, and for a body the outlinks and terms read from it, resolved against
-    the final URL; both screened by `limits` for a page `depth` deep in its host (the
+    the final URL; both screened by `limits` for a page at pattern depth `depth` (the
     event says `depth`). The answer's `Retry-After` and the host's robots.txt Crawl-delay
     go with it, for the frontier's host rule."""
     event = _outcome_event(entry, outcome, fetcher_id, follow_hosts, depth, limits)
@@ -95,7 +94,6 @@ def _outcome_event(
     depth: int,
     limits: LinkLimits,
 ) -> FetchEvent:
-    netloc = url_netloc(entry.url)
     if outcome.status < 0:
         return fetch_event(
             entry, outcome.status, fetcher_id, fetch_ms=outcome.fetch_ms, bytes=outcome.size
@@ -114,7 +112,7 @@ def _outcome_event(
                     follow_hosts=follow_hosts,
                 ),
                 limits,
-                netloc,
+                entry.url,
                 depth,
             ),
             fetch_ms=outcome.fetch_ms,
@@ -133,7 +131,7 @@ def _outcome_event(
         entry,
         outcome.status,
         fetcher_id,
-        outlinks=followable_links(page.outlinks, limits, netloc, depth),
+        outlinks=followable_links(page.outlinks, limits, entry.url, depth),
         terms=page.terms,
         content_hash=hashlib.sha256(outcome.body).hexdigest(),
         bytes=outcome.size,

@@ -14,12 +14,13 @@ pause it announced (429/503, `Retry-After`) or a back-off, an entry whose `not_b
 lies ahead waits, a host (or registered domain) whose pages for the cycle are spent gives
 none, and an answer that will be asked again (`will_retry`) puts its entry back.
 
-Depth in the host (`state.traps.host_depth`): an entry is one deeper than the page of its
-host it came `via` (0 from another host, or with no `via`), the least over the entries
-offered for it while it waits (a strategy sends a page again each time another parent
-links it); each page fetched is remembered with its depth, so the fetcher can drop the
-links of a page too deep in its host. The depths are rebuilt from the `fetched` topic
-(each download says its `depth`).
+Pattern depth (`state.traps.pattern_depth`): an entry is one deeper than the page it came
+`via` when both URLs have one pattern (the same once their numbers are masked), else at 0;
+the least over the entries offered for it while it waits (a strategy sends a page again each
+time another parent links it). Each page fetched is remembered with its depth, so the
+fetcher can drop a page's links of its own pattern when it is too deep in a chain of them
+(a calendar, a pager). The depths are rebuilt from the `fetched` topic (each download says
+its `depth`).
 
 How a free worker chooses (`spend`): "pages" (the default) takes the best entry of every
 host that may be asked, and waits rather than take a worse one from a rested host while
@@ -61,7 +62,7 @@ from frontierflow.state.hosts import (
     held_until,
     is_deferred,
 )
-from frontierflow.state.traps import host_depth
+from frontierflow.state.traps import pattern_depth
 
 Key = str | tuple[str, str]
 Spend = Literal["pages", "time"]
@@ -134,7 +135,7 @@ class HostQueues:
         self._fetched: set[tuple[str, int, str]] = set()
         self._attempts: dict[tuple[str, int, str], int] = {}
         self._depths: dict[tuple[str, str], int] = {}
-        """(crawl id, URL) → its depth in its host, for the pages fetched at depth > 0."""
+        """(crawl id, URL) → its pattern depth, for the pages fetched at depth > 0."""
         self._queued_depths: dict[Key, int] = {}
         """Record key → the least depth of the entries offered for it, until answered."""
         self.states: dict[str, HostState] = {}
@@ -177,7 +178,7 @@ class HostQueues:
             return False
         key = change_key(entry)
         self._entries[key] = (entry, partition)
-        depth = self._depth_of(entry.crawl_id, self.host_key(entry), entry.via)
+        depth = self._depth_of(entry.crawl_id, entry.url, entry.via)
         before = self._queued_depths.get(key)
         self._queued_depths[key] = depth if before is None else min(before, depth)
         group = self.group(entry)
@@ -220,15 +221,15 @@ class HostQueues:
         h.delay_s = max(self.delay_s, longest)
 
     def depth(self, entry: FrontierEntry) -> int:
-        """The entry's depth in its host (see the module docstring): the least offered for
-        its record while it waited, else from its own `via`."""
-        depth = self._depth_of(entry.crawl_id, self.host_key(entry), entry.via)
+        """The entry's pattern depth (see the module docstring): the least offered for its
+        record while it waited, else from its own `via`."""
+        depth = self._depth_of(entry.crawl_id, entry.url, entry.via)
         queued = self._queued_depths.get(change_key(entry))
         return depth if queued is None else min(queued, depth)
 
-    def _depth_of(self, crawl_id: str, netloc: str, via: str | None) -> int:
+    def _depth_of(self, crawl_id: str, url: str, via: str | None) -> int:
         via_depth = 0 if via is None else self._depths.get((crawl_id, via), 0)
-        return host_depth(netloc, via, via_depth)
+        return pattern_depth(url, via, via_depth)
 
     def _remember_depth(self, crawl_id: str, url: str, depth: int) -> None:
         if depth:
@@ -361,8 +362,7 @@ class HostQueues:
                 self.mark_url_fetched(event.crawl_id, event.cycle, event.url)
                 depth = event.depth
                 if depth is None:  # a fetcher that does not count: from its via
-                    netloc = urlsplit(event.url).netloc.lower() or event.host
-                    depth = self._depth_of(event.crawl_id, netloc, event.via)
+                    depth = self._depth_of(event.crawl_id, event.url, event.via)
                 self._remember_depth(event.crawl_id, event.url, depth)
 
     def release(

@@ -73,7 +73,7 @@ class FetcherSettings:
     """How a free worker chooses: "pages" never takes a worse entry while a better one
     waits only for its host's delay; "time" takes the best of any rested host."""
     links: LinkLimits = DEFAULT_LINK_LIMITS
-    """Outlinks not followed: trap shapes, and links too deep in their host."""
+    """Outlinks not followed: trap shapes, and links too deep in a chain of one pattern."""
     group_by: GroupBy = "host"
     """The politeness unit: each "host" (host:port), or each server "ip" address (the
     hosts that resolve to one address share one request at a time, one delay and one

@@ -45,8 +45,9 @@ class ScrapyFrontierSettings:
     """FRONTIERFLOW_MAX_LEAD: downloads not yet read by the frontier before the next
     request waits (the reference fetcher's `--max-lead`); none by default."""
     links: LinkLimits = DEFAULT_LINK_LIMITS
-    """Outlinks not followed (FRONTIERFLOW_MAX_HOST_DEPTH: links from a page this deep in
-    its host to its own host; 0: no limit; the trap shapes at their defaults)."""
+    """Outlinks not followed (FRONTIERFLOW_MAX_PATTERN_DEPTH: a page this deep in a chain of
+    its own URL pattern keeps none of its links of that pattern; 0: no limit; the trap
+    shapes at their defaults)."""
 
     def __post_init__(self) -> None:
         if not self.fetcher_id:
@@ -110,8 +111,8 @@ class ScrapyFrontierSettings:
             spend=settings.get("FRONTIERFLOW_SPEND") or "pages",
             max_lead=settings.getint("FRONTIERFLOW_MAX_LEAD", 0) or None,
             links=LinkLimits(
-                max_host_depth=settings.getint(
-                    "FRONTIERFLOW_MAX_HOST_DEPTH", DEFAULT_LINK_LIMITS.max_host_depth
+                max_pattern_depth=settings.getint(
+                    "FRONTIERFLOW_MAX_PATTERN_DEPTH", DEFAULT_LINK_LIMITS.max_pattern_depth
                 )
             ),
         )

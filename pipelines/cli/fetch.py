@@ -76,12 +76,13 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "of any rested host (more pages a second)",
     )
     fp.add_argument(
-        "--max-host-depth",
+        "--max-pattern-depth",
         type=int,
-        default=DEFAULT_LINK_LIMITS.max_host_depth,
+        default=DEFAULT_LINK_LIMITS.max_pattern_depth,
         metavar="N",
-        help="do not follow a page's links to its own host when it is N links below where "
-        "the crawl entered that host (a trap defence; 0: no limit; default 10)",
+        help="a page reached through N links in a row between URLs of one pattern (the same "
+        "once numbers are masked: a calendar, a pager) keeps none of its links of that "
+        "pattern (a trap defence; 0: no limit; default %(default)s)",
     )
     fp.add_argument(
         "--group-by",
@@ -144,7 +145,7 @@ def fetch(args: argparse.Namespace) -> int:
         idle_exit_s=args.idle_exit,
         hosts=host_policy(args),
         spend=args.spend,
-        links=LinkLimits(max_host_depth=args.max_host_depth),
+        links=LinkLimits(max_pattern_depth=args.max_pattern_depth),
         max_lead=args.max_lead,
         group_by=args.group_by,
     )

@@ -7,10 +7,11 @@ import pytest
 from frontierflow.state.traps import (
     LinkLimits,
     followable_links,
-    host_depth,
     link_problem,
+    pattern_depth,
     registered_domain,
     url_netloc,
+    url_pattern,
 )
 
 
@@ -66,22 +67,31 @@ def test_registered_domain(host: str, domain: str) -> None:
     assert registered_domain(host) == domain
 
 
-def test_host_depth_counts_links_within_one_host_from_where_the_crawl_entered_it() -> None:
-    assert host_depth("a.test", None, 0) == 0  # a start page
-    assert host_depth("a.test", "http://b.test/x", 7) == 0  # linked from another host
-    assert host_depth("a.test", "http://A.test/", 0) == 1  # host names are case-blind
-    assert host_depth("a.test", "http://a.test/day/9", 4) == 5
-    assert host_depth("a.test:8080", "http://a.test/", 3) == 0  # another port: another host
+def test_pattern_depth_counts_links_between_urls_of_one_pattern() -> None:
+    assert url_pattern("http://Cal.test/Day/17") == url_pattern("http://cal.test/day/3")
+    assert url_pattern("http://a.test/s/1/") != url_pattern("http://a.test/s/1/a2.html")
+    assert pattern_depth("http://a.test/day/1", None, 0) == 0  # a start page
+    assert pattern_depth("http://a.test/day/1", "http://a.test/", 5) == 0  # another pattern
+    assert pattern_depth("http://a.test/day/9", "http://a.test/day/8", 4) == 5
+    assert pattern_depth("http://a.test/day/9", "http://b.test/day/8", 4) == 0  # another host
+    assert pattern_depth("http://a.test/lib/ssl.html", "http://a.test/lib/socket.html", 3) == 0
     assert url_netloc("http://a.test:8080/x") == "a.test:8080"
 
 
-def test_a_page_at_the_depth_limit_keeps_only_its_links_to_other_hosts() -> None:
-    links = ("http://a.test/day/11", "http://b.test/", "http://a.test/")
-    limits = LinkLimits(max_host_depth=10)
-    assert followable_links(links, limits, "a.test", depth=9) is links  # 9 < 10: all
-    assert followable_links(links, limits, "a.test", depth=10) == ("http://b.test/",)
-    assert followable_links(links, limits, None, depth=99) is links  # no host: no depth
-    off = LinkLimits(max_host_depth=0)
-    assert followable_links(links, off, "a.test", depth=1_000) is links
-    with pytest.raises(ValueError, match="max_host_depth"):
-        LinkLimits(max_host_depth=-1)
+def test_a_page_at_the_limit_keeps_only_its_links_of_other_patterns() -> None:
+    page = "http://a.test/day/31"
+    links = (
+        "http://a.test/day/32",
+        "http://b.test/day/32",
+        "http://a.test/",
+        "http://a.test/day/33",
+    )
+    limits = LinkLimits(max_pattern_depth=10)
+    assert followable_links(links, limits, page, depth=9) is links  # 9 < 10: all
+    kept = ("http://b.test/day/32", "http://a.test/")
+    assert followable_links(links, limits, page, depth=10) == kept
+    assert followable_links(links, limits, None, depth=99) is links  # no page: no depth
+    off = LinkLimits(max_pattern_depth=0)
+    assert followable_links(links, off, page, depth=1_000) is links
+    with pytest.raises(ValueError, match="max_pattern_depth"):
+        LinkLimits(max_pattern_depth=-1)

@@ -203,47 +203,45 @@ def test_restore_folds_the_recorded_answers_and_keeps_deferred_pages_to_fetch() 
     assert job is not None and job.entry.url == "http://a/2"
 
 
-def test_depth_in_the_host_follows_via_and_is_rebuilt_from_the_recorded_downloads() -> None:
-    """A start page is at depth 0; a page whose entry came `via` a page of its own host
-    fetched here is one deeper; a link from another host starts again at 0. A restarted
-    fetcher gets the same depths back from the downloads on the `fetched` topic."""
+def test_pattern_depth_follows_via_and_is_rebuilt_from_the_recorded_downloads() -> None:
+    """A start page is at depth 0, and so is a page reached from a page of another
+    pattern; a page whose entry came `via` a page of its own pattern fetched here is one
+    deeper. A restarted fetcher gets the same depths back from the `fetched` topic."""
     q = HostQueues(delay_s=0.0)
     root = entry("http://cal/", 1.0)
     day1 = entry("http://cal/day/1", 1.0, via="http://cal/")
     day2 = entry("http://cal/day/2", 1.0, via="http://cal/day/1")
     day4 = entry("http://cal/day/4", 1.0, via="http://cal/day/2")
-    from_good = entry("http://cal/day/1", 1.0, via="http://good/")
-    assert q.depth(root) == 0 and q.depth(day1) == 1
+    from_good = entry("http://cal/day/1", 1.0, via="http://good/day/1")
+    assert q.depth(root) == 0 and q.depth(day1) == 0  # "/" and "/day/1": two patterns
     for e in (root, day1, day2):
         q.mark_fetched(e)
-    assert (q.depth(day1), q.depth(day2), q.depth(day4)) == (1, 2, 3)
-    assert q.depth(from_good) == 0
+    assert (q.depth(day1), q.depth(day2), q.depth(day4)) == (0, 1, 2)
+    assert q.depth(from_good) == 0  # another host
     again = HostQueues(delay_s=0.0)
     again.restore([answer(day2, 200, 3.0), answer(root, 200, 1.0), answer(day1, 200, 2.0)])
-    assert again.depth(day4) == 3
+    assert again.depth(day4) == 2
     counted = HostQueues(delay_s=0.0)  # the depth a download says stands before its via's
     counted.restore([answer(root, 200, 1.0), answer(day2, 200, 2.0, depth=5)])
     assert counted.depth(day4) == 6
     deferred = HostQueues(delay_s=0.0)  # a deferred answer is no fetch: no depth either
-    deferred.restore([answer(root, 200, 1.0), answer(day1, 429, 2.0, will_retry=True)])
-    assert deferred.depth(day2) == 1
+    deferred.restore([answer(day1, 200, 1.0), answer(day2, 429, 2.0, will_retry=True)])
+    assert deferred.depth(day4) == 1  # day/2 not fetched: day/4 counts from 0 + 1
 
 
 def test_an_entry_sent_again_by_a_deeper_parent_keeps_its_least_depth() -> None:
-    """A page linked from its section (depth 1) and then from a sibling article (depth 2)
-    is at depth 2, not 3: the least over the entries offered while it waited."""
+    """An article linked from its section (another pattern: depth 0) and then from a
+    sibling article (its own pattern, at depth 4) stays at 0: the least over the entries
+    offered while it waited."""
     q = HostQueues(delay_s=0.0)
-    section = entry("http://good/s/1/", 1.0, via="http://good/")
     a1 = entry("http://good/s/1/a1.html", 1.0, via="http://good/s/1/")
-    q.mark_fetched(section)
-    a2_from_section = entry("http://good/s/1/a2.html", 1.0, via="http://good/s/1/")
-    q.offer(a2_from_section)
-    q.mark_fetched(a1)
+    q.offer(entry("http://good/s/1/a2.html", 1.0, via="http://good/s/1/"))
+    q._remember_depth("c", a1.url, 4)
     a2_from_a1 = entry("http://good/s/1/a2.html", 2.0, via="http://good/s/1/a1.html")
-    assert q.depth(a2_from_a1) == 2  # alone: a1 (2) + 1 would be 3
+    assert q.depth(a2_from_a1) == 0  # alone: a1 (4) + 1 would be 5
     q.offer(a2_from_a1)
     job, _ = q.take(now=0.0)
-    assert job is not None and job.entry is a2_from_a1 and q.depth(job.entry) == 2
+    assert job is not None and job.entry is a2_from_a1 and q.depth(job.entry) == 0
 
 
 def test_max_lead_waits_for_the_frontiers_word_on_the_last_download() -> None:

@@ -45,7 +45,7 @@ def test_fetch_cli_reports_a_refused_address_serves_metrics_and_stops_on_sigterm
         "--topic-frontier", t.frontier, "--topic-fetch-events", t.fetch_events,
         "--topic-fetcher-control", t.fetcher_control, "--topic-dead-letter", t.dead_letter,
         "--topic-fetched", t.fetched, "--metrics-port", "0",
-        "--max-host-depth", "3", "--max-lead", "2", "--group-by", "ip",
+        "--max-pattern-depth", "3", "--max-lead", "2", "--group-by", "ip",
     ]  # fmt: skip
     with stderr.open("w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
@@ -56,7 +56,7 @@ def test_fetch_cli_reports_a_refused_address_serves_metrics_and_stops_on_sigterm
         event = decode_record(FetchEvent, events[0][1])
         assert (event.url, event.status, event.fetcher_id) == (url, BLOCKED_ADDRESS, "cli-1")
         assert event.echo == {"ieca.d": "0.3"} and event.crawl_id == "c"
-        assert event.depth == 0  # an entry with no via: where the crawl entered its host
+        assert event.depth == 0  # an entry with no via: a start page
         log = stderr.read_text()
         assert re.search(r"127\.0\.0\.1:9/page\.html: blocked-address \(status -4\)", log), log
         port = re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", log)
