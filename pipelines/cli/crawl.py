@@ -102,8 +102,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "--max-pages",
         type=int,
         default=1000,
-        help="pages to download in this run (default 1000); also the strategy's --budget "
-        "unless given",
+        help="pages to download in this run (default 1000); on a crawl's first run also the "
+        "strategy's --budget unless given",
     )
     cp.add_argument(
         "--bootstrap-servers",
@@ -129,7 +129,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "--follow-hosts",
         default=None,
         help="comma-separated hosts (or host:port) whose links are followed; default: the "
-        f"starting pages' hosts; '{ALL_HOSTS}': every host",
+        f"starting pages' hosts (of this run and the earlier ones); '{ALL_HOSTS}': every host",
     )
     fetcher.add_argument(
         "--resolve",
@@ -215,13 +215,10 @@ def crawl_settings(args: argparse.Namespace) -> CrawlSettings:
     bad = [u for u in args.urls if not is_http_url(u)]
     if bad:
         raise ValueError(f"not absolute http(s) URLs: {bad}")
-    record, new = _crawl_record(args)
+    record, changed = _crawl_record(args)
     if args.max_pages < 1:
         raise ValueError(f"--max-pages must be >= 1, got {args.max_pages}")
-    args.strategy = record["strategy"]
-    args.topic = record["topic"]
-    if args.budget is None:
-        args.budget = args.max_pages
+    args.strategy, args.topic, args.budget = record["strategy"], record["topic"], record["budget"]
     follow = record["follow_hosts"]
     fetcher = FetcherSettings(
         fetcher_id=FETCHER_ID,
@@ -258,57 +255,57 @@ def crawl_settings(args: argparse.Namespace) -> CrawlSettings:
         ui_port_fallback=not args.no_ui and args.ui_port is None,
         progress_every_s=args.progress_every,
     )
-    if new:
+    if changed:
         args.state_dir.mkdir(parents=True, exist_ok=True)
         (args.state_dir / RECORD).write_text(json.dumps(record, indent=2) + "\n")
     return settings
 
 
 def _crawl_record(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
-    """The crawl's identity, and whether it is new: read from the state folder when a run
-    left it there (the options that differ from it are refused), else made from the
-    options."""
+    """What the state folder's crawl is, and whether the record changed. Its identity —
+    strategy, topic, crawl id, budget — is set by the first run and refused when a later one
+    gives another. The hosts followed are remembered: a later run follows them and the
+    hosts of its new URLs, or what its --follow-hosts says."""
     path = args.state_dir / RECORD
     given = {
         "strategy": args.strategy,
         "topic": args.topic,
         "crawl_id": args.crawl_id,
-        "follow_hosts": _follow_hosts(args.follow_hosts, args.urls),
+        "budget": args.budget,
     }
-    if path.exists():
-        record: dict[str, Any] = json.loads(path.read_text())
-        for name, value in given.items():
-            if name == "follow_hosts":
-                if args.follow_hosts is not None and value != record[name]:
-                    raise ValueError(
-                        f"--follow-hosts: {args.state_dir} holds a crawl following "
-                        f"{_hosts_text(record[name])}; give the same, or another --state-dir"
-                    )
-            elif value is not None and value != record[name]:
-                option = "--" + name.replace("_", "-")
-                raise ValueError(
-                    f"{option}: {args.state_dir} holds a crawl with {option} {record[name]}; "
-                    "give the same (or leave it out), or another --state-dir"
-                )
-        return record, False
-    if not args.urls:
-        raise ValueError(f"no crawl in {args.state_dir} yet: give the starting URLs")
-    record = {
-        **given,
-        "strategy": args.strategy or DEFAULT_STRATEGY,
-        "crawl_id": args.crawl_id or "default",
-    }
-    return record, True
+    if not path.exists():
+        if not args.urls:
+            raise ValueError(f"no crawl in {args.state_dir} yet: give the starting URLs")
+        record = {
+            "strategy": args.strategy or DEFAULT_STRATEGY,
+            "topic": args.topic,
+            "crawl_id": args.crawl_id or "default",
+            "budget": args.budget or args.max_pages,
+            "follow_hosts": _follow_hosts(args.follow_hosts, args.urls, []),
+        }
+        return record, True
+    record = json.loads(path.read_text())
+    for name, value in given.items():
+        if value is not None and value != record[name]:
+            option = "--" + name.replace("_", "-")
+            raise ValueError(
+                f"{option}: {args.state_dir} holds a crawl with {option} {record[name]}; "
+                "give the same (or leave it out), or another --state-dir"
+            )
+    follow = _follow_hosts(args.follow_hosts, args.urls, record["follow_hosts"])
+    changed = follow != record["follow_hosts"]
+    return {**record, "follow_hosts": follow}, changed
 
 
-def _follow_hosts(option: str | None, urls: list[str]) -> list[str] | None:
-    """`--follow-hosts` as a sorted list (None: every host), by default the URLs' hosts."""
+def _follow_hosts(
+    option: str | None, urls: list[str], before: list[str] | None
+) -> list[str] | None:
+    """`--follow-hosts` as a sorted list (None: every host); by default the hosts followed
+    `before` and those of the URLs."""
     if option is None:
-        return sorted({urlsplit(u).netloc.lower() for u in urls})
+        if before is None:
+            return None
+        return sorted({*before, *(urlsplit(u).netloc.lower() for u in urls)})
     if option.strip() == ALL_HOSTS:
         return None
     return sorted({h.strip().lower() for h in option.split(",") if h.strip()})
-
-
-def _hosts_text(hosts: list[str] | None) -> str:
-    return "every host" if hosts is None else ",".join(hosts)

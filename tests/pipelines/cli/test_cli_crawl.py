@@ -7,6 +7,7 @@ run after which no process of it remains. Without Java: a message that says what
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -20,7 +21,8 @@ import pytest
 from hostile_web import HostileWeb
 from polling import wait_for
 
-from frontierflow.pipelines.cli import main
+from frontierflow.pipelines.cli import build_parser, main
+from frontierflow.pipelines.cli.crawl import crawl_settings
 
 PAGES = 60
 DELAY_S = 0.02
@@ -165,11 +167,26 @@ def test_a_state_folder_keeps_its_strategy(
     state = tmp_path / "crawl"
     (state).mkdir()
     (state / "crawl.json").write_text(
-        '{"strategy": "bfs", "topic": null, "crawl_id": "default", "follow_hosts": ["a.test"]}'
+        '{"strategy": "bfs", "topic": null, "crawl_id": "default", "budget": 60, '
+        '"follow_hosts": ["a.test"]}'
     )
     code = main(["crawl", "--state-dir", str(state), "--strategy", "ieca", "--no-ui"])
     assert code == 2
     assert "holds a crawl with --strategy bfs" in caplog.text
+
+
+def test_a_later_run_follows_the_hosts_of_its_new_urls(tmp_path: Path) -> None:
+    state = tmp_path / "crawl"
+    first = crawl_settings(build_parser().parse_args(
+        ["crawl", "--state-dir", str(state), "--max-pages", "50", "http://a.test:81/"]
+    ))  # fmt: skip
+    later = crawl_settings(build_parser().parse_args(
+        ["crawl", "--state-dir", str(state), "--max-pages", "10", "http://B.test/x"]
+    ))  # fmt: skip
+    assert first.fetcher.follow_hosts == {"a.test:81"}
+    assert later.fetcher.follow_hosts == {"a.test:81", "b.test"}
+    assert later.strategy.name == "ieca"
+    assert json.loads((state / "crawl.json").read_text())["budget"] == 50  # the first run's
 
 
 def test_a_new_crawl_needs_urls(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
