@@ -25,6 +25,7 @@ import gc
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
@@ -197,7 +198,9 @@ def _crawl(
             bootstrap,
             settings.topics,
             settings.kafka_client,
-            group_id=f"{JOB_GROUP}-fetchers-{settings.topics.frontier}",
+            # a group of its own each run: the member of a run killed with SIGKILL would
+            # hold the frontier's partitions until the broker gives up on it
+            group_id=f"{JOB_GROUP}-crawl-fetcher-{uuid.uuid4().hex[:12]}",
         ),
         metrics=metrics,
         stop=stop_fetcher,
