@@ -166,6 +166,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def crawl(args: argparse.Namespace) -> int:
+    from kafka.errors import KafkaError
+
+    from frontierflow.connectors.kafka_client import BrokerError
     from frontierflow.pipelines.cli.crawl_run import CrawlFailed, run_crawl
     from frontierflow.pipelines.cli.local_broker import BrokerUnavailable
 
@@ -175,6 +178,15 @@ def crawl(args: argparse.Namespace) -> int:
             run_crawl(settings)
     except BrokerUnavailable as exc:
         log.error("the local Kafka broker did not start: %s", exc)
+        return 2
+    except (BrokerError, KafkaError) as exc:
+        where = settings.bootstrap_servers or "the local broker"
+        log.error(
+            "the Kafka broker at %s did not answer (%s): is it running? Without "
+            "--bootstrap-servers the crawl starts a broker of its own",
+            where,
+            exc,
+        )
         return 2
     except CrawlFailed as exc:
         log.error("%s", exc)
