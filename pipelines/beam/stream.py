@@ -8,7 +8,7 @@ Each step is a stateful step in the global window that holds its input until an 
 timer past the window's due (the window's last millisecond) fires, 1 ms later per step, and
 stamps its output at that timer (`event_time.REPEAT_AFTER_US`: why 1 ms).
 
-1. `DecideRepeatFetches`: per URL, fetches in (window, position) order, the step core's
+1. `DecideRepeatFetchesByShard`: per URL, fetches in (window, position) order, the step core's
    `is_repeat_fetch` (keyed by a shard of the URL: `beam.shard_state`), 1 ms past the due;
    a repeat is dropped whole, as the bounded pipeline does, or, for a strategy that learns
    from repeats (LAFC), passed on marked as a repeat.
@@ -107,7 +107,7 @@ from frontierflow.schemas.records import FetchEvent
 # --- 1. repeats --------------------------------------------------------------------------------
 
 
-class DecideRepeatFetches(beam.PTransform):
+class DecideRepeatFetchesByShard(beam.PTransform):
     """(position, event) → (crawl id, (due, position, repeat, url, event's bytes)) of first
     fetches, and with `keep_repeats` of repeats too, in the global window, stamped 1 ms past their
     clock window's due (`event_time.REPEAT_AFTER_US`). Keyed by a shard of the URL
@@ -379,8 +379,8 @@ def stream_frontier(
 ) -> Any:
     """Checked `(position, FetchEvent)`s in; one `UrlUpdate` per URL and clock window out
     (its version: the last message applied). No step waits for the input to end. Clock
-    windows of `fetched_at`, or of arrival with `by_arrival` (`DecideRepeatFetches`)."""
-    firsts = events | "Repeats" >> DecideRepeatFetches(
+    windows of `fetched_at`, or of arrival with `by_arrival` (`DecideRepeatFetchesByShard`)."""
+    firsts = events | "Repeats" >> DecideRepeatFetchesByShard(
         windows, strategy.learns_from_repeats, by_arrival
     )
     clock = firsts | "Clock" >> WindowedCrawlClock()

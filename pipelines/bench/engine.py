@@ -32,7 +32,7 @@ import numpy as np
 from frontierflow.connectors.logs import FileSink, read_fetch_events
 from frontierflow.pipelines.embedded.replay import replay_log
 from frontierflow.pipelines.strategies.base import EntryFactory
-from frontierflow.pipelines.ui import CrawlSummary, UiServer
+from frontierflow.pipelines.ui import LiveSummary, UiServer
 from frontierflow.schemas.container import write_container
 from frontierflow.schemas.records import FetchEvent, FrontierEntry
 from frontierflow.state.urls import host_of
@@ -299,14 +299,14 @@ def _cpu_seconds() -> float:
 
 
 @contextlib.contextmanager
-def _open_page(on: bool) -> Iterator[CrawlSummary | None]:
+def _open_page(on: bool) -> Iterator[LiveSummary | None]:
     """With `on`: the operator's page served on a free loopback port and, in a process of
     its own as a browser would be, a client fetching its summary every `PAGE_POLL_S`;
     else nothing."""
     if not on:
         yield None
         return
-    summary = CrawlSummary(command="replay", strategy="ieca", judges_pages=False)
+    summary = LiveSummary(command="replay", strategy="ieca", judges_pages=False)
     server = UiServer(summary, 0).start()
     client = subprocess.Popen(
         [sys.executable, "-c", PAGE_CLIENT, server.url + "api/summary", str(PAGE_POLL_S)],

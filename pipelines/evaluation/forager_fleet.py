@@ -91,7 +91,7 @@ class ForagerSetup:
 
 
 @dataclass(slots=True)
-class RunMetrics:
+class FleetMetrics:
     """One run's counters and the times the series and freshness are computed from."""
 
     downloaded: int = 0
@@ -113,7 +113,7 @@ class RunMetrics:
         self.bin_downloads[b] += 1
 
 
-class Judge:
+class StoryJudge:
     """The RA's document side: verdicts keyed by URL and the topic rule."""
 
     def __init__(self, site: NewsSite, topic: Sequence[str], agent: AgentParams) -> None:
@@ -141,7 +141,7 @@ def run_fleet(
     variant: Variant,
     seed: int,
     progress: Progress | None = None,
-) -> RunMetrics:
+) -> FleetMetrics:
     """One closed-loop run of a fleet of `variant` foragers (see the module docstring)."""
     params, agent = setup.params, setup.agent
     start, end, dl = site.start_ms, site.end_ms, setup.download_ms
@@ -151,8 +151,8 @@ def run_fleet(
         i: new_forager(i, variant, seeds, seed, params) for i in fleet.foragers
     }
     sent_by: dict[int, set[str]] = {i: set() for i in fleet.foragers}
-    ra = Judge(site, setup.topic, agent)
-    m = RunMetrics()
+    ra = StoryJudge(site, setup.topic, agent)
+    m = FleetMetrics()
     t = start
     current = next_forager(fleet, None)
     while t < end:
@@ -209,11 +209,11 @@ def run_fleet(
 
 def run_baseline(
     site: NewsSite, setup: ForagerSetup, progress: Progress | None = None
-) -> RunMetrics:
+) -> FleetMetrics:
     """The fixed revisit schedule: home, then the topic's section pages, round robin."""
     hubs = [HOME, *(section_url(s) for s in site.sections if s in setup.topic)]
-    ra = Judge(site, setup.topic, setup.agent)
-    m = RunMetrics()
+    ra = StoryJudge(site, setup.topic, setup.agent)
+    m = FleetMetrics()
     downloaded: set[str] = set()
     t, k = site.start_ms, 0
     while t < site.end_ms:

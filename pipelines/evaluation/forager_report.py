@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from frontierflow.pipelines.evaluation.forager_fleet import ForagerSetup, RunMetrics
+from frontierflow.pipelines.evaluation.forager_fleet import FleetMetrics, ForagerSetup
 from frontierflow.pipelines.evaluation.news_graph import GraphMeasures
 from frontierflow.pipelines.evaluation.news_site import DAY_MS, HOUR_MS, NewsSite
 from frontierflow.pipelines.evaluation.plotting import headless_pyplot
@@ -69,7 +69,7 @@ TABLE_ROWS = (
 )
 
 
-def freshness_and_age(site: NewsSite, topic: Sequence[str], m: RunMetrics) -> tuple[float, float]:
+def freshness_and_age(site: NewsSite, topic: Sequence[str], m: FleetMetrics) -> tuple[float, float]:
     """Freshness (share of the last 24 h's on-topic stories already rewarded, averaged every
     15 minutes) and age (mean hours from publication to reward); see the module docstring."""
     wanted = frozenset(topic)
@@ -96,7 +96,7 @@ def freshness_and_age(site: NewsSite, topic: Sequence[str], m: RunMetrics) -> tu
 
 
 def summarise(
-    site: NewsSite, setup: ForagerSetup, site_name: str, variant: str, run: int, m: RunMetrics
+    site: NewsSite, setup: ForagerSetup, site_name: str, variant: str, run: int, m: FleetMetrics
 ) -> RunResult:
     freshness, age = freshness_and_age(site, setup.topic, m)
     series = tuple(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.pipelines.ui.server import UiServer
-from frontierflow.pipelines.ui.summary import CrawlSummary, SummarySettings
+from frontierflow.pipelines.ui.summary import LiveSummary, SummarySettings
 
 
 def start_page(
@@ -16,9 +16,9 @@ def start_page(
     port: int,
     host: str = "127.0.0.1",
     settings: SummarySettings | None = None,
-) -> tuple[CrawlSummary, UiServer]:
+) -> tuple[LiveSummary, UiServer]:
     """A summary for `strategy`'s job and the server showing it, started."""
-    summary = CrawlSummary(
+    summary = LiveSummary(
         command=command,
         strategy=strategy.name,
         judges_pages=strategy.judges_pages,
@@ -27,4 +27,4 @@ def start_page(
     return summary, UiServer(summary, port, host).start()
 
 
-__all__ = ["CrawlSummary", "SummarySettings", "UiServer", "start_page"]
+__all__ = ["LiveSummary", "SummarySettings", "UiServer", "start_page"]

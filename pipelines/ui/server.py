@@ -1,7 +1,7 @@
 """The operator's page over HTTP: the standard library's threading server in a daemon thread.
 
 Read-only: GET (and HEAD) of the page, its script and style, and `/api/summary` (the
-`CrawlSummary` snapshot as JSON); every other method is refused with 405 and no endpoint
+`LiveSummary` snapshot as JSON); every other method is refused with 405 and no endpoint
 takes input. It binds to loopback unless told otherwise and then answers only requests
 whose Host names a loopback address (a page elsewhere cannot rebind a name to it and read
 the crawl). Every answer carries a strict Content-Security-Policy (scripts and styles from
@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any, ClassVar
 
-from frontierflow.pipelines.ui.summary import CrawlSummary
+from frontierflow.pipelines.ui.summary import LiveSummary
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def _host_name(header: str) -> str:
 class _Handler(BaseHTTPRequestHandler):
     server_version = "frontierflow"
     sys_version = ""
-    summary: ClassVar[CrawlSummary]
+    summary: ClassVar[LiveSummary]
     loopback_only: ClassVar[bool]
     files: ClassVar[dict[str, tuple[bytes, str]]]
 
@@ -122,7 +122,7 @@ class _Server6(ThreadingHTTPServer):
 class UiServer:
     """Serves `summary` on host:port (port 0: a free one) from a daemon thread."""
 
-    def __init__(self, summary: CrawlSummary, port: int, host: str = "127.0.0.1") -> None:
+    def __init__(self, summary: LiveSummary, port: int, host: str = "127.0.0.1") -> None:
         files = {path: (_static(name), kind) for path, (name, kind) in STATIC.items()}
         handler = type(
             "UiHandler",

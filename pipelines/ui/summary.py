@@ -1,6 +1,6 @@
 """The operator's page's memory: a bounded summary of a running job, kept by the engine.
 
-`CrawlSummary` is a `StepObserver`: after every committed step the engine hands it the
+`LiveSummary` is a `StepObserver`: after every committed step the engine hands it the
 step's frontier changes, dead letters, ScalingDecisions and counters, and it folds them
 into ring buffers of per-second rates, a bounded set of top-priority entries, per-host
 counts of queued URLs, the latest decisions per fetcher and the latest dead letters per
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from frontierflow.pipelines.embedded.observer import StepReport
-from frontierflow.pipelines.ui.tracking import HostQueues, SecondSeries, TopEntries
+from frontierflow.pipelines.ui.tracking import QueuedByHost, SecondSeries, TopEntries
 from frontierflow.schemas.records import (
     REPLY_ECHO,
     DeadLetter,
@@ -90,7 +90,7 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-class CrawlSummary:
+class LiveSummary:
     """See the module docstring. `clock` gives wall seconds (tests pass their own)."""
 
     def __init__(
@@ -130,7 +130,7 @@ class CrawlSummary:
         self.last_lag: int | None = None
         self.last_step_ms: float | None = None
         self.top_entries = TopEntries(s.top_entries)
-        self.queues = HostQueues(s.tracked_urls)
+        self.queues = QueuedByHost(s.tracked_urls)
         self.fetchers: OrderedDict[str, deque[ScalingDecision]] = OrderedDict()
         self.dead: OrderedDict[str, deque[dict[str, Any]]] = OrderedDict()
         self.pauses: dict[str, HostState] = {}
@@ -179,7 +179,7 @@ class CrawlSummary:
         """Fold a step's changes into the host queues and the top entries. The hot loop of
         the page (a step has thousands of changes): the common cases — an update of a key
         already queued, below the top's floor — are handled inline, the rest by the
-        `HostQueues` and `TopEntries` methods."""
+        `QueuedByHost` and `TopEntries` methods."""
         top, queues = self.top_entries, self.queues
         candidates, tracked = top.candidates, queues.hosts
         for change in changes:

@@ -1,6 +1,6 @@
 """The bounded containers of the operator's page's summary: per-second ring buffers
 (`SecondSeries`), the top-priority entries (`TopEntries`) and the queued URLs per host
-(`HostQueues`). Each has a cap, so the summary does not grow with the crawl."""
+(`QueuedByHost`). Each has a cap, so the summary does not grow with the crawl."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ class TopEntries:
         return heapq.nlargest(self.k, self.candidates.values(), key=lambda e: e.priority)
 
 
-class HostQueues:
+class QueuedByHost:
     """Queued frontier keys per host: a key counts from its first entry until its URL is
     fetched or removed (a tombstone). Only keys the job wrote since it started are known,
     and at most `cap` of them are tracked; `full` says when new ones were left uncounted.

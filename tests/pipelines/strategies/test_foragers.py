@@ -155,13 +155,13 @@ def test_the_engine_walks_the_news_site_as_the_direct_simulation(
     setup = ForagerSetup(news=tmp_path, start="2022-03-01T06:00:00Z", days=0.4, topic=("Europe",))
     site = build_site(setup)
     direct: list[tuple[str, int]] = []
-    count = forager_fleet.RunMetrics.count_download
+    count = forager_fleet.FleetMetrics.count_download
 
-    def record(self: forager_fleet.RunMetrics, url: str, t: int, start: int) -> None:
+    def record(self: forager_fleet.FleetMetrics, url: str, t: int, start: int) -> None:
         direct.append((url, t))
         count(self, url, t, start)
 
-    monkeypatch.setattr(forager_fleet.RunMetrics, "count_download", record)
+    monkeypatch.setattr(forager_fleet.FleetMetrics, "count_download", record)
     metrics = run_fleet(site, setup, variant, seed=3)
     engine: list[tuple[str, int]] = []
     run = run_fleet_on_engine(

@@ -12,12 +12,12 @@ from importlib import resources
 import pytest
 
 from frontierflow.pipelines.ui.server import CONTENT_SECURITY_POLICY, UiServer, is_loopback
-from frontierflow.pipelines.ui.summary import CrawlSummary
+from frontierflow.pipelines.ui.summary import LiveSummary
 
 
 @pytest.fixture
 def server() -> Iterator[UiServer]:
-    summary = CrawlSummary(command="run", strategy="ieca", judges_pages=False)
+    summary = LiveSummary(command="run", strategy="ieca", judges_pages=False)
     running = UiServer(summary, 0).start()
     try:
         yield running

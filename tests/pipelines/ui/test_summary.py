@@ -15,8 +15,8 @@ from frontierflow.pipelines.embedded.observer import StepReport
 from frontierflow.pipelines.embedded.replay import replay_log
 from frontierflow.pipelines.speed.settings import settings_for
 from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
-from frontierflow.pipelines.ui.summary import CrawlSummary, SummarySettings
-from frontierflow.pipelines.ui.tracking import HostQueues, SecondSeries, TopEntries
+from frontierflow.pipelines.ui.summary import LiveSummary, SummarySettings
+from frontierflow.pipelines.ui.tracking import QueuedByHost, SecondSeries, TopEntries
 from frontierflow.schemas.container import write_container
 from frontierflow.schemas.records import (
     REPLY_ECHO,
@@ -100,7 +100,7 @@ def test_top_entries_keep_a_bounded_set_of_the_highest() -> None:
 
 
 def test_host_queues_count_keys_until_their_url_is_fetched() -> None:
-    queues = HostQueues(cap=3)
+    queues = QueuedByHost(cap=3)
     queues.queued("a", "a", "h1")
     queues.queued("b", "b", "h1")
     queues.queued("a", "a", "h1")  # an update: still one
@@ -119,7 +119,7 @@ def test_host_queues_count_keys_until_their_url_is_fetched() -> None:
 def test_summary_of_two_steps_by_hand() -> None:
     clock = Clock(1000.2)
     settings = SummarySettings(window_s=4, harvest_bucket_s=2, fetchers=2, dead_samples=2)
-    summary = CrawlSummary(
+    summary = LiveSummary(
         command="run", strategy="lafc", judges_pages=True, settings=settings, clock=clock
     )
     reply = entry("https://b/2", "b", 3.0, via="https://a/", echo={REPLY_ECHO: "1"})
@@ -192,7 +192,7 @@ def test_summary_of_two_steps_by_hand() -> None:
 
 
 def test_a_strategy_that_judges_no_page_has_no_harvest() -> None:
-    summary = CrawlSummary(command="replay", strategy="ieca", judges_pages=False)
+    summary = LiveSummary(command="replay", strategy="ieca", judges_pages=False)
     assert summary.snapshot()["harvest"] is None
     assert summary.snapshot()["totals"]["events"] == 0
 
@@ -219,7 +219,7 @@ def test_replay_feeds_the_summary_what_the_engine_counted(
     log = tmp_path / "events.avro"
     write_container(log, "FetchEvent", records)
     strategy = Lafc(topic, LafcSettings(control_threshold=0.3))
-    summary = CrawlSummary(command="replay", strategy="lafc", judges_pages=True)
+    summary = LiveSummary(command="replay", strategy="lafc", judges_pages=True)
     stats = replay_log(
         log,
         strategy_name="lafc",
@@ -249,7 +249,7 @@ def test_replay_feeds_the_summary_what_the_engine_counted(
 
 def test_paused_hosts_shown_until_their_pause_ends() -> None:
     clock = Clock(1000.0)
-    summary = CrawlSummary(command="run", strategy="bfs", judges_pages=False, clock=clock)
+    summary = LiveSummary(command="run", strategy="bfs", judges_pages=False, clock=clock)
     busy = HostState(paused_until=1_015_000, level=1, reason="429", pauses=1)
     down = HostState(paused_until=1_060_000, level=2, reason="503", pauses=2)
     fine = HostState(last_fetch_at=999_000)
