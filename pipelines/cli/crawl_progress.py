@@ -1,5 +1,5 @@
 """The progress of `frontierflow crawl` on stderr: a bar on a terminal, else one line every
-few seconds (pages fetched, pages/s over the last seconds, the fetcher's queue)."""
+few seconds (downloads, downloads a second over the last seconds, the fetcher's queue)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 RATE_WINDOW_S = 10.0
-"""Pages/s is measured over this many seconds, so a pause shows soon."""
+"""The rate is measured over this many seconds, so a pause shows soon."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,7 +18,7 @@ class CrawlProgress:
     """One reading of the crawl."""
 
     pages: int
-    """Downloads of this run."""
+    """Downloads of this run (answers to be asked again, 429 or 503, included)."""
     queued: int
     """Frontier entries waiting in the fetcher's queues."""
     in_flight: int
@@ -37,7 +37,7 @@ class ProgressDisplay:
         self._bar: Any = None
 
     def rate(self, now: float, pages: int) -> float:
-        """Pages/s over the last `RATE_WINDOW_S` seconds of readings."""
+        """Downloads a second over the last `RATE_WINDOW_S` seconds of readings."""
         samples = self._samples
         samples.append((now, pages))
         while len(samples) > 2 and samples[1][0] <= now - RATE_WINDOW_S:
@@ -54,12 +54,12 @@ class ProgressDisplay:
                 unit="page",
                 file=self._stream,
                 dynamic_ncols=True,
-                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} pages [{elapsed}{postfix}]",
+                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} downloads [{elapsed}{postfix}]",
             )
         now = time.monotonic()
         rate = self.rate(now, reading.pages)
         state = (
-            f"{rate:.1f} pages/s, {reading.queued} queued, {reading.in_flight} in flight, "
+            f"{rate:.1f}/s, {reading.queued} queued, {reading.in_flight} in flight, "
             f"{reading.workers} workers"
         )
         if self._bar is not None:
@@ -67,7 +67,7 @@ class ProgressDisplay:
             self._bar.set_postfix_str(state, refresh=True)
         elif now - self._last_line >= self._every_s:
             self._last_line = now
-            print(f"crawl: {reading.pages} pages, {state}", file=self._stream, flush=True)
+            print(f"crawl: {reading.pages} downloads, {state}", file=self._stream, flush=True)
 
     def say(self, text: str) -> None:
         """A message between the readings (above the bar on a terminal)."""

@@ -228,8 +228,9 @@ def _crawl(
     for part, name in ((job, "the live job"), (fetching, "the fetcher")):
         if part.error is not None:
             raise CrawlFailed(f"{name} failed: {part.error}") from part.error
-    pages = fetcher.stats.downloads
-    print(f"this run: {pages} pages in {seconds:.1f} s ({pages / seconds:.2f} pages/s)\n")
+    downloads = fetcher.stats.downloads  # answers to be asked again (429, 503) included
+    print(f"this run: {downloads} downloads in {seconds:.1f} s "
+          f"({downloads / seconds:.2f} a second)\n")  # fmt: skip
     _report(settings, kafka)
 
 

@@ -87,7 +87,7 @@ def test_a_crawl_and_a_second_run_that_goes_on(kafka_broker: Any, tmp_path: Path
     code, out, err = first
     assert code == 0, err
     assert len(first_pages) == PAGES, err
-    assert f"this run: {PAGES} pages" in out
+    assert f"this run: {PAGES} downloads" in out
     assert f"downloads {PAGES} ({PAGES} HTML, 0 errors)" in out
     assert "| good.test | " in out  # the per-host tables
     assert "operator's page: http://127.0.0.1:" in err
@@ -121,7 +121,7 @@ def test_sigint_stops_the_crawl_and_prints_the_report(kafka_broker: Any, tmp_pat
     out_text = out_file.read_text()
     assert code == 0, err_file.read_text()
     assert 5 <= fetched < 300
-    assert f"this run: {fetched} pages" in out_text
+    assert f"this run: {fetched} downloads" in out_text
     assert f"downloads {fetched} " in out_text
     assert processes_mentioning(str(state)) == []
 
@@ -142,7 +142,7 @@ def test_its_own_broker_is_started_and_stopped(tmp_path: Path) -> None:
     assert code == 0, err
     assert fetched == 20
     assert "Kafka broker on 127.0.0.1:" in err
-    assert "this run: 20 pages" in out
+    assert "this run: 20 downloads" in out
     assert (state / "kafka" / "logs" / "meta.properties").exists()  # kept for the next run
     assert processes_mentioning(str(state)) == []
 
