@@ -2,17 +2,20 @@
 site of the loopback test web (tests/hostile_web.py), read back from the server's request
 log. On the session's broker: a 60-page run, then a second run on the same state folder
 that goes on with the crawl (60 more pages, none fetched twice); a run stopped by SIGINT
-that still prints its report. With its own broker (infra/kafka, under the state folder): a
-run after which no process of it remains. Without Java: a message that says what to do."""
+that still prints its report, its operator's page answering while it ran. With its own
+broker (infra/kafka, under the state folder): a run after which no process of it remains.
+Without Java: a message that says what to do."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -111,6 +114,10 @@ def test_sigint_stops_the_crawl_and_prints_the_report(kafka_broker: Any, tmp_pat
             proc = subprocess.Popen(command, stdout=out, stderr=err, cwd=tmp_path)
             try:
                 wait_for(lambda: len(pages_fetched(web)) >= 5, "5 pages fetched")
+                page = re.search(r"operator's page: (\S+)", err_file.read_text())
+                assert page is not None
+                with urllib.request.urlopen(page.group(1) + "api/summary", timeout=10) as r:
+                    summary = json.load(r)
                 proc.send_signal(signal.SIGINT)
                 code = proc.wait(timeout=RUN_DEADLINE_S)
             finally:
@@ -123,6 +130,8 @@ def test_sigint_stops_the_crawl_and_prints_the_report(kafka_broker: Any, tmp_pat
     assert 5 <= fetched < 300
     assert f"this run: {fetched} downloads" in out_text
     assert f"downloads {fetched} " in out_text
+    assert summary["job"]["command"] == "crawl"
+    assert summary["job"]["strategy"] == "ieca"
     assert processes_mentioning(str(state)) == []
 
 
