@@ -59,6 +59,7 @@ from frontierflow.pipelines.core.step import (
     crawl_clock,
     echo_fill_key,
     keyed_messages,
+    seed_message,
 )
 from frontierflow.pipelines.core.strategy import (
     CrawlClock,
@@ -286,13 +287,11 @@ class Seeds:
 def seed_messages(strategy: Strategy[Any], seeds: Seeds) -> list[tuple[str, list[Any]]]:
     """Each seed's message for its `seed_key`, at position −1 (before every event) and a
     crawl clock of 0 pages: what `Engine.seed` applies to a fresh state."""
-    return [
-        (
-            strategy.seed_key(url, seeds.crawl_id),
-            [(-1, i, (0, seeds.at_ms), message_tuple(strategy.seed(url, seeds.crawl_id, 0)))],
-        )
-        for i, url in enumerate(seeds.urls)
-    ]
+    out = []
+    for i, url in enumerate(seeds.urls):
+        key, message, clock = seed_message(strategy, url, seeds.crawl_id, 0, 0, seeds.at_ms)
+        out.append((key, [(-1, i, (clock.crawled, clock.now_ms), message_tuple(message))]))
+    return out
 
 
 def update_frontier_filling(events: Any, strategy: Strategy[Any], fills: Any) -> tuple[Any, Any]:

@@ -91,9 +91,21 @@ def is_repeat_fetch(last_cycle: int | None, cycle: int) -> bool:
 
 
 def crawl_clock(pages_before: int, repeat: bool, fetched_at: int) -> CrawlClock:
-    """The clock an event's messages see: a first fetch counts itself (Algorithm 1 of seed
-    001 increments `size` before crawling); a repeat does not count again."""
+    """The clock an event's messages see: a first fetch counts itself (Algorithm 1 of
+    Golshani & ZarehBidoki 2012 increments `size` before crawling); a repeat does not count
+    again."""
     return CrawlClock(pages_before if repeat else pages_before + 1, fetched_at)
+
+
+def seed_message(
+    strategy: Strategy[Any], url: str, crawl_id: str, cycle: int, pages_before: int, at_ms: int
+) -> tuple[str, Message, CrawlClock]:
+    """A starting page's message, the key it goes to (the strategy's `seed_key`) and the
+    clock it sees: the crawl's pages so far (a seed is no fetch and does not count itself),
+    at `at_ms`. Every path seeds through this one rule: the engine's step, the Beam forms,
+    the URL Frontier service in front of a live job."""
+    message = strategy.seed(url, crawl_id, cycle)
+    return strategy.seed_key(url, crawl_id), message, CrawlClock(pages_before, at_ms)
 
 
 def keyed_messages(

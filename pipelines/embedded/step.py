@@ -26,6 +26,7 @@ from frontierflow.pipelines.core.step import (
     is_repeat_fetch,
     keep_latest,
     queue_messages,
+    seed_message,
     with_echo_from_state,
 )
 from frontierflow.pipelines.core.strategy import (
@@ -253,9 +254,10 @@ class Step(Generic[S]):
 
     def seed(self, url: str, crawl_id: str, cycle: int, now_ms: int) -> None:
         """Apply the strategy's seed message for `url` at event time `now_ms`."""
-        clock = CrawlClock(self.crawled(crawl_id), now_ms)
-        strategy = self.engine.strategy
-        self.apply(strategy.seed_key(url, crawl_id), strategy.seed(url, crawl_id, cycle), clock)
+        key, message, clock = seed_message(
+            self.engine.strategy, url, crawl_id, cycle, self.crawled(crawl_id), now_ms
+        )
+        self.apply(key, message, clock)
 
     def apply(self, key: str, message: Message, clock: CrawlClock) -> None:
         """Queue `message` for `key`; the step applies each key's queue in one batch."""

@@ -28,7 +28,8 @@ from frontierflow.connectors.kafka import (
     encode_offsets,
     ensure_topics,
 )
-from frontierflow.pipelines.core.strategy import CrawlClock, Strategy, as_changes
+from frontierflow.pipelines.core.step import seed_message
+from frontierflow.pipelines.core.strategy import Strategy, as_changes
 from frontierflow.pipelines.urlfrontier.frontier import Frontier, FrontierSettings
 from frontierflow.pipelines.urlfrontier.records import Op
 from frontierflow.schemas.codecs import AvroCodec, CodecError
@@ -99,11 +100,12 @@ class KafkaFrontier(Frontier):
         self.records.write(ops)
 
     def _seed(self, crawl_id: str, urls: Sequence[str], ops: list[Op]) -> None:
-        clock = CrawlClock(0, int(self.clock() * 1000))
+        now_ms = int(self.clock() * 1000)
         strategy = self.strategy
         changes: list[FrontierChange] = []
-        for url in urls:
-            _, out = strategy.apply(url, None, strategy.seed(url, crawl_id, 0), clock)
+        for url in urls:  # a fresh state: the priority the job gives a new seed
+            key, message, clock = seed_message(strategy, url, crawl_id, 0, 0, now_ms)
+            _, out = strategy.apply(key, None, message, clock)
             changes += as_changes(out)
         self.records.write(ops, changes)
 
