@@ -14,7 +14,9 @@ publishes their FetchEvents). The job then applies what the fetcher published an
 committed step; the report is read from the topics; the page and the broker stop last. A
 second signal skips the wait for the job. Every stop keeps the state: the job's RocksDB
 checkpoint in `STATE_DIR/job`, the topics in `STATE_DIR/kafka`, so the next run on the folder
-goes on with the crawl.
+goes on with the crawl. Only SIGKILL leaves the broker running: the next run on the folder
+finds it (`start.sh` waits for a running broker rather than starting another) and stops it
+at its end.
 """
 
 from __future__ import annotations

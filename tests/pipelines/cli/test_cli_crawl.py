@@ -8,6 +8,7 @@ Without Java: a message that says what to do."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -26,6 +27,7 @@ from polling import wait_for
 
 from frontierflow.pipelines.cli import build_parser, main
 from frontierflow.pipelines.cli.crawl import crawl_settings
+from frontierflow.pipelines.cli.crawl_progress import CrawlProgress, ProgressDisplay
 
 PAGES = 60
 DELAY_S = 0.02
@@ -202,3 +204,23 @@ def test_a_new_crawl_needs_urls(tmp_path: Path, caplog: pytest.LogCaptureFixture
     code = main(["crawl", "--state-dir", str(tmp_path / "crawl"), "--no-ui"])
     assert code == 2
     assert "give the starting URLs" in caplog.text
+
+
+def test_the_rate_is_over_the_last_ten_seconds() -> None:
+    """Readings at 0, 5, 12 and 25 s: the rate is taken from the newest reading at least
+    10 s old (0 s for the reading at 12 s; 12 s, not 5 s, for the one at 25 s)."""
+    display = ProgressDisplay(budget=None, every_s=5.0, stream=io.StringIO())
+    assert display.rate(0.0, 0) == 0.0
+    assert display.rate(5.0, 10) == 2.0
+    assert display.rate(12.0, 30) == 30 / 12
+    assert display.rate(25.0, 40) == 10 / 13
+
+
+def test_without_a_terminal_a_line_every_few_seconds() -> None:
+    out = io.StringIO()
+    display = ProgressDisplay(budget=60, every_s=3600.0, stream=out)
+    for pages in (1, 2, 3):
+        display.show(CrawlProgress(pages=pages, queued=7, in_flight=2, workers=4))
+    assert out.getvalue().splitlines() == [
+        "crawl: 1 downloads, 0.0/s, 7 queued, 2 in flight, 4 workers"
+    ]
