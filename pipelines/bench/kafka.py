@@ -49,10 +49,11 @@ from frontierflow.connectors.kafka import (
     KafkaSettings,
     KafkaTopics,
     ensure_topics,
+    open_admin,
     open_reader,
     open_writer,
 )
-from frontierflow.connectors.kafka_client import resolve_client
+from frontierflow.connectors.kafka_client import TopicSpec, resolve_client
 from frontierflow.pipelines.bench.engine import (
     BenchSetup,
     generate_log,
@@ -268,9 +269,22 @@ def fresh_settings(bootstrap: str) -> KafkaSettings:
     return KafkaSettings(bootstrap, topics, group_id=prefix)
 
 
-def produce_events(settings: KafkaSettings, values: list[bytes]) -> None:
-    """The job's topics created, then `values` produced to its fetch-events topic."""
+def bench_topics(settings: KafkaSettings) -> None:
+    """The job's topics, but its frontier topic not compacted: the broker's log cleaner would
+    drop superseded records while the bench reads them back to count and time them (the
+    job writes the same either way: it never changes a topic it finds)."""
+    admin = open_admin(settings, "kafka-python")
+    try:
+        admin.create([TopicSpec(settings.topics.frontier, 1, 1)])
+    finally:
+        admin.close()
     ensure_topics(settings)
+
+
+def produce_events(settings: KafkaSettings, values: list[bytes]) -> None:
+    """The job's topics created (`bench_topics`), then `values` produced to its
+    fetch-events topic."""
+    bench_topics(settings)
     producer = KafkaProducer(
         bootstrap_servers=settings.bootstrap_servers,
         acks="all",
@@ -402,7 +416,7 @@ def paced_latency(
     the job is running: one event is produced first and its effect waited for, so the
     job's start-up is not measured as latency."""
     settings = fresh_settings(setup.bootstrap_servers)
-    ensure_topics(settings)
+    bench_topics(settings)
     job = subprocess.Popen(
         _job_command(settings, state, setup.step_size, False, client),
         stdout=subprocess.DEVNULL,
