@@ -23,7 +23,7 @@ import gc
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
 from frontierflow.connectors.base import DecisionSink, Failed, InputItem, Position, Sink
@@ -34,6 +34,7 @@ from frontierflow.pipelines.core.strategy import (
 from frontierflow.pipelines.core.validate import Limits, checked
 from frontierflow.pipelines.embedded.hosts import hold_paused, paused_groups
 from frontierflow.pipelines.embedded.observer import StepObserver, StepReport
+from frontierflow.pipelines.embedded.stats import EngineStats
 from frontierflow.pipelines.embedded.step import SPEED_FAMILY, Step
 from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.schemas.records import (
@@ -65,34 +66,6 @@ DEFAULT_COMMIT_EVERY = 1
 """Steps per commit of an engine built without saying: each step commits (the live job,
 the simulators and the URL Frontier service rely on it). A replay of a log commits every
 `pipelines.embedded.replay.REPLAY_COMMIT_EVERY` steps."""
-
-
-@dataclass(slots=True)
-class EngineStats:
-    """Counters since the engine started (not persisted)."""
-
-    events: int = 0
-    duplicates: int = 0
-    dead_letters: int = 0
-    links: int = 0
-    entries: int = 0
-    removals: int = 0
-    recomputations: int = 0
-    decisions: int = 0
-    speed_skipped: int = 0
-    """Valid events the speed statistics could not use (empty fetcher id, ...)."""
-    deferred: int = 0
-    """Answers a fetcher will ask again (`will_retry`: a 429, a 503, no answer): they
-    changed their host's state only."""
-    held: int = 0
-    """Frontier entries sent with a `not_before`: their host was paused."""
-    pauses: int = 0
-    """Host pauses begun (a 429 or 503, a run of failures: `state.hosts`)."""
-    steps: int = 0
-    """Steps applied and flushed (committed, or waiting for the end of a commit interval)."""
-    commits: int = 0
-    """Write batches committed (one per step with a commit interval of 1)."""
-    dead_reasons: dict[str, int] = field(default_factory=dict)
 
 
 class Engine(Generic[S]):
@@ -187,6 +160,11 @@ class Engine(Generic[S]):
             else self._txn.get(META_FAMILY, key)
         )
         return 0 if raw is None else decode_u64(raw)
+
+    @property
+    def global_strategy(self) -> GlobalStrategy[S] | None:
+        """The strategy when it also recomputes over all states (PageRank), else None."""
+        return self._global
 
     def transaction(self) -> Transaction:
         """The transaction a step writes into: the one of the steps not yet committed, or a

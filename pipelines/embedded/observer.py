@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from frontierflow.pipelines.embedded.stats import EngineStats
 from frontierflow.schemas.records import DeadLetter, FrontierChange, ScalingDecision
 from frontierflow.state.hosts import HostState
-
-if TYPE_CHECKING:
-    from frontierflow.pipelines.embedded.engine import EngineStats
 
 
 @dataclass(frozen=True, slots=True)

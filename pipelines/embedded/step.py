@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from itertools import chain, filterfalse
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from frontierflow.connectors.base import InputItem, Position
 from frontierflow.pipelines.core.step import (
@@ -35,8 +35,11 @@ from frontierflow.pipelines.core.strategy import (
     GlobalStrategy,
     Message,
     Queued,
+    Strategy,
 )
 from frontierflow.pipelines.embedded.hosts import host_store_key
+from frontierflow.pipelines.embedded.observer import StepObserver
+from frontierflow.pipelines.embedded.stats import EngineStats
 from frontierflow.pipelines.speed.per_fetcher import (
     counts_for_speed,
     flush,
@@ -49,24 +52,46 @@ from frontierflow.schemas.records import (
     FetchEvent,
     ScalingDecision,
 )
+from frontierflow.state.cache import HotStates
 from frontierflow.state.codec import decode_i32, encode_i32, encode_u64
 from frontierflow.state.format import (
     CRAWLED_FAMILY,
     crawled_key,
 )
 from frontierflow.state.hosts import (
+    HostPolicy,
     HostState,
     answer_updates,
     decode_host_state,
     encode_host_state,
 )
 from frontierflow.state.speed import SpeedState, decode_speed_state, encode_speed_state
-from frontierflow.state.store import META_FAMILY, Transaction
-
-if TYPE_CHECKING:
-    from frontierflow.pipelines.embedded.engine import Engine
+from frontierflow.state.store import META_FAMILY, StateStore, Transaction
 
 S = TypeVar("S")
+
+
+class StepEngine(Protocol):
+    """What a step reads of the engine that runs it (`engine.Engine`, which sits above the
+    step and hands itself in)."""
+
+    strategy: Strategy[Any]
+    store: StateStore
+    stats: EngineStats
+    hosts: HostPolicy | None
+    speed: ControllerSettings | None
+    fill_echo: bool
+    hot: HotStates[Any]
+    source_name: str
+    observer: StepObserver | None
+
+    @property
+    def global_strategy(self) -> GlobalStrategy[Any] | None: ...
+
+    def crawled(self, crawl_id: str = "default") -> int: ...
+
+    def transaction(self) -> Transaction: ...
+
 
 SPEED_FAMILY = "speed"
 """Engine-owned when the speed controller runs: fetcher id → its windows and controller."""
@@ -75,9 +100,9 @@ SPEED_FAMILY = "speed"
 class Step(Generic[S]):
     """The working set of one step: decoded states, counters, outputs, one transaction."""
 
-    def __init__(self, engine: Engine[S]) -> None:
+    def __init__(self, engine: StepEngine) -> None:
         self.engine = engine
-        self.strategy = engine.strategy
+        self.strategy: Strategy[S] = engine.strategy
         self.txn: Transaction = engine.transaction()
         self.states: dict[str, S | None] = {}
         self.dirty: dict[str, None] = {}
@@ -186,7 +211,7 @@ class Step(Generic[S]):
                 stats.links += len(routed.children)
             if self.similarities is not None and isinstance(routed.fetched, Fetched):
                 self.similarities.append(routed.fetched.value)
-        glob = self.engine._global
+        glob = self.engine.global_strategy
         if not repeat and glob is not None and clock.crawled % glob.interval == 0:
             self.recompute(glob, clock)
 
