@@ -14,9 +14,8 @@ import contextlib
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from frontierflow.pipelines.cli.common import (
@@ -27,13 +26,7 @@ from frontierflow.pipelines.cli.common import (
     strategy_from_args,
     topic,
 )
-
-if TYPE_CHECKING:
-    from frontierflow.connectors.fetcher.settings import FetcherSettings
-    from frontierflow.connectors.kafka import KafkaTopics
-    from frontierflow.pipelines.core.strategy import Strategy
-    from frontierflow.pipelines.speed.settings import ControllerSettings
-    from frontierflow.state.relevance import Topic
+from frontierflow.pipelines.cli.crawl_settings import FETCHER_ID, CrawlSettings
 
 log = logging.getLogger(__name__)
 
@@ -43,42 +36,7 @@ DEFAULT_STRATEGY = "ieca"
 DEFAULT_UI_PORT = 8080
 RECORD = "crawl.json"
 """The crawl's identity in the state folder, checked by every later run."""
-FETCHER_ID = "crawl-fetcher"
 ALL_HOSTS = "*"
-
-
-@dataclass(frozen=True, slots=True)
-class CrawlSettings:
-    """One `frontierflow crawl`, its options checked."""
-
-    seeds: tuple[str, ...]
-    """Starting pages sent this run (already-fetched ones change nothing)."""
-    state_dir: Path
-    strategy: Strategy[Any]
-    topic: Topic | None
-    """The topic pages are judged against in the report (`--topic`)."""
-    crawl_id: str
-    fetcher: FetcherSettings
-    bootstrap_servers: str | None
-    """None: start the local broker, its data under `state_dir/kafka`."""
-    topics: KafkaTopics
-    kafka_client: dict[str, object]
-    speed: ControllerSettings | None
-    step_size: int
-    ui_port: int | None
-    """None: no operator's page."""
-    ui_host: str
-    ui_port_fallback: bool
-    """The default port was asked for: when it is taken, take a free one."""
-    progress_every_s: float
-
-    @property
-    def job_dir(self) -> Path:
-        return self.state_dir / "job"
-
-    @property
-    def broker_dir(self) -> Path:
-        return self.state_dir / "kafka"
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:

@@ -33,8 +33,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from frontierflow.pipelines.cli.crawl import FETCHER_ID, CrawlSettings
 from frontierflow.pipelines.cli.crawl_progress import CrawlProgress, ProgressDisplay
+from frontierflow.pipelines.cli.crawl_settings import FETCHER_ID, CrawlSettings
 
 JOB_GROUP = "frontierflow"
 APPLY_DEADLINE_S = 60.0
