@@ -59,7 +59,8 @@ from frontierflow.pipelines.beam.kafka_sink import (
     ensure_compacted_topic,
 )
 from frontierflow.pipelines.beam.options import pipeline_options
-from frontierflow.pipelines.beam.replay import beam_strategy, update_frontier
+from frontierflow.pipelines.beam.replay import update_frontier
+from frontierflow.pipelines.beam.strategy import beam_strategy
 from frontierflow.pipelines.beam.stream import stream_frontier
 from frontierflow.pipelines.core.step import is_page_answer
 from frontierflow.pipelines.core.strategy import Strategy

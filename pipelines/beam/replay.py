@@ -53,6 +53,7 @@ from frontierflow.pipelines.beam.echo_fill import (
 from frontierflow.pipelines.beam.exact_clock import CountCrawledPages, DecideRepeatFetches
 from frontierflow.pipelines.beam.io import ReadFetchEventLog, write_results
 from frontierflow.pipelines.beam.options import pipeline_options
+from frontierflow.pipelines.beam.strategy import beam_strategy
 from frontierflow.pipelines.core.step import (
     LatestChanges,
     apply_messages,
@@ -64,11 +65,9 @@ from frontierflow.pipelines.core.step import (
 from frontierflow.pipelines.core.strategy import (
     CrawlClock,
     EchoFill,
-    GlobalStrategy,
     Message,
     Strategy,
 )
-from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.records import FetchEvent
 
 
@@ -360,19 +359,3 @@ def run_beam_replay(
             build_replay(pipeline, log, strategy, out_prefix, fills)
 
     return run_fill_rounds(run_round, out_prefix, max_fill_rounds)
-
-
-def beam_strategy(
-    strategy_name: str, *, budget: int, seed: int = 0, strategy: Strategy[Any] | None = None
-) -> Strategy[Any]:
-    """The strategy (by name unless given), refused at start-up when Beam cannot run it
-    exactly: a global recomputation over every key's state has no per-key form."""
-    if strategy is None:
-        if strategy_name in ("pagerank", "partial-pagerank"):
-            raise ValueError(
-                f"{strategy_name} needs a global recomputation: use the embedded engine"
-            )
-        strategy = build_strategy(strategy_name, budget=budget, seed=seed)
-    if isinstance(strategy, GlobalStrategy):
-        raise ValueError(f"{strategy.name} needs a global recomputation: use the embedded engine")
-    return strategy

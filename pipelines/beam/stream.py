@@ -86,7 +86,7 @@ from frontierflow.pipelines.beam.event_time import (
 )
 from frontierflow.pipelines.beam.io import ReadFetchEventLog, write_results
 from frontierflow.pipelines.beam.options import pipeline_options
-from frontierflow.pipelines.beam.replay import apply_encoded, beam_strategy
+from frontierflow.pipelines.beam.replay import apply_encoded
 from frontierflow.pipelines.beam.routing import AttachClock
 from frontierflow.pipelines.beam.running_clock import WindowedCrawlClock
 from frontierflow.pipelines.beam.shard_state import (
@@ -95,6 +95,7 @@ from frontierflow.pipelines.beam.shard_state import (
     records_spec,
     state_shard,
 )
+from frontierflow.pipelines.beam.strategy import beam_strategy
 from frontierflow.pipelines.core.step import (
     LatestChanges,
     is_repeat_fetch,

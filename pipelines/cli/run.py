@@ -160,7 +160,7 @@ def _run_beam(args: argparse.Namespace) -> int:
     from frontierflow.connectors.kafka import ensure_topics
     from frontierflow.pipelines.beam.event_time import parse_clock
     from frontierflow.pipelines.beam.kafka import run_beam_kafka, run_beam_kafka_stream
-    from frontierflow.pipelines.beam.replay import beam_strategy
+    from frontierflow.pipelines.beam.strategy import beam_strategy
 
     if args.speed_controller not in (None, NO_SPEED_CONTROLLER):
         raise ValueError(
