@@ -68,6 +68,8 @@ class FetcherStats:
     """What the fetcher did (not persisted)."""
 
     downloads: int = 0
+    pages: int = 0
+    """Downloads that count against the page budget (not the answers asked for again)."""
     answered: int = 0
     """Reply requests answered without a download (status 208)."""
     errors: int = 0
@@ -303,6 +305,8 @@ class Fetcher:
             if self.queues.retries(job.entry, event.status):
                 event = replace(event, will_retry=True)
                 self._reserved -= 1  # asked for again: the budget pays for the page once
+            else:
+                self.stats.pages += 1
             self._publish(event)
             self._record_fetch(event)
             if not event.will_retry:

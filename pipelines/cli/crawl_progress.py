@@ -54,7 +54,7 @@ class ProgressDisplay:
                 unit="page",
                 file=self._stream,
                 dynamic_ncols=True,
-                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} downloads [{elapsed}{postfix}]",
+                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} pages [{elapsed}{postfix}]",
             )
         now = time.monotonic()
         rate = self.rate(now, reading.pages)
@@ -67,7 +67,7 @@ class ProgressDisplay:
             self._bar.set_postfix_str(state, refresh=True)
         elif now - self._last_line >= self._every_s:
             self._last_line = now
-            print(f"crawl: {reading.pages} downloads, {state}", file=self._stream, flush=True)
+            print(f"crawl: {reading.pages} pages, {state}", file=self._stream, flush=True)
 
     def say(self, text: str) -> None:
         """A message between the readings (above the bar on a terminal)."""

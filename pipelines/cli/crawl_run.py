@@ -230,9 +230,9 @@ def _crawl(
     for part, name in ((job, "the live job"), (fetching, "the fetcher")):
         if part.error is not None:
             raise CrawlFailed(f"{name} failed: {part.error}") from part.error
-    downloads = fetcher.stats.downloads  # answers to be asked again (429, 503) included
-    print(f"this run: {downloads} downloads in {seconds:.1f} s "
-          f"({downloads / seconds:.2f} a second)\n")  # fmt: skip
+    pages, downloads = fetcher.stats.pages, fetcher.stats.downloads
+    print(f"this run: {pages} pages in {seconds:.1f} s ({pages / seconds:.2f} a second; "
+          f"{downloads} downloads with the answers asked for again)\n")  # fmt: skip
     _report(settings, kafka)
 
 
@@ -260,7 +260,7 @@ def _reading(fetcher: Any, metrics: Any) -> CrawlProgress:
         return int(metrics.registry.get_sample_value(name) or 0)
 
     return CrawlProgress(
-        pages=fetcher.stats.downloads,
+        pages=fetcher.stats.pages,
         queued=gauge("frontierflow_fetcher_queued"),
         in_flight=gauge("frontierflow_fetcher_in_flight"),
         workers=gauge("frontierflow_fetcher_workers"),

@@ -92,7 +92,7 @@ def test_a_crawl_and_a_second_run_that_goes_on(kafka_broker: Any, tmp_path: Path
     code, out, err = first
     assert code == 0, err
     assert len(first_pages) == PAGES, err
-    assert f"this run: {PAGES} downloads" in out
+    assert f"this run: {PAGES} pages" in out
     assert f"downloads {PAGES} ({PAGES} HTML, 0 errors)" in out
     assert "| good.test | " in out  # the per-host tables
     assert "operator's page: http://127.0.0.1:" in err
@@ -130,7 +130,7 @@ def test_sigint_stops_the_crawl_and_prints_the_report(kafka_broker: Any, tmp_pat
     out_text = out_file.read_text()
     assert code == 0, err_file.read_text()
     assert 5 <= fetched < 300
-    assert f"this run: {fetched} downloads" in out_text
+    assert f"this run: {fetched} pages" in out_text
     assert f"downloads {fetched} " in out_text
     assert summary["job"]["command"] == "crawl"
     assert summary["job"]["strategy"] == "ieca"
@@ -153,7 +153,7 @@ def test_its_own_broker_is_started_and_stopped(tmp_path: Path) -> None:
     assert code == 0, err
     assert fetched == 20
     assert "Kafka broker on 127.0.0.1:" in err
-    assert "this run: 20 downloads" in out
+    assert "this run: 20 pages" in out
     assert (state / "kafka" / "logs" / "meta.properties").exists()  # kept for the next run
     assert processes_mentioning(str(state)) == []
 
@@ -222,5 +222,5 @@ def test_without_a_terminal_a_line_every_few_seconds() -> None:
     for pages in (1, 2, 3):
         display.show(CrawlProgress(pages=pages, queued=7, in_flight=2, workers=4))
     assert out.getvalue().splitlines() == [
-        "crawl: 1 downloads, 0.0/s, 7 queued, 2 in flight, 4 workers"
+        "crawl: 1 pages, 0.0/s, 7 queued, 2 in flight, 4 workers"
     ]
