@@ -14,7 +14,7 @@ Python call per acknowledged record is the cost this backend exists to avoid.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -225,6 +225,16 @@ class ConfluentReader(RecordReader):
             log.debug("closing the consumer: %s", exc)
 
 
+def _keep_errors(failed: list[KafkaError]) -> Callable[[KafkaError | None, object], None]:
+    """A delivery callback that keeps the errors it is told of in `failed`."""
+
+    def report(error: KafkaError | None, _message: object) -> None:
+        if error is not None:
+            failed.append(error)
+
+    return report
+
+
 class ConfluentWriter(RecordWriter):
     """`RecordWriter` on librdkafka's producer: acks from all replicas, lz4, idempotence
     (retries keep each partition's order: an older upsert never lands after a newer one),
@@ -245,14 +255,12 @@ class ConfluentWriter(RecordWriter):
                     "partitioner": "murmur2_random",
                     "message.timeout.ms": max(1, int(flush_timeout_s * 1000)),
                     "delivery.report.only.error": True,
-                    "on_delivery": self._report,
+                    # not a bound method: the producer would then keep its writer alive
+                    # (a cycle only the collector frees) and its threads running after close
+                    "on_delivery": _keep_errors(self._failed),
                 }
             )
         self._partitions: dict[str, int] = {}
-
-    def _report(self, error: KafkaError | None, _message: object) -> None:
-        if error is not None:
-            self._failed.append(error)
 
     def partitions(self, topic: str) -> int:
         count = self._partitions.get(topic)
@@ -287,7 +295,8 @@ class ConfluentWriter(RecordWriter):
 
     def flush(self) -> None:
         remaining = self.producer.flush(self.flush_timeout_s)
-        failed, self._failed = self._failed, []
+        failed = list(self._failed)
+        self._failed.clear()
         if failed:
             raise SinkError(f"{len(failed)} outputs not written: {failed[0].str()}")
         if remaining:
