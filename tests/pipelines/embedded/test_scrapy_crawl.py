@@ -263,35 +263,43 @@ def test_scrapy_on_a_web_that_pushes_back(
     kafka_broker: Any, kafka_client: Any, tmp_path: Path
 ) -> None:
     """The hostile web (tests/hostile_web.py), crawled by Scrapy with its own
-    RetryMiddleware on (429 and 503 are in its default retry codes): no request reaches the
-    busy host inside a pause it announced, Scrapy's retries included."""
+    RetryMiddleware on (429 and 503 are in its default retry codes), in two halves with the
+    job and Scrapy both stopped and started again between them: no request reaches the busy
+    host inside a pause it announced, Scrapy's retries and the restart included."""
     settings = _topics(kafka_client, kafka_broker.bootstrap)
     ensure_topics(settings)
-    job = _job(settings, tmp_path / "state", ["--strategy", "bfs", "--budget", "1000"])
+    state = tmp_path / "state"
+    halves: list[dict[str, int]] = []
     with HostileWeb(busy_burst=3, busy_window_s=4.0, busy_retry_after_s=2, slow_pages=4) as web:
-        try:
-            seed = ["seed", "--bootstrap-servers", settings.bootstrap_servers,
-                    "--topic-seeds", settings.topics.seeds, "--crawl-id", "hostile",
-                    *web.seeds()]  # fmt: skip
-            assert main(seed) == 0
-            crawl = _scrapy(
-                settings,
-                web.port,
-                "s1",
-                "-s",
-                "FRONTIERFLOW_MAX_PAGES=120",
-                "-s",
-                "FRONTIERFLOW_IDLE_EXIT=10",
-                hosts=web.hosts,
-            )
-            stats = _finish(crawl)
-        finally:
-            code, log = _stop(job)
-        assert code == 0, log
+        for half in range(2):
+            job = _job(settings, state, ["--strategy", "bfs", "--budget", "1000"])
+            try:
+                if half == 0:
+                    seed = ["seed", "--bootstrap-servers", settings.bootstrap_servers,
+                            "--topic-seeds", settings.topics.seeds, "--crawl-id", "hostile",
+                            *web.seeds()]  # fmt: skip
+                    assert main(seed) == 0
+                crawl = _scrapy(
+                    settings,
+                    web.port,
+                    "s1",
+                    "-s",
+                    "FRONTIERFLOW_MAX_PAGES=60",
+                    "-s",
+                    "FRONTIERFLOW_IDLE_EXIT=10",
+                    hosts=web.hosts,
+                )
+                halves.append(_finish(crawl))
+            finally:
+                code, log = _stop(job)
+            assert code == 0, log
         pauses = web.announced_pauses("busy.test")
         inside = web.requests_inside_pauses("busy.test")
         busy_pages = web.pages_served("busy.test")
+        calendar = web.pages_served("calendar.test")
+    stats = {k: halves[0].get(k, 0) + halves[1].get(k, 0) for k in {*halves[0], *halves[1]}}
     assert pauses, stats  # the busy host pushed back
     assert inside == [], (inside, pauses)
     assert stats.get("pushed_back", 0) >= 1, stats
+    assert calendar <= 12, calendar  # breadth-first: the trap's deep days last (10 % of 120)
     assert busy_pages > 3, busy_pages  # more than one burst: crawled on after a pause
