@@ -14,6 +14,10 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from frontierflow.schemas.records import FetchEvent, split_frontier_key
+from frontierflow.state.traps import url_netloc
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +49,26 @@ class AddressGroups:
     """host:port → the address its host resolves to (see the module docstring)."""
 
     def __init__(
-        self, fixed: Mapping[tuple[str, int], str] | None = None, lookup: Lookup = system_lookup
+        self,
+        fixed: Mapping[tuple[str, int], str] | None = None,
+        lookup: Lookup = system_lookup,
+        fixed_hosts: Mapping[str, str] | None = None,
     ) -> None:
         self._fixed = dict(fixed or {})
+        self._fixed_hosts = dict(fixed_hosts or {})
+        """host → address, whatever the port (Scrapy's resolver's form)."""
         self._lookup = lookup
         self._groups: dict[str, str] = {}
+
+    def warm_records(self, records: Iterable[tuple[Any, Any, bytes | None, Any]]) -> None:
+        """`warm` for the hosts of frontier records ((partition, offset, key, value)s: the
+        key names the URL)."""
+        keys = (split_frontier_key(k.decode("utf-8", "replace")) for _, _, k, _ in records if k)
+        self.warm(url_netloc(k if isinstance(k, str) else k[0]) for k in keys)
+
+    def warm_pages(self, pages: Iterable[FetchEvent]) -> None:
+        """`warm` for the hosts of downloads read back from the `fetched` topic."""
+        self.warm(url_netloc(e.url) for e in pages)
 
     def warm(self, netlocs: Iterable[str]) -> None:
         """Resolve the names not resolved yet (blocking: not on the event loop)."""
@@ -71,7 +90,7 @@ class AddressGroups:
             addr = self._fixed.get((host, p))
             if addr is not None:
                 return addr
-        return None
+        return self._fixed_hosts.get(host)
 
     def _resolve(self, netloc: str) -> str:
         fixed = self._fixed_address(netloc)

@@ -57,8 +57,7 @@ from frontierflow.connectors.fetcher.robots import HostRules, rules_from_answer
 from frontierflow.connectors.fetcher.settings import FetcherSettings
 from frontierflow.connectors.kafka import KafkaSettings, ensure_fetched_topic
 from frontierflow.schemas.codecs import AvroCodec
-from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry, split_frontier_key
-from frontierflow.state.traps import url_netloc
+from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +86,8 @@ class _ToLoop:
         self.fetcher = fetcher
 
     def frontier_records(self, records: list[FrontierRecord]) -> None:
-        groups = self.fetcher.groups
-        if groups is not None:  # names resolved here, off the event loop
-            keys = (split_frontier_key(k.decode("utf-8", "replace")) for _, _, k, _ in records if k)
-            groups.warm(url_netloc(k if isinstance(k, str) else k[0]) for k in keys)
+        if self.fetcher.groups is not None:  # names resolved here, off the event loop
+            self.fetcher.groups.warm_records(records)
         self.fetcher._post(functools.partial(self.fetcher._frontier_records, records))
 
     def partitions_revoked(self, partitions: set[int]) -> None:
@@ -98,7 +95,7 @@ class _ToLoop:
 
     def pages_fetched(self, fetched: list[FetchedPage]) -> None:
         if self.fetcher.groups is not None:
-            self.fetcher.groups.warm(url_netloc(e.url) for e in fetched)
+            self.fetcher.groups.warm_pages(fetched)
         self.fetcher._post(functools.partial(self.fetcher._mark_fetched, fetched))
 
     def caught_up(self) -> None:

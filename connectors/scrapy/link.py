@@ -42,6 +42,7 @@ from frontierflow.connectors.fetcher.frontier import (
     FrontierRecord,
     queue_records,
 )
+from frontierflow.connectors.fetcher.groups import AddressGroups
 from frontierflow.connectors.fetcher.outcomes import BAD_URL, STATUS_REASONS, PageOutcome
 from frontierflow.connectors.fetcher.queue import HostQueues
 from frontierflow.connectors.kafka import ensure_fetched_topic
@@ -70,12 +71,16 @@ class _ToReactor:
         self.link.call_from_thread(fn)
 
     def frontier_records(self, records: list[FrontierRecord]) -> None:
+        if self.link.groups is not None:  # names resolved here, off the reactor
+            self.link.groups.warm_records(records)
         self._call(functools.partial(self.link._frontier_records, records))
 
     def partitions_revoked(self, partitions: set[int]) -> None:
         self._call(functools.partial(self.link._drop, partitions))
 
     def pages_fetched(self, fetched: list[FetchedPage]) -> None:
+        if self.link.groups is not None:
+            self.link.groups.warm_pages(fetched)
         self._call(functools.partial(self.link._mark_fetched, fetched))
 
     def caught_up(self) -> None:
@@ -92,7 +97,13 @@ class FrontierLink:
         self.settings = settings
         self.crawler = crawler
         # the delay between requests is Scrapy's, per downloader slot; pauses are the rule's
-        self.queues = HostQueues(0.0, settings.hosts, settings.spend, max_lead=settings.max_lead)
+        self.groups = (
+            AddressGroups(fixed_hosts=settings.resolve) if settings.group_by == "ip" else None
+        )
+        """Server addresses of the hosts (FRONTIERFLOW_GROUP_BY=ip); None: each host alone."""
+        self.queues = HostQueues(
+            0.0, settings.hosts, settings.spend, max_lead=settings.max_lead, group_of=self.groups
+        )
         self.reader = FrontierReader(settings.kafka, settings.fetcher_id, _ToReactor(self))
         self.pending: dict[str, FrontierEntry] = {}
         """Token → entry handed to Scrapy and not answered yet."""

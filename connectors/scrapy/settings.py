@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from frontierflow.connectors.fetcher.queue import SPENDS, Spend
-from frontierflow.connectors.fetcher.settings import parse_resolve
+from frontierflow.connectors.fetcher.settings import GROUP_BYS, GroupBy, parse_resolve
 from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
 from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
 from frontierflow.state.traps import DEFAULT_LINK_LIMITS, LinkLimits
@@ -41,6 +41,9 @@ class ScrapyFrontierSettings:
     FRONTIERFLOW_DOMAIN_PAGE_LIMIT, FRONTIERFLOW_MAX_ATTEMPTS; the rest at its defaults)."""
     spend: Spend = "pages"
     """FRONTIERFLOW_SPEND: "pages" or "time" (the reference fetcher's `--spend`)."""
+    group_by: GroupBy = "host"
+    """FRONTIERFLOW_GROUP_BY: "host", or "ip" (hosts on one server address share one
+    request at a time and one host state; the reference fetcher's `--group-by`)."""
     max_lead: int | None = None
     """FRONTIERFLOW_MAX_LEAD: downloads not yet read by the frontier before the next
     request waits (the reference fetcher's `--max-lead`); none by default."""
@@ -60,6 +63,8 @@ class ScrapyFrontierSettings:
             raise ValueError(f"FRONTIERFLOW_IDLE_EXIT must be > 0, got {self.idle_exit_s}")
         if self.spend not in SPENDS:
             raise ValueError(f"FRONTIERFLOW_SPEND is one of {SPENDS}, got {self.spend!r}")
+        if self.group_by not in GROUP_BYS:
+            raise ValueError(f"FRONTIERFLOW_GROUP_BY is one of {GROUP_BYS}, got {self.group_by!r}")
         if not 1 <= self.min_concurrency <= self.max_concurrency:
             raise ValueError(
                 "need 1 <= FRONTIERFLOW_MIN_CONCURRENCY <= FRONTIERFLOW_MAX_CONCURRENCY, got "
@@ -110,6 +115,7 @@ class ScrapyFrontierSettings:
             ),
             spend=settings.get("FRONTIERFLOW_SPEND") or "pages",
             max_lead=settings.getint("FRONTIERFLOW_MAX_LEAD", 0) or None,
+            group_by=settings.get("FRONTIERFLOW_GROUP_BY") or "host",
             links=LinkLimits(
                 max_pattern_depth=settings.getint(
                     "FRONTIERFLOW_MAX_PATTERN_DEPTH", DEFAULT_LINK_LIMITS.max_pattern_depth

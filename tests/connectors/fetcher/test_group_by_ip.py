@@ -101,3 +101,41 @@ def test_the_fetcher_asks_hosts_on_one_address_one_at_a_time(
     assert {r.host for r in log} == set(hosts)
     gaps = [b.started - a.answered for a, b in itertools.pairwise(log)]
     assert min(gaps) >= delay - 0.01, gaps  # robots.txt requests included
+
+
+def test_records_and_pages_warm_their_hosts_and_scrapy_takes_the_setting() -> None:
+    asked: list[str] = []
+    groups = AddressGroups(
+        lookup=lambda h: asked.append(h) or "10.0.0.7", fixed_hosts={"f.test": "10.0.0.8"}
+    )
+    records = [
+        (0, 0, b"http://a.test:8080/x", b""),
+        (0, 1, b"http://b.test/y\x00http://a.test/", b""),  # a reply request's key
+        (0, 2, None, None),
+    ]
+    groups.warm_records(records)
+    groups.warm_pages([FetchEvent("http://f.test/z", 0, 200, "f", "f.test")])
+    assert asked == ["a.test", "b.test"]  # f.test has a fixed address
+    assert (groups("a.test:8080"), groups("b.test"), groups("f.test")) == (
+        "10.0.0.7",
+        "10.0.0.7",
+        "10.0.0.8",
+    )
+    from scrapy.settings import Settings
+
+    from frontierflow.connectors.scrapy.settings import ScrapyFrontierSettings
+
+    read = ScrapyFrontierSettings.from_scrapy(
+        Settings(
+            {
+                "FRONTIERFLOW_BOOTSTRAP_SERVERS": "127.0.0.1:1",
+                "FRONTIERFLOW_FETCHER_ID": "s1",
+                "FRONTIERFLOW_GROUP_BY": "ip",
+                "FRONTIERFLOW_MAX_LEAD": "1",
+                "FRONTIERFLOW_MAX_PATTERN_DEPTH": "4",
+            }
+        )
+    )
+    assert (read.group_by, read.max_lead, read.links.max_pattern_depth) == ("ip", 1, 4)
+    with pytest.raises(ValueError, match="FRONTIERFLOW_GROUP_BY"):
+        ScrapyFrontierSettings(kafka=read.kafka, fetcher_id="s", group_by="server")  # type: ignore[arg-type]
