@@ -31,6 +31,14 @@ from itertools import repeat
 from operator import eq
 from urllib.parse import urlsplit
 
+LINK_LIMIT_NAMES = (
+    "max_url_chars",
+    "max_path_segments",
+    "max_segment_repeats",
+    "max_pattern_depth",
+)
+"""The fields of `LinkLimits`, each an option of the fetchers."""
+
 
 @dataclass(frozen=True, slots=True)
 class LinkLimits:
@@ -49,12 +57,7 @@ class LinkLimits:
     pages on."""
 
     def __post_init__(self) -> None:
-        for name in (
-            "max_url_chars",
-            "max_path_segments",
-            "max_segment_repeats",
-            "max_pattern_depth",
-        ):
+        for name in LINK_LIMIT_NAMES:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 (0: no limit)")
 

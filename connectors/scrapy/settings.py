@@ -11,7 +11,7 @@ from frontierflow.connectors.fetcher.queue import SPENDS, Spend
 from frontierflow.connectors.fetcher.settings import GROUP_BYS, GroupBy, parse_resolve
 from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
 from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
-from frontierflow.state.traps import DEFAULT_LINK_LIMITS, LinkLimits
+from frontierflow.state.traps import DEFAULT_LINK_LIMITS, LINK_LIMIT_NAMES, LinkLimits
 
 DEFAULT_GROUP_ID = "frontierflow-fetchers"
 """The consumer group `frontierflow fetch` uses too: Scrapy processes and reference
@@ -49,8 +49,9 @@ class ScrapyFrontierSettings:
     request waits (the reference fetcher's `--max-lead`); none by default."""
     links: LinkLimits = DEFAULT_LINK_LIMITS
     """Outlinks not followed (FRONTIERFLOW_MAX_PATTERN_DEPTH: a page this deep in a chain of
-    its own URL pattern keeps none of its links of that pattern; 0: no limit; the trap
-    shapes at their defaults)."""
+    its own URL pattern keeps none of its links of that pattern; FRONTIERFLOW_MAX_URL_CHARS,
+    FRONTIERFLOW_MAX_PATH_SEGMENTS, FRONTIERFLOW_MAX_SEGMENT_REPEATS: the trap shapes; 0:
+    no limit)."""
 
     def __post_init__(self) -> None:
         if not self.fetcher_id:
@@ -117,9 +118,12 @@ class ScrapyFrontierSettings:
             max_lead=settings.getint("FRONTIERFLOW_MAX_LEAD", 0) or None,
             group_by=settings.get("FRONTIERFLOW_GROUP_BY") or "host",
             links=LinkLimits(
-                max_pattern_depth=settings.getint(
-                    "FRONTIERFLOW_MAX_PATTERN_DEPTH", DEFAULT_LINK_LIMITS.max_pattern_depth
-                )
+                **{
+                    name: settings.getint(
+                        f"FRONTIERFLOW_{name.upper()}", getattr(DEFAULT_LINK_LIMITS, name)
+                    )
+                    for name in LINK_LIMIT_NAMES
+                }
             ),
         )
 

@@ -85,6 +85,28 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "pattern (a trap defence; 0: no limit; default %(default)s)",
     )
     fp.add_argument(
+        "--max-url-chars",
+        type=int,
+        default=DEFAULT_LINK_LIMITS.max_url_chars,
+        metavar="N",
+        help="outlinks longer than this are not followed (0: no limit; default %(default)s)",
+    )
+    fp.add_argument(
+        "--max-path-segments",
+        type=int,
+        default=DEFAULT_LINK_LIMITS.max_path_segments,
+        metavar="N",
+        help="outlinks with more path segments are not followed (0: no limit; default %(default)s)",
+    )
+    fp.add_argument(
+        "--max-segment-repeats",
+        type=int,
+        default=DEFAULT_LINK_LIMITS.max_segment_repeats,
+        metavar="N",
+        help="outlinks where a run of 1-3 path segments follows itself more than N times in a "
+        "row (/a/b/a/b/a/b) are not followed (0: no limit; default %(default)s)",
+    )
+    fp.add_argument(
         "--group-by",
         choices=("host", "ip"),
         default="host",
@@ -145,7 +167,12 @@ def fetch(args: argparse.Namespace) -> int:
         idle_exit_s=args.idle_exit,
         hosts=host_policy(args),
         spend=args.spend,
-        links=LinkLimits(max_pattern_depth=args.max_pattern_depth),
+        links=LinkLimits(
+            max_url_chars=args.max_url_chars,
+            max_path_segments=args.max_path_segments,
+            max_segment_repeats=args.max_segment_repeats,
+            max_pattern_depth=args.max_pattern_depth,
+        ),
         max_lead=args.max_lead,
         group_by=args.group_by,
     )

@@ -133,9 +133,11 @@ def test_records_and_pages_warm_their_hosts_and_scrapy_takes_the_setting() -> No
                 "FRONTIERFLOW_GROUP_BY": "ip",
                 "FRONTIERFLOW_MAX_LEAD": "1",
                 "FRONTIERFLOW_MAX_PATTERN_DEPTH": "4",
+                "FRONTIERFLOW_MAX_URL_CHARS": "0",
             }
         )
     )
     assert (read.group_by, read.max_lead, read.links.max_pattern_depth) == ("ip", 1, 4)
+    assert (read.links.max_url_chars, read.links.max_path_segments) == (0, 16)
     with pytest.raises(ValueError, match="FRONTIERFLOW_GROUP_BY"):
         ScrapyFrontierSettings(kafka=read.kafka, fetcher_id="s", group_by="server")  # type: ignore[arg-type]

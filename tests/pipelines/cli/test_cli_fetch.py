@@ -46,6 +46,7 @@ def test_fetch_cli_reports_a_refused_address_serves_metrics_and_stops_on_sigterm
         "--topic-fetcher-control", t.fetcher_control, "--topic-dead-letter", t.dead_letter,
         "--topic-fetched", t.fetched, "--metrics-port", "0",
         "--max-pattern-depth", "3", "--max-lead", "2", "--group-by", "ip",
+        "--max-url-chars", "4096", "--max-path-segments", "20", "--max-segment-repeats", "3",
     ]  # fmt: skip
     with stderr.open("w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
