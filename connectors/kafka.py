@@ -44,6 +44,7 @@ from frontierflow.schemas.records import (
     DeadLetter,
     FetchEvent,
     FrontierChange,
+    FrontierEntry,
     Removal,
     ScalingDecision,
     SeedRequest,
@@ -532,7 +533,7 @@ def frontier_records(
     writes, without a dict and a schema walk per record), and each host's partition is
     worked out once per call. The URLs are ones the step core let through (absolute
     http(s)), whose host `host_of` reads without a regular expression."""
-    bodies = iter(_ENTRY_ENCODER.bodies([c for c in changes if type(c) is not Removal]))
+    bodies = iter(_ENTRY_ENCODER.bodies([c for c in changes if isinstance(c, FrontierEntry)]))
     header = _ENTRY_HEADER
     by_host: dict[str, int] = {}
     out: list[tuple[bytes, bytes | None, int]] = []

@@ -179,7 +179,10 @@ class ConfluentReader(RecordReader):
                 if error.code() == KafkaError._PARTITION_EOF:
                     continue
                 raise BrokerError(f"reading {self.topic!r}: {error.str()}")
-            records.append(KafkaRecord(m.partition(), m.offset(), m.key(), m.value()))
+            partition, offset = m.partition(), m.offset()
+            if partition is None or offset is None:  # only error events go without them
+                raise BrokerError(f"reading {self.topic!r}: a record without a position")
+            records.append(KafkaRecord(partition, offset, m.key(), m.value()))
         if len(self.partitions) > 1:
             records.sort(key=lambda r: r.partition)  # stable: each partition's order kept
         for r in records:
