@@ -178,7 +178,7 @@ class Engine(Generic[S]):
     ) -> None:
         """Inject starting pages as one committed step (no input position moves)."""
         with self._step_guard():
-            step = Step(self)
+            step: Step[S] = Step(self)
             for url in urls:
                 if not is_http_url(url, self.limits.max_url_chars):
                     raise ValueError(f"seed is not an absolute http(s) URL: {url[:200]!r}")
@@ -201,7 +201,7 @@ class Engine(Generic[S]):
         if not items:
             return
         with self._step_guard():
-            step = Step(self)
+            step: Step[S] = Step(self)
             for position, item, raw in items:
                 if isinstance(item, Failed):
                     step.dead(position, item.error_class, item.message, raw, source_name)
@@ -223,7 +223,7 @@ class Engine(Generic[S]):
             return
         self.commit_pending()  # the step reads every fetcher's speed state from the store
         with self._step_guard():
-            step = Step(self)
+            step: Step[S] = Step(self)
             step.close_windows(self.speed)
             self._commit(step, checkpoint=None)
 
@@ -236,7 +236,7 @@ class Engine(Generic[S]):
             checkpoint = encode_u64(items[-1][0].offset + 1)  # a one-position token
         started = time.perf_counter()
         with self._step_guard(), collector_paused():
-            step = Step(self)
+            step: Step[S] = Step(self)
             step.prefetch(items)
             limits = self.limits
             for position, item, raw in items:

@@ -195,11 +195,11 @@ class FrontierRecords:
             self.index.index(crawl_id, url, None if raw is None else decode_url_record(raw))
         for family, key, value in ops:
             if family == META_FAMILY and key.startswith(HOST_PREFIX):
-                name = key[len(HOST_PREFIX) :].decode()
+                host_key = key[len(HOST_PREFIX) :].decode()
                 if value is None:
-                    self.index.hosts.pop(name, None)
+                    self.index.hosts.pop(host_key, None)
                 else:
-                    self.index.hosts[name] = decode_host_state(value)
+                    self.index.hosts[host_key] = decode_host_state(value)
             elif family == PENDING_FAMILY:
                 name = split_crawl_key(key)
                 if value is None:
