@@ -19,7 +19,6 @@ import contextlib
 import logging
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -37,6 +36,9 @@ from frontierflow.connectors.kafka_client import (
     TopicAdmin,
     TopicSpec,
 )
+from frontierflow.connectors.kafka_settings import CLIENT_SETTINGS as CLIENT_SETTINGS
+from frontierflow.connectors.kafka_settings import KafkaSettings as KafkaSettings
+from frontierflow.connectors.kafka_settings import KafkaTopics as KafkaTopics
 from frontierflow.schemas.codecs import AvroCodec, CodecError, encode_record, record_from_dict
 from frontierflow.schemas.entry_blocks import FrontierEntryEncoder
 from frontierflow.schemas.jsonl import json_to_record
@@ -54,84 +56,6 @@ from frontierflow.state.codec import StateCodecError, decode_positions, encode_p
 from frontierflow.state.urls import host_of, http_host
 
 log = logging.getLogger(__name__)
-
-CLIENT_SETTINGS = frozenset(
-    {
-        "security_protocol",
-        "ssl_context",
-        "ssl_check_hostname",
-        "ssl_cafile",
-        "ssl_certfile",
-        "ssl_keyfile",
-        "ssl_password",
-        "ssl_crlfile",
-        "ssl_ciphers",
-        "sasl_mechanism",
-        "sasl_plain_username",
-        "sasl_plain_password",
-        "sasl_kerberos_service_name",
-        "sasl_kerberos_domain_name",
-        "sasl_oauth_token_provider",
-        "client_id",
-        "request_timeout_ms",
-        "api_version",
-        "connections_max_idle_ms",
-        "metadata_max_age_ms",
-        "reconnect_backoff_ms",
-        "reconnect_backoff_max_ms",
-        "retry_backoff_ms",
-    }
-)
-"""Connection settings passed through to every client (TLS, SASL, timeouts), in
-kafka-python's names; `connectors.kafka_confluent.librdkafka_config` maps them to
-librdkafka's."""
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaTopics:
-    """Topic names; every one is configuration."""
-
-    fetch_events: str = "fetch-events"
-    frontier: str = "frontier"
-    fetcher_control: str = "fetcher-control"
-    dead_letter: str = "dead-letter"
-    seeds: str = "seeds"
-    """Starting pages (SeedRequest, key = URL), read by the job like fetch-events."""
-    fetched: str = "fetched"
-    """Compacted, written by the fetchers we ship (the reference fetcher, the Scrapy
-    adapter): per URL the last download (a FetchEvent without body data), partitioned like
-    the frontier, so a fetcher taking over a host knows what was already fetched in the
-    cycle."""
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaSettings:
-    """Where the broker is and how to talk to it.
-
-    `client` holds connection settings (TLS, SASL, timeouts: see `CLIENT_SETTINGS`) in
-    kafka-python's names, given unchanged to its consumer, producer and admin client and
-    mapped to librdkafka's names for confluent-kafka's.
-    """
-
-    bootstrap_servers: str
-    topics: KafkaTopics = field(default_factory=KafkaTopics)
-    client: Mapping[str, Any] = field(default_factory=dict)
-    group_id: str = "frontierflow"
-    partitions: int = 1
-    """Partitions of the topics this job creates when they are missing."""
-    replication_factor: int = 1
-
-    def __post_init__(self) -> None:
-        unknown = set(self.client) - CLIENT_SETTINGS
-        if unknown:
-            raise ValueError(f"unknown Kafka client settings: {sorted(unknown)}")
-        if not self.bootstrap_servers:
-            raise ValueError("bootstrap servers are required")
-        if self.partitions < 1 or self.replication_factor < 1:
-            raise ValueError("partitions and replication factor must be >= 1")
-
-    def connection(self) -> dict[str, Any]:
-        return {"bootstrap_servers": self.bootstrap_servers.split(","), **self.client}
 
 
 def job_topics(settings: KafkaSettings) -> list[TopicSpec]:

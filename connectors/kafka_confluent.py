@@ -29,7 +29,6 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from frontierflow.connectors.kafka import KafkaSettings
 from frontierflow.connectors.kafka_client import (
     BrokerError,
     KafkaRecord,
@@ -39,6 +38,7 @@ from frontierflow.connectors.kafka_client import (
     TopicAdmin,
     TopicSpec,
 )
+from frontierflow.connectors.kafka_settings import KafkaSettings
 
 log = logging.getLogger(__name__)
 
