@@ -7,5 +7,5 @@ event rules; ScalingDecisions for the crawler's fetcher id set the downloader's 
 concurrency at run time. `settings` reads the `FRONTIERFLOW_*` settings, `link` holds the
 state the scheduler and the middleware share, `responses` turns Scrapy's answers into the
 fetcher's `PageOutcome`, `resolve` maps host names to fixed addresses.
-See examples/scrapy/ and the README section "From Scrapy".
+See examples/scrapy/ and docs/guides/scrapy.md.
 """
