@@ -3,16 +3,17 @@
 A `RecordReader` reads every partition of one topic by manual assignment from given offsets
 and returns batches of raw records; a `RecordWriter` sends records to chosen partitions and
 confirms, on `flush`, that the broker acknowledged every one; a `TopicAdmin` lists and creates
-topics. Two backends implement them: kafka-python (`connectors.kafka`) and librdkafka through
+topics. Two backends implement them: kafka-python (`connectors.kafka_python`) and librdkafka through
 confluent-kafka (`connectors.kafka_confluent`). Both raise `BrokerError` for a broker that
 cannot be reached or refuses a request, so a caller handles one error type.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
@@ -28,6 +29,15 @@ class BrokerError(RuntimeError):
 
 class SinkError(BrokerError):
     """The broker did not acknowledge every output of a step; the step is not committed."""
+
+
+@contextlib.contextmanager
+def broker_errors(library_error: type[Exception]) -> Iterator[None]:
+    """A backend library's `library_error` raised inside as the interface's `BrokerError`."""
+    try:
+        yield
+    except library_error as exc:
+        raise BrokerError(str(exc)) from exc
 
 
 def resolve_client(name: str) -> KafkaClientName:

@@ -1,6 +1,6 @@
 """The librdkafka backend of the Kafka client interface, through confluent-kafka.
 
-The same guarantees as the kafka-python backend (`connectors.kafka`): the reader assigns
+The same guarantees as the kafka-python backend (`connectors.kafka_python`): the reader assigns
 partitions by hand from the caller's offsets and commits to the group for monitoring only;
 the writer sends with acks from all replicas, lz4 and idempotence, partitions keyed records
 without an explicit partition by murmur2 as Kafka's Java client and kafka-python do, and its
@@ -14,8 +14,8 @@ Python call per acknowledged record is the cost this backend exists to avoid.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from confluent_kafka import (
@@ -37,6 +37,7 @@ from frontierflow.connectors.kafka_client import (
     SinkError,
     TopicAdmin,
     TopicSpec,
+    broker_errors,
 )
 from frontierflow.connectors.kafka_settings import KafkaSettings
 
@@ -115,13 +116,8 @@ def _flag(name: str, value: object) -> bool:
     raise ValueError(f"Kafka client setting {name!r} takes true or false, got {value!r}")
 
 
-@contextmanager
-def _broker_errors() -> Iterator[None]:
-    """confluent-kafka's errors as the interface's `BrokerError`."""
-    try:
-        yield
-    except KafkaException as exc:
-        raise BrokerError(str(exc)) from exc
+def _broker_errors() -> AbstractContextManager[None]:
+    return broker_errors(KafkaException)
 
 
 class ConfluentReader(RecordReader):

@@ -11,7 +11,7 @@ import apache_beam as beam
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from frontierflow.connectors.kafka import AcknowledgedProducer, KafkaSettings
+from frontierflow.connectors.kafka import AcknowledgedProducer, KafkaSettings, frontier_record
 from frontierflow.pipelines.beam.coders import UrlUpdate
 
 
@@ -72,8 +72,9 @@ class _SendUpdates(_KafkaWriter):
 
     def process(self, update: UrlUpdate) -> None:
         frontier = self.settings.topics.frontier
+        partitions = self.output.partitions(frontier)
         for change in update.changes:
-            self.output.send_frontier(frontier, change)
+            self.output.send(frontier, *frontier_record(change, partitions))
         if self.state_topic is not None:
             self.output.send(self.state_topic, update.url.encode(), update.state)
 
