@@ -75,15 +75,13 @@ def outcome_event(
     the final URL; both screened by `limits` for a page at pattern depth `depth` (the
     event says `depth`). The answer's `Retry-After` and the host's robots.txt Crawl-delay
     go with it, for the frontier's host rule."""
-    event = _outcome_event(entry, outcome, fetcher_id, follow_hosts, depth, limits)
-    failure = STATUS_REASONS.get(outcome.status) if outcome.status < 0 else None
-    return replace(
-        event,
-        retry_after_ms=outcome.retry_after_ms,
-        crawl_delay_ms=crawl_delay_ms,
-        failure=failure,
-        depth=depth,
-    )
+    report = {  # what the answer says of its host, and the page's depth: on every event
+        "retry_after_ms": outcome.retry_after_ms,
+        "crawl_delay_ms": crawl_delay_ms,
+        "failure": STATUS_REASONS.get(outcome.status) if outcome.status < 0 else None,
+        "depth": depth,
+    }
+    return _outcome_event(entry, outcome, fetcher_id, follow_hosts, depth, limits, report)
 
 
 def _outcome_event(
@@ -93,10 +91,16 @@ def _outcome_event(
     follow_hosts: frozenset[str] | None,
     depth: int,
     limits: LinkLimits,
+    report: dict[str, Any],
 ) -> FetchEvent:
     if outcome.status < 0:
         return fetch_event(
-            entry, outcome.status, fetcher_id, fetch_ms=outcome.fetch_ms, bytes=outcome.size
+            entry,
+            outcome.status,
+            fetcher_id,
+            fetch_ms=outcome.fetch_ms,
+            bytes=outcome.size,
+            **report,
         )
     if outcome.redirect_to is not None:
         return fetch_event(
@@ -116,10 +120,16 @@ def _outcome_event(
                 depth,
             ),
             fetch_ms=outcome.fetch_ms,
+            **report,
         )
     if outcome.body is None:
         return fetch_event(
-            entry, outcome.status, fetcher_id, fetch_ms=outcome.fetch_ms, bytes=outcome.size
+            entry,
+            outcome.status,
+            fetcher_id,
+            fetch_ms=outcome.fetch_ms,
+            bytes=outcome.size,
+            **report,
         )
     # Queries dropped: the fetcher crawls the recorded webs, whose pages are stored without
     # query (`normalise_url`), so a page fetched live reports the links the simulator reads
@@ -136,6 +146,7 @@ def _outcome_event(
         content_hash=hashlib.sha256(outcome.body).hexdigest(),
         bytes=outcome.size,
         fetch_ms=outcome.fetch_ms,
+        **report,
     )
 
 

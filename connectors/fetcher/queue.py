@@ -223,9 +223,10 @@ class HostQueues:
     def depth(self, entry: FrontierEntry) -> int:
         """The entry's pattern depth (see the module docstring): the least offered for its
         record while it waited, else from its own `via`."""
-        depth = self._depth_of(entry.crawl_id, entry.url, entry.via)
         queued = self._queued_depths.get(change_key(entry))
-        return depth if queued is None else min(queued, depth)
+        if queued is not None:  # its own via counted when it was offered
+            return queued
+        return self._depth_of(entry.crawl_id, entry.url, entry.via)
 
     def _depth_of(self, crawl_id: str, url: str, via: str | None) -> int:
         via_depth = 0 if via is None else self._depths.get((crawl_id, via), 0)

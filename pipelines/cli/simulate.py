@@ -19,18 +19,8 @@ from frontierflow.pipelines.cli.common import (
     topic,
 )
 from frontierflow.pipelines.cli.groups import Command, add_group
+from frontierflow.pipelines.core.names import GRAPH_STRATEGIES
 
-GRAPH_STRATEGIES = (
-    "ieca",
-    "ieca-plus",
-    "bfs",
-    "backlink",
-    "opic",
-    "pagerank",
-    "partial-pagerank",
-    "random",
-)
-"""The strategies `simulate --graph` compares when `--strategies` is not given."""
 WEB_STRATEGIES = ("lafc", "best-first", "bfs")
 """The strategies `simulate --web` compares when `--strategies` is not given."""
 

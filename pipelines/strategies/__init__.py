@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from frontierflow.pipelines.core.names import FOCUSED, GRAPH_STRATEGIES
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.pipelines.strategies.baselines import (
     BacklinkCount,
@@ -29,22 +30,7 @@ from frontierflow.state.ieca import IecaParams
 from frontierflow.state.ieca_plus import IecaPlusParams
 from frontierflow.state.relevance import Topic
 
-STRATEGY_NAMES = (
-    "ieca",
-    "ieca-plus",
-    "bfs",
-    "backlink",
-    "opic",
-    "pagerank",
-    "partial-pagerank",
-    "random",
-    "lafc",
-    "best-first",
-    "lafc-plus",
-    *FORAGER_VARIANTS,
-)
-FOCUSED = ("lafc", "best-first", "lafc-plus")
-"""Strategies that need a topic."""
+STRATEGY_NAMES = (*GRAPH_STRATEGIES, *FOCUSED, *FORAGER_VARIANTS)
 
 
 def build_strategy(
