@@ -220,7 +220,8 @@ def bench_scale(args: argparse.Namespace) -> int:
 
 
 def bench_kafka(args: argparse.Namespace) -> int:
-    from frontierflow.pipelines.bench.kafka import KafkaBenchSetup, run_kafka_bench, run_ui_bench
+    from frontierflow.pipelines.bench.kafka import KafkaBenchSetup, run_kafka_bench
+    from frontierflow.pipelines.bench.kafka_page import run_ui_bench
 
     if args.beam_stream:
         return bench_kafka_stream(args)
