@@ -140,12 +140,13 @@ class BeamReplayCase:
             extra_outlinks=("mailto:x@y.z",),
         )
         records.insert(50, {**records[0], "url": "ftp://not-http/"})
-        # answers a fetcher will ask again (no pause left: the Beam forms keep no host
-        # state): neither side may count or route them
+        # answers a fetcher will ask again, each pausing its host for 100 ms (some 100
+        # events): neither side may count or route them, both hold the entries of the
+        # paused host emitted inside the pause
         for at in deferred:
             if at < len(records):
                 records.insert(at, {**records[at], "status": 429, "will_retry": True,
-                                    "retry_after_ms": 0, "outlinks": []})  # fmt: skip
+                                    "retry_after_ms": 100, "outlinks": []})  # fmt: skip
         write_container(path, "FetchEvent", records)
         return records
 
@@ -225,6 +226,7 @@ class BeamReplayCase:
                 last_fetch[r["url"]] = r["fetched_at"]
         waiting = {u: e for u, e in expected.items() if e["emitted_at"] > last_fetch.get(u, -1)}
         assert entries == waiting
+        assert sum(e["not_before"] is not None for e in waiting.values()) >= 10  # 11 or 12
         assert states == expected_states
         assert len(states) > 400 and len(entries) > 100
         assert [json.loads(d)["error_class"] for d in dead] == ["InvalidEvent"]
@@ -258,6 +260,7 @@ class BeamReplayCase:
                 last_fetch[event.url] = event.fetched_at
         waiting = {u: e for u, e in expected.items() if e["emitted_at"] > last_fetch.get(u, -1)}
         assert entries == waiting
+        assert sum(e["not_before"] is not None for e in waiting.values()) >= 10  # 11 or 12
         assert states == expected_states
         return entries, states, dead, runs
 

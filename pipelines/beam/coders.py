@@ -108,6 +108,10 @@ class UrlUpdate:
     state: bytes | None
     changes: tuple[FrontierChange, ...]
     version: tuple[int, int, int] = (0, 0, 0)
+    carries_state: bool = True
+    """False for a piece of an update: some of its changes, without its state (`state` is
+    then None and says nothing; the unbounded form's host rule, `beam.hosts`, releases a
+    URL's changes per host apart from its state)."""
 
 
 _LENGTH = struct.Struct(">I")
@@ -126,11 +130,15 @@ def _unframe(data: bytes, at: int) -> tuple[bytes, int]:
 
 
 class UrlUpdateCoder(coders.Coder):
-    """URL, state (flag + bytes), changes (count + framed change encodings), version."""
+    """URL, state (a flag: none, bytes follow, or not carried), changes (count + framed
+    change encodings), version."""
 
     def encode(self, value: UrlUpdate) -> bytes:
         parts = [_framed(value.url.encode())]
-        parts.append(b"\x00" if value.state is None else b"\x01" + _framed(value.state))
+        if not value.carries_state:
+            parts.append(b"\x02")
+        else:
+            parts.append(b"\x00" if value.state is None else b"\x01" + _framed(value.state))
         parts.append(_LENGTH.pack(len(value.changes)))
         parts.extend(_framed(_CHANGE.encode(change)) for change in value.changes)
         parts.append(_VERSION.pack(*value.version))
@@ -139,7 +147,8 @@ class UrlUpdateCoder(coders.Coder):
     def decode(self, encoded: bytes) -> UrlUpdate:
         url, at = _unframe(encoded, 0)
         state: bytes | None = None
-        if encoded[at : at + 1] == b"\x01":
+        flag = encoded[at : at + 1]
+        if flag == b"\x01":
             state, at = _unframe(encoded, at + 1)
         else:
             at += 1
@@ -150,7 +159,7 @@ class UrlUpdateCoder(coders.Coder):
             change, at = _unframe(encoded, at)
             changes.append(_CHANGE.decode(change))
         version = _VERSION.unpack_from(encoded, at)
-        return UrlUpdate(url.decode(), state, tuple(changes), version)
+        return UrlUpdate(url.decode(), state, tuple(changes), version, flag != b"\x02")
 
     def is_deterministic(self) -> bool:
         return False

@@ -44,12 +44,21 @@ def checked_item(
     source: str, partition: int | None, position: int, decoded: FetchEvent | Failed, raw: bytes
 ) -> Any:
     """A decoded record as a Beam output: `(position, event)` if it passes the step core's
-    checks, else a tagged `DeadLetter` with the reason and the raw bytes; None for an
-    answer that is not its page's (`is_page_answer`: the Beam forms keep no host state)."""
+    checks, else a tagged `DeadLetter` with the reason and the raw bytes. A deferred
+    answer (a 429, not its page's: `is_page_answer`) is an event too: the host rule reads
+    it (`beam.hosts`), the frontier's steps do not (`page_answers`)."""
     event = checked(decoded)
     if isinstance(event, Failed):
         return beam.pvalue.TaggedOutput(DEAD, event.dead_letter(source, partition, position, raw))
-    return (position, event) if is_page_answer(event) else None
+    return (position, event)
+
+
+def page_answers(events: Any) -> Any:
+    """The `(position, FetchEvent)`s that answer for their pages (`is_page_answer`): what
+    the frontier's steps apply; a deferred answer is its host's only."""
+    return events | "PageAnswers" >> beam.Filter(
+        lambda item: is_page_answer(item[1])
+    ).with_output_types(PositionedEvent)
 
 
 def with_dead_letters(outputs: Any) -> tuple[Any, Any]:
@@ -170,6 +179,6 @@ def _entry_lines(update: UrlUpdate) -> list[str]:
 
 
 def _state_line(update: UrlUpdate) -> list[str]:
-    if update.state is None:
+    if update.state is None:  # no state, or a piece of an update that carries none
         return []
     return [json.dumps({"url": update.url, "state": base64.b64encode(update.state).decode()})]

@@ -62,7 +62,6 @@ from frontierflow.pipelines.beam.options import pipeline_options
 from frontierflow.pipelines.beam.replay import update_frontier
 from frontierflow.pipelines.beam.strategy import beam_strategy
 from frontierflow.pipelines.beam.stream import stream_frontier
-from frontierflow.pipelines.core.step import is_page_answer
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.schemas.records import FetchEvent
 
@@ -153,8 +152,6 @@ class _ReadPartition(beam.DoFn):
                     return
                 raw = record.value or b""
                 item = checked_record(record.value, record.timestamp)
-                if isinstance(item, FetchEvent) and not is_page_answer(item):
-                    continue  # its host's answer: the Beam forms keep no host state
                 yield self._stamped(topic, partition, record.offset, item, raw, estimator)
 
     def _stamped(
@@ -304,8 +301,11 @@ def build_kafka_stream(
     else:
         read = ReadFromKafkaPartitions(settings, ends=ends, lateness_ms=lateness_ms)
     events, dead = pipeline | "ReadKafka" >> read
-    updates = stream_frontier(events, strategy, windows, by_arrival=kafka_io is not None)
-    updates | "WriteFrontier" >> WriteUpdatesToKafka(settings, state_topic)
+    parts = stream_frontier(events, strategy, windows, by_arrival=kafka_io is not None)
+    for i, part in enumerate(parts):  # states, then the changes: each written as it comes
+        part | ("WriteFrontier" if i == 0 else f"WriteFrontier{i}") >> WriteUpdatesToKafka(
+            settings, state_topic
+        )
     letters = dead | "DeadToRecords" >> beam.Map(dead_record, t.dead_letter)
     letters | "WriteDead" >> WriteToKafka(settings)
 

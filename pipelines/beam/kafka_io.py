@@ -41,7 +41,6 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from frontierflow.connectors.kafka import KafkaSettings
 from frontierflow.pipelines.beam.io import DEAD, with_dead_letters
 from frontierflow.pipelines.beam.kafka_records import checked_record, position_of
-from frontierflow.pipelines.core.step import is_page_answer
 from frontierflow.schemas.records import FetchEvent
 
 READ_WITH_METADATA = "beam:transform:org.apache.beam:kafka_read_with_metadata:v1"
@@ -156,8 +155,8 @@ def record_item(
 ) -> Any:
     raw = value or b""
     item = checked_record(value, record_ms)
-    if isinstance(item, FetchEvent):  # None for an answer not its page's (`is_page_answer`)
-        return (position_of(partition, offset), item) if is_page_answer(item) else None
+    if isinstance(item, FetchEvent):
+        return (position_of(partition, offset), item)
     return beam.pvalue.TaggedOutput(DEAD, item.dead_letter(topic, partition, offset, raw))
 
 

@@ -1,6 +1,6 @@
 """The replay pipeline on Apache Beam: the step core's rules, scaled out.
 
-Composite transforms with labelled steps, three shuffles in all:
+Composite transforms with labelled steps, four shuffles in all:
 
 - `ReadFetchEventLog` (`beam.io`): a log file read through Beam's `FileSystems`, each
   record decoded and checked once: typed `(position, FetchEvent)`s and `DeadLetter`s;
@@ -13,7 +13,10 @@ Composite transforms with labelled steps, three shuffles in all:
 - `UpdateFrontier`: per URL, all its messages arrive together and are folded through the
   step core's `apply_messages` from no state (each key is visited once: no state spec);
   out comes a `UrlUpdate`: the final state and the latest change per change key (a key
-  owns every change key it emits, so per key is the whole story).
+  owns every change key it emits, so per key is the whole story);
+- `HoldPausedHosts` (`beam.hosts`): per queue group, the host rule over its answers
+  (deferred ones too: a 429 answers for its host, not its page) gives its pauses; every
+  entry emitted inside one is held until it ends, as the embedded engine holds it.
 
 With `fill_echo` (a WARC, another crawler's log: events without echo), the pipeline runs in
 rounds (`beam.echo_fill`): routing also sends each event without echo a probe to the key
@@ -51,7 +54,8 @@ from frontierflow.pipelines.beam.echo_fill import (
     write_fills,
 )
 from frontierflow.pipelines.beam.exact_clock import CountCrawledPages, DecideRepeatFetches
-from frontierflow.pipelines.beam.io import ReadFetchEventLog, write_results
+from frontierflow.pipelines.beam.hosts import HoldPausedHosts
+from frontierflow.pipelines.beam.io import ReadFetchEventLog, page_answers, write_results
 from frontierflow.pipelines.beam.options import pipeline_options
 from frontierflow.pipelines.beam.strategy import beam_strategy
 from frontierflow.pipelines.core.step import (
@@ -69,6 +73,7 @@ from frontierflow.pipelines.core.strategy import (
     Strategy,
 )
 from frontierflow.schemas.records import FetchEvent
+from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
 
 
 class RouteFetchEvents(beam.PTransform):
@@ -261,17 +266,27 @@ def apply_encoded(
     return (None if current is None else strategy.encode_state(current)), latest
 
 
-def update_frontier(events: Any, strategy: Strategy[Any], seeds: Seeds | None = None) -> Any:
-    """The steps every bounded source shares: checked `(position, FetchEvent)`s in, one
-    `UrlUpdate` per URL out; `seeds` are applied before the log, as the embedded engine's
-    replay applies them."""
-    fetches = events | "Repeats" >> DecideRepeatFetches(strategy.learns_from_repeats)
+def update_frontier(
+    events: Any,
+    strategy: Strategy[Any],
+    seeds: Seeds | None = None,
+    hosts: HostPolicy | None = DEFAULT_POLICY,
+) -> Any:
+    """The steps every bounded source shares: checked `(position, FetchEvent)`s in (deferred
+    answers too), one `UrlUpdate` per URL out; `seeds` are applied before the log, as the
+    embedded engine's replay applies them; with `hosts`, entries emitted inside their
+    group's pause are held (`beam.hosts`), as the embedded engine holds them."""
+    pages = page_answers(events)
+    fetches = pages | "Repeats" >> DecideRepeatFetches(strategy.learns_from_repeats)
     pages_before = fetches | "Clock" >> CountCrawledPages()
     keyed = (fetches, pages_before) | "Route" >> RouteFetchEvents(strategy)
     if seeds is not None and seeds.urls:
         seeded = events.pipeline | "Seeds" >> beam.Create(seed_messages(strategy, seeds))
         keyed = (keyed, seeded) | "WithSeeds" >> beam.Flatten()
-    return keyed | "Update" >> UpdateFrontier(strategy)
+    updates = keyed | "Update" >> UpdateFrontier(strategy)
+    if hosts is None:
+        return updates
+    return (events, updates) | "Hosts" >> HoldPausedHosts(hosts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,11 +312,12 @@ def update_frontier_filling(events: Any, strategy: Strategy[Any], fills: Any) ->
     """`update_frontier` with the echoes of events without one taken from `fills`
     (((crawl id, bucket), (position, echo))s); out come the `UrlUpdate`s and the echoes
     this round finds, (crawl id, position, echo)s."""
-    fetches = events | "Repeats" >> DecideRepeatFetches(strategy.learns_from_repeats)
+    pages = page_answers(events)
+    fetches = pages | "Repeats" >> DecideRepeatFetches(strategy.learns_from_repeats)
     pages_before = fetches | "Clock" >> CountCrawledPages()
     keyed = (fetches, pages_before, fills) | "Route" >> RouteFetchEvents(strategy, filling=True)
     updates, found = keyed | "Update" >> UpdateFrontier(strategy, probes=True)
-    return updates, found
+    return (events, updates) | "Hosts" >> HoldPausedHosts(DEFAULT_POLICY), found
 
 
 def build_replay(

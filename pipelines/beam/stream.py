@@ -27,6 +27,9 @@ stamps its output at that timer (`event_time.REPEAT_AFTER_US`: why 1 ms).
    strategy's own `apply`, in (window, position, index) order; out comes one record per
    URL and window: the state and the latest change per `change_key` (the step core's
    `apply_messages` and `keep_latest`).
+5. `HoldPausedHostsInEventTime` (`beam.hosts`): per host, the window's answers (deferred
+   ones too) fold into its host state, and the window's changes of its URLs leave 5 ms
+   past the due with each entry emitted inside a pause held until the pause ends.
 
 Staleness bound, by construction: an event of window w sees every page fetched before w
 started and none fetched in w, so with n(w) the pages fetched in w (its crawl) and c the
@@ -84,7 +87,8 @@ from frontierflow.pipelines.beam.event_time import (
     take_due,
     with_through,
 )
-from frontierflow.pipelines.beam.io import ReadFetchEventLog, write_results
+from frontierflow.pipelines.beam.hosts import HoldPausedHostsInEventTime
+from frontierflow.pipelines.beam.io import ReadFetchEventLog, page_answers, write_results
 from frontierflow.pipelines.beam.options import pipeline_options
 from frontierflow.pipelines.beam.replay import apply_encoded
 from frontierflow.pipelines.beam.routing import AttachClock
@@ -104,6 +108,7 @@ from frontierflow.pipelines.core.step import (
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.schemas.codecs import encode_record
 from frontierflow.schemas.records import FetchEvent
+from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
 
 # --- 1. repeats --------------------------------------------------------------------------------
 
@@ -376,29 +381,46 @@ class _ApplyInEventTime(beam.DoFn):
 
 
 def stream_frontier(
-    events: Any, strategy: Strategy[Any], windows: ClockWindows, *, by_arrival: bool = False
+    events: Any,
+    strategy: Strategy[Any],
+    windows: ClockWindows,
+    *,
+    by_arrival: bool = False,
+    hosts: HostPolicy | None = DEFAULT_POLICY,
 ) -> Any:
-    """Checked `(position, FetchEvent)`s in; one `UrlUpdate` per URL and clock window out
-    (its version: the last message applied). No step waits for the input to end. Clock
-    windows of `fetched_at`, or of arrival with `by_arrival` (`DecideRepeatFetchesByShard`)."""
-    firsts = events | "Repeats" >> DecideRepeatFetchesByShard(
+    """Checked `(position, FetchEvent)`s in (deferred answers too); one `UrlUpdate` per URL
+    and clock window out (its version: the last message applied), in a list of one; with
+    `hosts`, a list of two: the updates' states, and their changes in pieces per host with
+    the entries emitted inside their group's pause held (`beam.hosts`): a sink writes
+    each. No step waits for the input to end. Clock windows of
+    `fetched_at`, or of arrival with `by_arrival` (`DecideRepeatFetchesByShard`)."""
+    firsts = page_answers(events) | "Repeats" >> DecideRepeatFetchesByShard(
         windows, strategy.learns_from_repeats, by_arrival
     )
     clock = firsts | "Clock" >> WindowedCrawlClock()
     keyed = (firsts, clock) | "AttachClock" >> AttachClock(strategy, STATE_SHARDS)
-    return keyed | "Update" >> UpdateFrontierInEventTime(strategy, windows)
+    updates = keyed | "Update" >> UpdateFrontierInEventTime(strategy, windows)
+    if hosts is None:
+        return [updates]
+    states, changes = (events, updates) | "Hosts" >> HoldPausedHostsInEventTime(
+        hosts, windows, by_arrival
+    )
+    return [states, changes]
 
 
 def compact_updates(grouped: tuple[str, Iterable[UrlUpdate]]) -> UrlUpdate:
     """A URL's per-window updates → one, as a compacted topic keeps them: the state of the
-    latest; of the changes, the latest per change key over the updates in version order
-    (a key owns the change keys it emits, so no other URL's updates hold them)."""
+    latest that carries one; of the changes, the latest per change key over the updates in
+    version order (a key owns the change keys it emits, so no other URL's updates hold
+    them)."""
     url, updates = grouped
     ordered = sorted(updates, key=lambda u: tuple(u.version))
     latest: LatestChanges = {}
     for update in ordered:
         keep_latest(latest, update.changes)
-    return UrlUpdate(url, ordered[-1].state, tuple(latest.values()), ordered[-1].version)
+    stated = [u for u in ordered if u.carries_state]  # a piece (`beam.hosts`) has no state
+    state = stated[-1].state if stated else None
+    return UrlUpdate(url, state, tuple(latest.values()), ordered[-1].version)
 
 
 def build_stream_replay(
@@ -412,9 +434,10 @@ def build_stream_replay(
     change records are compacted per URL at the sink (the files are bounded; the update
     path is the same one `beam.kafka.build_kafka_stream` runs unbounded)."""
     events, dead = pipeline | "Read" >> ReadFetchEventLog(log)
-    updates = stream_frontier(events, strategy, windows)
+    parts = stream_frontier(events, strategy, windows)
     results = (
-        updates
+        parts
+        | "Updates" >> beam.Flatten()
         | "KeyByUrl"
         >> beam.Map(lambda u: (u.url, u)).with_output_types(typehints.KV[str, UrlUpdate])
         | "UpdatesByUrl" >> beam.GroupByKey()

@@ -272,7 +272,7 @@ class Engine(Generic[S]):
         step.apply_pending()
         changes = list(step.changes.values())
         if self.hosts is not None:
-            changes, held = hold_paused(self.paused, step.hosts, step.time_ms, changes)
+            changes, held = hold_paused(self.paused, step.pauses, changes)
             self.stats.held += held
         self.sink.write(changes, step.dead_letters)
         if step.decisions:

@@ -3,17 +3,23 @@ store, and frontier entries of paused hosts held until their pause ends.
 
 The rule itself is `state.hosts` (one function for the job and the fetchers); the step
 applies it to each event (`Step.observe_host`) and the engine, before it writes a step's
-changes, gives every entry of a paused queue group that group's pause end as
-`not_before` (at the step's event time, so a replay holds the same entries).
+changes, gives every entry emitted inside its queue group's pause that pause's end as
+`not_before` (in event time, so a replay holds the same entries in steps of any size,
+and the Beam forms hold the same ones).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 from frontierflow.schemas.records import FrontierChange, FrontierEntry
-from frontierflow.state.hosts import HostState, decode_host_state, group_key
+from frontierflow.state.hosts import (
+    HostState,
+    Pause,
+    decode_host_state,
+    group_key,
+    held_entry,
+)
 from frontierflow.state.store import META_FAMILY, StateStore
 
 HOST_PREFIX = b"host\x00"
@@ -42,25 +48,29 @@ def paused_groups(store: StateStore) -> dict[str, int]:
 
 def hold_paused(
     paused: dict[str, int],
-    step_hosts: Mapping[str, HostState | None],
-    now_ms: int,
+    step_pauses: Mapping[str, list[Pause]],
     changes: list[FrontierChange],
 ) -> tuple[list[FrontierChange], int]:
-    """`changes` with every entry of a queue group paused at `now_ms` held until the pause
-    ends (`not_before`), and how many were held; `paused` (group key → pause end) takes
-    the step's host states first. Nothing is copied while no group was ever paused."""
-    for key, state in step_hosts.items():
-        if state is not None and state.paused_until:
-            paused[key] = state.paused_until
-    if not paused:
+    """`changes` with every entry emitted inside its queue group's pause held until the
+    pause ends (`state.hosts.held_entry`), and how many were held. `paused` (group key →
+    the end of its latest pause, from earlier steps: begun before anything this step
+    emits when `fetched_at` never decreases along the input) takes the step's pauses
+    after. Nothing is copied while no group was ever paused."""
+    if not paused and not step_pauses:
         return changes, 0
     held = 0
     out: list[FrontierChange] = []
     for change in changes:
         if isinstance(change, FrontierEntry):
-            until = paused.get(group_key(change.crawl_id, change.host), 0)
-            if until > now_ms and (change.not_before or 0) < until:
-                change = replace(change, not_before=until)
+            key = group_key(change.crawl_id, change.host)
+            pauses = step_pauses.get(key, [])
+            if key in paused:
+                pauses = [(-1, paused[key]), *pauses]
+            kept = held_entry(change, pauses) if pauses else None
+            if kept is not None:
+                change = kept
                 held += 1
         out.append(change)
+    for key, pauses in step_pauses.items():
+        paused[key] = max(paused.get(key, 0), *(until for _, until in pauses))
     return out, held

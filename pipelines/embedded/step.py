@@ -61,9 +61,11 @@ from frontierflow.state.format import (
 from frontierflow.state.hosts import (
     HostPolicy,
     HostState,
+    Pause,
     answer_updates,
     decode_host_state,
     encode_host_state,
+    pause_begun,
 )
 from frontierflow.state.speed import SpeedState, decode_speed_state, encode_speed_state
 from frontierflow.state.store import META_FAMILY, StateStore, Transaction
@@ -119,8 +121,8 @@ class Step(Generic[S]):
         self.decisions: list[ScalingDecision] = []
         self.hosts: dict[str, HostState | None] = {}
         """Queue groups (and registered domains) the step's events told of, by state key."""
-        self.time_ms = 0
-        """The latest event time the step saw (a replay's clock for pauses)."""
+        self.pauses: dict[str, list[Pause]] = {}
+        """The pauses the step's answers began, by queue group key (`state.hosts.Pause`)."""
         self.similarities: list[float] | None = (
             [] if engine.observer is not None and engine.strategy.judges_pages else None
         )
@@ -233,11 +235,13 @@ class Step(Generic[S]):
         domain's page count): `state.hosts.answer_updates`, as the fetchers apply it."""
         policy = self.engine.hosts
         assert policy is not None
-        self.time_ms = max(self.time_ms, event.fetched_at)
         for key, state in answer_updates(self.host_state, event, policy):
             before = self.host_state(key)
             if state.pauses > (0 if before is None else before.pauses):
                 self.engine.stats.pauses += 1
+            pause = pause_begun(before, state, event.fetched_at)
+            if pause is not None:
+                self.pauses.setdefault(key, []).append(pause)
             self.hosts[key] = state
 
     def host_state(self, key: str) -> HostState | None:

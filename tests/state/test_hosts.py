@@ -8,6 +8,7 @@ import zlib
 
 import pytest
 
+from frontierflow.schemas.records import FetchEvent, FrontierEntry
 from frontierflow.state.codec import StateCodecError
 from frontierflow.state.hosts import (
     DAY_MS,
@@ -18,10 +19,13 @@ from frontierflow.state.hosts import (
     count_page,
     decode_host_state,
     encode_host_state,
+    group_pauses,
+    held_entry,
     held_until,
     host_after_fetch,
     jitter_factor,
     parse_retry_after,
+    pause_as_of,
     set_by_client,
 )
 
@@ -219,3 +223,41 @@ def test_a_groups_own_page_limit_stands_before_the_policys_and_survives_answers(
     states[key] = set_by_client(states[key], page_limit=0)  # back to the policy's 10
     assert held_until(states.get, "c", "a.test", 0, 3, policy) is None
     assert held_until(states.get, "c", "a.test", 1, 3, policy) is None  # a new cycle
+
+
+def test_pauses_of_a_group_and_the_one_under_way_at_a_time() -> None:
+    """busy.test: 429 with Retry-After 15 s at 2 s (pause to 17 s); 200 at 20 s; 503 without
+    Retry-After at 30 s (back-off level 1: 60 s, no jitter: to 90 s); 429 with Retry-After
+    5 s at 31 s ends before 90 s (no pause moves). good.test answers 200 only."""
+
+    def event(host: str, at: int, status: int, retry: int | None = None) -> FetchEvent:
+        return FetchEvent(
+            url=f"http://{host}/", fetched_at=at, status=status, fetcher_id="f", host=host,
+            retry_after_ms=retry,
+        )  # fmt: skip
+
+    events = [
+        event("busy.test", 2_000, 429, 15_000),
+        event("good.test", 3_000, 200),
+        event("busy.test", 20_000, 200),
+        event("busy.test", 30_000, 503),
+        event("busy.test", 31_000, 429, 5_000),
+    ]
+    pauses = group_pauses(events, NO_JITTER)
+    busy = "default\x00busy.test"
+    assert pauses == {busy: [(2_000, 17_000), (30_000, 90_000)]}
+    expected = {1_999: 0, 2_000: 17_000, 16_999: 17_000, 17_000: 0, 29_999: 0, 30_000: 90_000}
+    for at, until in expected.items():
+        assert pause_as_of(pauses[busy], at) == until, at
+
+    def entry(at: int, not_before: int | None = None) -> FrontierEntry:
+        return FrontierEntry(
+            "http://busy.test/a", "busy.test", 1.0, "bfs", "default", 0, None, at,
+            not_before=not_before,
+        )  # fmt: skip
+
+    assert held_entry(entry(1_000), pauses[busy]) is None  # before the pause began
+    held = held_entry(entry(5_000), pauses[busy])
+    assert held is not None and held.not_before == 17_000 and held.emitted_at == 5_000
+    assert held_entry(entry(5_000, not_before=20_000), pauses[busy]) is None  # held longer
+    assert held_entry(entry(18_000), pauses[busy]) is None  # after it ended

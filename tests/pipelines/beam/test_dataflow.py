@@ -54,10 +54,12 @@ TEMPLATE_ARGS = [
 ]
 TOP_LEVEL_STEPS = {
     "Read",
+    "PageAnswers",
     "Repeats",
     "Clock",
     "Route",
     "Update",
+    "Hosts",
     "Entries",
     "States",
     "WriteFrontier",
@@ -106,14 +108,19 @@ def test_graph_builds_with_dataflow_options() -> None:
     root = proto.components.transforms[root_id]
     top = {proto.components.transforms[t].unique_name for t in root.subtransforms}
     assert top == TOP_LEVEL_STEPS
-    # the three shuffles of the replay: by URL (repeats), by bucket of positions (the
-    # clock), by URL (the fold); none of them gathers the whole log on one key
+    # the four shuffles of the replay: by URL (repeats), by bucket of positions (the
+    # clock), by URL (the fold), by host (its answers); none gathers the log on one key
     shuffles = {
         name
         for name, t in transforms.items()
         if t.spec.urn == common_urns.primitives.GROUP_BY_KEY.urn
     }
-    assert {"Repeats/PageFetches", "Route/BucketFetches", "Update/ByUrl"} <= shuffles
+    assert {
+        "Repeats/PageFetches",
+        "Route/BucketFetches",
+        "Update/ByUrl",
+        "Hosts/GroupPauses/AnswersByGroup",
+    } <= shuffles
     # the clock's counts per bucket are combined, not grouped on one key
     assert any(name.startswith("Clock/PerBucket") for name in transforms)
     # a bounded replay visits each URL once: no step keeps state

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from list_sink import ListSink
 
 from frontierflow.connectors.base import Position
@@ -103,3 +104,36 @@ def test_hosts_not_tracked_when_the_rule_is_off() -> None:
     )
     assert not any(k.startswith(HOST_PREFIX) for k, _ in store.items(META_FAMILY))
     assert engine.crawled() == 1  # without will_retry a 429 is the page's answer
+
+
+def _pause_log() -> list[tuple[Position, FetchEvent, bytes]]:
+    """good.test links to busy.test/a at 1 s; busy.test answers 429 (Retry-After 15 s) at
+    2 s; good.test/x links to busy.test/b at 3 s."""
+    events = [
+        _event("http://good.test/", 1_000, outlinks=("http://busy.test/a", "http://good.test/x")),
+        _event("http://busy.test/", 2_000, 429, retry_after_ms=15_000, will_retry=True),
+        _event("http://good.test/x", 3_000, outlinks=("http://busy.test/b",)),
+    ]
+    return [(Position(None, i), e, b"") for i, e in enumerate(events)]
+
+
+@pytest.mark.parametrize("step_size", [1, 2, 3])
+def test_an_entry_is_held_by_the_pause_under_way_when_it_was_emitted(step_size: int) -> None:
+    """Held by event time, whatever the step: busy.test/a was emitted at 1 s, before the
+    pause began (not held); busy.test/b at 3 s, inside the pause 2 s + 15 s (held until
+    17 s)."""
+    strategy = build_strategy("bfs", budget=100)
+    store = InMemoryStore(Engine.families_for(strategy))
+    sink = ListSink()
+    engine = _engine(store, sink)
+    log = _pause_log()
+    for at in range(0, len(log), step_size):
+        engine.run_step(log[at : at + step_size])
+    held = {
+        c.url: c.not_before
+        for c in sink.changes
+        if isinstance(c, FrontierEntry) and c.host == "busy.test"
+    }
+    assert held == {"http://busy.test/a": None, "http://busy.test/b": 17_000}
+    assert engine.stats.held == 1
+    assert engine.paused == {group_key("default", "busy.test"): 17_000}

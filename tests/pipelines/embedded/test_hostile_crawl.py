@@ -9,9 +9,9 @@ pause it had announced (across the restarts too), and every page answered 429 wa
 again later or is still in the frontier (deferred, not lost). With the default limits
 the calendar takes at most 10 % of the budget and the good site is crawled to at least
 95 %, whichever the strategy: breadth-first ranks the calendar's deep days last, and
-IECA, whose distances rank the calendar's short chain first, is stopped by the depth
-limit in the host (`state.traps`: no link to its own host from a page 10 links below
-where the crawl entered it)."""
+IECA, whose distances rank the calendar's short chain first, is stopped by the pattern
+depth (`state.traps`: a page ten links down a chain of URLs of one pattern, `/day/N`,
+keeps none of its links of that pattern)."""
 
 from __future__ import annotations
 
@@ -27,10 +27,13 @@ from frontierflow.connectors.fetcher.loop import Fetcher
 from frontierflow.connectors.fetcher.settings import FetcherSettings
 from frontierflow.connectors.kafka import KafkaSettings, ensure_topics
 from frontierflow.pipelines.cli import main
+from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.pipelines.embedded.live import LiveOptions
 from frontierflow.pipelines.strategies import build_strategy
+from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
 from frontierflow.schemas.codecs import decode_record
 from frontierflow.schemas.records import FetchEvent
+from frontierflow.state.relevance import Topic
 
 pytestmark = pytest.mark.kafka
 
@@ -39,13 +42,13 @@ DELAY_S = 0.05
 
 
 def crawl(
-    strategy: str, kafka_broker: Any, kafka_client: Any, tmp_path: Path, web: HostileWeb
+    strategy: Strategy[Any], kafka_broker: Any, kafka_client: Any, tmp_path: Path, web: HostileWeb
 ) -> tuple[list[FetchEvent], KafkaSettings]:
     """Two halves of the budget, the job and the fetcher restarted between them."""
     settings = kafka_client.settings(kafka_broker.bootstrap)
     ensure_topics(settings)
     options = LiveOptions(step_size=200, poll_timeout_ms=50)
-    state = tmp_path / f"state-{strategy}"
+    state = tmp_path / f"state-{strategy.name}"
     fetcher_kafka = KafkaSettings(
         bootstrap_servers=kafka_broker.bootstrap,
         topics=settings.topics,
@@ -54,9 +57,7 @@ def crawl(
     resolve = {(h, web.port): "127.0.0.1" for h in web.hosts}
     follow = frozenset(f"{h}:{web.port}" for h in web.hosts)
     for half in range(2):
-        job = LiveJob.start(
-            settings, build_strategy(strategy, budget=BUDGET, crawl_id="hostile"), state, options
-        )
+        job = LiveJob.start(settings, strategy, state, options)
         try:
             if half == 0:
                 seed = ["seed", "--bootstrap-servers", kafka_broker.bootstrap,
@@ -92,12 +93,20 @@ def latest(kafka_client: Any, settings: KafkaSettings, topic: str) -> dict[bytes
     return dict(kafka_client.read_topic(settings, topic))
 
 
-@pytest.mark.parametrize("strategy", ["bfs", "ieca"])
+def _strategy(name: str) -> Strategy[Any]:
+    """bfs and ieca as `frontierflow run` builds them; LAFC focused on the good site's
+    articles ("section article": their titles), its control threshold at 0.3."""
+    if name == "lafc":
+        return Lafc(Topic.parse("section article"), LafcSettings(control_threshold=0.3, seed=1))
+    return build_strategy(name, budget=BUDGET, crawl_id="hostile")
+
+
+@pytest.mark.parametrize("strategy", ["bfs", "ieca", "lafc"])
 def test_hostile_web(strategy: str, kafka_broker: Any, kafka_client: Any, tmp_path: Path) -> None:
     with HostileWeb(
         busy_burst=5, busy_window_s=4.0, busy_retry_after_s=3, slow_delay_s=1.0, slow_pages=10
     ) as web:
-        events, settings = crawl(strategy, kafka_broker, kafka_client, tmp_path, web)
+        events, settings = crawl(_strategy(strategy), kafka_broker, kafka_client, tmp_path, web)
         log = web.requests()
         inside = web.requests_inside_pauses("busy.test")
         pauses = web.announced_pauses("busy.test")
