@@ -94,10 +94,11 @@ def latest(kafka_client: Any, settings: KafkaSettings, topic: str) -> dict[bytes
 
 
 def _strategy(name: str) -> Strategy[Any]:
-    """bfs and ieca as `frontierflow run` builds them; LAFC focused on the good site's
-    articles ("section article": their titles), its control threshold at 0.3."""
+    """bfs and ieca as `frontierflow run` builds them; LAFC on "section article page" (the
+    titles of the good site's pages and of the busy and slow hosts' trees, not the
+    calendar's days), its control threshold at 0.3."""
     if name == "lafc":
-        return Lafc(Topic.parse("section article"), LafcSettings(control_threshold=0.3, seed=1))
+        return Lafc(Topic.parse("section article page"), LafcSettings(control_threshold=0.3, seed=1))
     return build_strategy(name, budget=BUDGET, crawl_id="hostile")
 
 
