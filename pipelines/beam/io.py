@@ -148,26 +148,34 @@ def one_log_file(path: str) -> str:
     return str(found[0].path)
 
 
-def write_results(results: Any, dead: Any, out_prefix: str) -> None:
-    """Per-URL updates and dead letters to `<out>-frontier*.jsonl` (entries: a file holds
+class WriteResults(beam.PTransform):
+    """(per-URL updates, dead letters) → `<out>-frontier*.jsonl` (entries: a file holds
     upserts, as the engine's `FileSink`), `<out>-state*.jsonl` and
     `<out>-dead-letters*.jsonl`."""
-    (
-        results
-        | "Entries" >> beam.FlatMap(_entry_lines)
-        | "WriteFrontier" >> beam.io.WriteToText(out_prefix + "-frontier", ".jsonl")
-    )
-    (
-        results
-        | "States" >> beam.FlatMap(_state_line)
-        | "WriteState" >> beam.io.WriteToText(out_prefix + "-state", ".jsonl")
-    )
-    (
-        dead
-        | "DeadLines"
-        >> beam.Map(lambda d: record_to_json(d.to_avro(), "DeadLetter", validate=False))
-        | "WriteDead" >> beam.io.WriteToText(out_prefix + "-dead-letters", ".jsonl")
-    )
+
+    def __init__(self, out_prefix: str) -> None:
+        super().__init__()
+        self.out_prefix = out_prefix
+
+    def expand(self, pcolls: Any) -> Any:
+        results, dead = pcolls
+        out = self.out_prefix
+        (
+            results
+            | "Entries" >> beam.FlatMap(_entry_lines)
+            | "WriteFrontier" >> beam.io.WriteToText(out + "-frontier", ".jsonl")
+        )
+        (
+            results
+            | "States" >> beam.FlatMap(_state_line)
+            | "WriteState" >> beam.io.WriteToText(out + "-state", ".jsonl")
+        )
+        return (
+            dead
+            | "DeadLines"
+            >> beam.Map(lambda d: record_to_json(d.to_avro(), "DeadLetter", validate=False))
+            | "WriteDead" >> beam.io.WriteToText(out + "-dead-letters", ".jsonl")
+        )
 
 
 def _entry_lines(update: UrlUpdate) -> list[str]:

@@ -59,9 +59,9 @@ from frontierflow.pipelines.beam.kafka_sink import (
     ensure_compacted_topic,
 )
 from frontierflow.pipelines.beam.options import pipeline_options
-from frontierflow.pipelines.beam.replay import update_frontier
+from frontierflow.pipelines.beam.replay import ReplayFrontier
 from frontierflow.pipelines.beam.strategy import beam_strategy
-from frontierflow.pipelines.beam.stream import stream_frontier
+from frontierflow.pipelines.beam.stream import StreamFrontier
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.schemas.records import FetchEvent
 
@@ -270,7 +270,7 @@ def build_kafka_pipeline(
     """fetch-events → the shared steps → frontier and dead-letter topics."""
     t = settings.topics
     events, dead = pipeline | "ReadKafka" >> ReadFromKafkaPartitions(settings, ends=ends)
-    updates = update_frontier(events, strategy)
+    updates = events | "Frontier" >> ReplayFrontier(strategy)
     updates | "WriteFrontier" >> WriteUpdatesToKafka(settings)
     letters = dead | "DeadToRecords" >> beam.Map(dead_record, t.dead_letter)
     letters | "WriteDead" >> WriteToKafka(settings)
@@ -287,7 +287,7 @@ def build_kafka_stream(
     state_topic: str | None = None,
     kafka_io: str | None = None,
 ) -> None:
-    """fetch-events in event time → the unbounded form (`beam.stream.stream_frontier`) →
+    """fetch-events in event time → the unbounded form (`beam.stream.StreamFrontier`) →
     frontier (and state) and dead-letter topics. Every URL's changes leave as soon as the
     watermark passes their clock window; only a bound (`ends`) ends the run. With
     `kafka_io` (an expansion service: `HOST:PORT` or its launcher jar) the events come
@@ -301,7 +301,8 @@ def build_kafka_stream(
     else:
         read = ReadFromKafkaPartitions(settings, ends=ends, lateness_ms=lateness_ms)
     events, dead = pipeline | "ReadKafka" >> read
-    parts = stream_frontier(events, strategy, windows, by_arrival=kafka_io is not None)
+    frontier = StreamFrontier(strategy, windows, by_arrival=kafka_io is not None)
+    parts = events | "Frontier" >> frontier
     for i, part in enumerate(parts):  # states, then the changes: each written as it comes
         part | ("WriteFrontier" if i == 0 else f"WriteFrontier{i}") >> WriteUpdatesToKafka(
             settings, state_topic

@@ -55,7 +55,7 @@ from frontierflow.pipelines.beam.echo_fill import (
 )
 from frontierflow.pipelines.beam.exact_clock import CountCrawledPages, DecideRepeatFetches
 from frontierflow.pipelines.beam.hosts import HoldPausedHosts
-from frontierflow.pipelines.beam.io import ReadFetchEventLog, page_answers, write_results
+from frontierflow.pipelines.beam.io import ReadFetchEventLog, WriteResults, page_answers
 from frontierflow.pipelines.beam.options import pipeline_options
 from frontierflow.pipelines.beam.strategy import beam_strategy
 from frontierflow.pipelines.core.step import (
@@ -266,27 +266,51 @@ def apply_encoded(
     return (None if current is None else strategy.encode_state(current)), latest
 
 
-def update_frontier(
-    events: Any,
-    strategy: Strategy[Any],
-    seeds: Seeds | None = None,
-    hosts: HostPolicy | None = DEFAULT_POLICY,
-) -> Any:
+class ReplayFrontier(beam.PTransform):
     """The steps every bounded source shares: checked `(position, FetchEvent)`s in (deferred
-    answers too), one `UrlUpdate` per URL out; `seeds` are applied before the log, as the
+    answers too), one `UrlUpdate` per URL out. `seeds` are applied before the log, as the
     embedded engine's replay applies them; with `hosts`, entries emitted inside their
-    group's pause are held (`beam.hosts`), as the embedded engine holds them."""
-    pages = page_answers(events)
-    fetches = pages | "Repeats" >> DecideRepeatFetches(strategy.learns_from_repeats)
-    pages_before = fetches | "Clock" >> CountCrawledPages()
-    keyed = (fetches, pages_before) | "Route" >> RouteFetchEvents(strategy)
-    if seeds is not None and seeds.urls:
-        seeded = events.pipeline | "Seeds" >> beam.Create(seed_messages(strategy, seeds))
-        keyed = (keyed, seeded) | "WithSeeds" >> beam.Flatten()
-    updates = keyed | "Update" >> UpdateFrontier(strategy)
-    if hosts is None:
-        return updates
-    return (events, updates) | "Hosts" >> HoldPausedHosts(hosts)
+    group's pause are held (`beam.hosts`), as the embedded engine holds them. With
+    `filling`, the input is (events, fills): the echoes of events without one are taken
+    from the fills (((crawl id, bucket), (position, echo))s, `beam.echo_fill`), and out
+    come the updates and the echoes this round finds, (crawl id, position, echo)s."""
+
+    def __init__(
+        self,
+        strategy: Strategy[Any],
+        seeds: Seeds | None = None,
+        hosts: HostPolicy | None = DEFAULT_POLICY,
+        filling: bool = False,
+    ) -> None:
+        super().__init__()
+        if filling and seeds is not None and seeds.urls:
+            raise ValueError("seeds and the echo fill together are not supported")
+        self.strategy = strategy
+        self.seeds = seeds
+        self.hosts = hosts
+        self.filling = filling
+
+    def expand(self, pcolls: Any) -> Any:
+        strategy = self.strategy
+        events, fills = pcolls if self.filling else (pcolls, None)
+        pages = page_answers(events)
+        fetches = pages | "Repeats" >> DecideRepeatFetches(strategy.learns_from_repeats)
+        pages_before = fetches | "Clock" >> CountCrawledPages()
+        if fills is None:
+            keyed = (fetches, pages_before) | "Route" >> RouteFetchEvents(strategy)
+        else:
+            routed = (fetches, pages_before, fills)
+            keyed = routed | "Route" >> RouteFetchEvents(strategy, filling=True)
+        if self.seeds is not None and self.seeds.urls:
+            seeded = events.pipeline | "Seeds" >> beam.Create(seed_messages(strategy, self.seeds))
+            keyed = (keyed, seeded) | "WithSeeds" >> beam.Flatten()
+        updates = keyed | "Update" >> UpdateFrontier(strategy, probes=self.filling)
+        found = None
+        if self.filling:
+            updates, found = updates
+        if self.hosts is not None:
+            updates = (events, updates) | "Hosts" >> HoldPausedHosts(self.hosts)
+        return updates if found is None else (updates, found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,18 +332,6 @@ def seed_messages(strategy: Strategy[Any], seeds: Seeds) -> list[tuple[str, list
     return out
 
 
-def update_frontier_filling(events: Any, strategy: Strategy[Any], fills: Any) -> tuple[Any, Any]:
-    """`update_frontier` with the echoes of events without one taken from `fills`
-    (((crawl id, bucket), (position, echo))s); out come the `UrlUpdate`s and the echoes
-    this round finds, (crawl id, position, echo)s."""
-    pages = page_answers(events)
-    fetches = pages | "Repeats" >> DecideRepeatFetches(strategy.learns_from_repeats)
-    pages_before = fetches | "Clock" >> CountCrawledPages()
-    keyed = (fetches, pages_before, fills) | "Route" >> RouteFetchEvents(strategy, filling=True)
-    updates, found = keyed | "Update" >> UpdateFrontier(strategy, probes=True)
-    return (events, updates) | "Hosts" >> HoldPausedHosts(DEFAULT_POLICY), found
-
-
 def build_replay(
     pipeline: beam.Pipeline,
     log: Path | str,
@@ -333,12 +345,12 @@ def build_replay(
     of the echo fill), also `<out>-echo-fills*.jsonl`, the echoes this round found."""
     events, dead = pipeline | "Read" >> ReadFetchEventLog(log)
     if fills is None:
-        write_results(update_frontier(events, strategy, seeds), dead, out_prefix)
+        updates = events | "Frontier" >> ReplayFrontier(strategy, seeds)
+        (updates, dead) | "Write" >> WriteResults(out_prefix)
         return
-    if seeds is not None and seeds.urls:
-        raise ValueError("seeds and the echo fill together are not supported")
-    updates, found = update_frontier_filling(events, strategy, given_fills(pipeline, fills))
-    write_results(updates, dead, out_prefix)
+    frontier = ReplayFrontier(strategy, seeds, filling=True)
+    updates, found = (events, given_fills(pipeline, fills)) | "Frontier" >> frontier
+    (updates, dead) | "Write" >> WriteResults(out_prefix)
     write_fills(found, out_prefix)
 
 

@@ -88,7 +88,7 @@ from frontierflow.pipelines.beam.event_time import (
     with_through,
 )
 from frontierflow.pipelines.beam.hosts import HoldPausedHostsInEventTime
-from frontierflow.pipelines.beam.io import ReadFetchEventLog, page_answers, write_results
+from frontierflow.pipelines.beam.io import ReadFetchEventLog, WriteResults, page_answers
 from frontierflow.pipelines.beam.options import pipeline_options
 from frontierflow.pipelines.beam.replay import apply_encoded
 from frontierflow.pipelines.beam.routing import AttachClock
@@ -380,32 +380,41 @@ class _ApplyInEventTime(beam.DoFn):
 # --- the whole pipeline ------------------------------------------------------------------------
 
 
-def stream_frontier(
-    events: Any,
-    strategy: Strategy[Any],
-    windows: ClockWindows,
-    *,
-    by_arrival: bool = False,
-    hosts: HostPolicy | None = DEFAULT_POLICY,
-) -> Any:
+class StreamFrontier(beam.PTransform):
     """Checked `(position, FetchEvent)`s in (deferred answers too); one `UrlUpdate` per URL
     and clock window out (its version: the last message applied), in a list of one; with
     `hosts`, a list of two: the updates' states, and their changes in pieces per host with
     the entries emitted inside their group's pause held (`beam.hosts`): a sink writes
-    each. No step waits for the input to end. Clock windows of
-    `fetched_at`, or of arrival with `by_arrival` (`DecideRepeatFetchesByShard`)."""
-    firsts = page_answers(events) | "Repeats" >> DecideRepeatFetchesByShard(
-        windows, strategy.learns_from_repeats, by_arrival
-    )
-    clock = firsts | "Clock" >> WindowedCrawlClock()
-    keyed = (firsts, clock) | "AttachClock" >> AttachClock(strategy, STATE_SHARDS)
-    updates = keyed | "Update" >> UpdateFrontierInEventTime(strategy, windows)
-    if hosts is None:
-        return [updates]
-    states, changes = (events, updates) | "Hosts" >> HoldPausedHostsInEventTime(
-        hosts, windows, by_arrival
-    )
-    return [states, changes]
+    each. No step waits for the input to end. Clock windows of `fetched_at`, or of arrival
+    with `by_arrival` (`DecideRepeatFetchesByShard`)."""
+
+    def __init__(
+        self,
+        strategy: Strategy[Any],
+        windows: ClockWindows,
+        *,
+        by_arrival: bool = False,
+        hosts: HostPolicy | None = DEFAULT_POLICY,
+    ) -> None:
+        super().__init__()
+        self.strategy = strategy
+        self.windows = windows
+        self.by_arrival = by_arrival
+        self.hosts = hosts
+
+    def expand(self, events: Any) -> Any:
+        strategy, windows = self.strategy, self.windows
+        firsts = page_answers(events) | "Repeats" >> DecideRepeatFetchesByShard(
+            windows, strategy.learns_from_repeats, self.by_arrival
+        )
+        clock = firsts | "Clock" >> WindowedCrawlClock()
+        keyed = (firsts, clock) | "AttachClock" >> AttachClock(strategy, STATE_SHARDS)
+        updates = keyed | "Update" >> UpdateFrontierInEventTime(strategy, windows)
+        if self.hosts is None:
+            return [updates]
+        hold = HoldPausedHostsInEventTime(self.hosts, windows, self.by_arrival)
+        states, changes = (events, updates) | "Hosts" >> hold
+        return [states, changes]
 
 
 def compact_updates(grouped: tuple[str, Iterable[UrlUpdate]]) -> UrlUpdate:
@@ -434,7 +443,7 @@ def build_stream_replay(
     change records are compacted per URL at the sink (the files are bounded; the update
     path is the same one `beam.kafka.build_kafka_stream` runs unbounded)."""
     events, dead = pipeline | "Read" >> ReadFetchEventLog(log)
-    parts = stream_frontier(events, strategy, windows)
+    parts = events | "Frontier" >> StreamFrontier(strategy, windows)
     results = (
         parts
         | "Updates" >> beam.Flatten()
@@ -443,7 +452,7 @@ def build_stream_replay(
         | "UpdatesByUrl" >> beam.GroupByKey()
         | "Compact" >> beam.Map(compact_updates).with_output_types(UrlUpdate)
     )
-    write_results(results, dead, out_prefix)
+    (results, dead) | "Write" >> WriteResults(out_prefix)
 
 
 def run_beam_stream_replay(

@@ -52,21 +52,7 @@ TEMPLATE_ARGS = [
     "--strategy=opic",
     "--budget=5000",
 ]
-TOP_LEVEL_STEPS = {
-    "Read",
-    "PageAnswers",
-    "Repeats",
-    "Clock",
-    "Route",
-    "Update",
-    "Hosts",
-    "Entries",
-    "States",
-    "WriteFrontier",
-    "WriteState",
-    "DeadLines",
-    "WriteDead",
-}
+TOP_LEVEL_STEPS = {"Read", "Frontier", "Write"}
 
 
 def _dataflow_graph() -> tuple[PipelineOptions, beam.Pipeline, beam_runner_api_pb2.Pipeline]:
@@ -116,13 +102,13 @@ def test_graph_builds_with_dataflow_options() -> None:
         if t.spec.urn == common_urns.primitives.GROUP_BY_KEY.urn
     }
     assert {
-        "Repeats/PageFetches",
-        "Route/BucketFetches",
-        "Update/ByUrl",
-        "Hosts/GroupPauses/AnswersByGroup",
+        "Frontier/Repeats/PageFetches",
+        "Frontier/Route/BucketFetches",
+        "Frontier/Update/ByUrl",
+        "Frontier/Hosts/GroupPauses/AnswersByGroup",
     } <= shuffles
     # the clock's counts per bucket are combined, not grouped on one key
-    assert any(name.startswith("Clock/PerBucket") for name in transforms)
+    assert any(name.startswith("Frontier/Clock/PerBucket") for name in transforms)
     # a bounded replay visits each URL once: no step keeps state
     for name, t in transforms.items():
         if t.spec.urn == common_urns.primitives.PAR_DO.urn:
