@@ -5,8 +5,9 @@ A source yields `InputItem`s — where the item came from, the decoded FetchEven
 token the engine commits with its state. A sink takes frontier changes and dead letters,
 flushes them durably and reports an opaque position, and can be rewound to a committed
 position after a crash. Tokens and positions are position tokens
-(`frontierflow.state.codec.encode_positions`: unsigned 64-bit big-endian numbers whose meaning
-is the connector's), so every one in a state directory has one byte order and one error type.
+(`frontierflow.state.storage.codec.encode_positions`: unsigned 64-bit big-endian numbers
+whose meaning is the connector's), so every one in a state directory has one byte order and
+one error type.
 Connectors build on these types; engines drive them.
 """
 

@@ -50,7 +50,7 @@ from frontierflow.schemas.records import (
     SeedRequest,
     frontier_record_key,
 )
-from frontierflow.state.codec import StateCodecError, decode_positions, encode_positions
+from frontierflow.state.storage.codec import StateCodecError, decode_positions, encode_positions
 from frontierflow.state.urls import host_of, http_host
 
 log = logging.getLogger(__name__)

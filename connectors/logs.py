@@ -35,7 +35,7 @@ from frontierflow.schemas.records import (
     FrontierEntry,
     ScalingDecision,
 )
-from frontierflow.state.codec import StateCodecError, decode_positions, encode_positions
+from frontierflow.state.storage.codec import StateCodecError, decode_positions, encode_positions
 
 if TYPE_CHECKING:
     from frontierflow.connectors.warc import WarcOptions

@@ -28,7 +28,6 @@ from enum import IntEnum
 
 import numpy as np
 
-from frontierflow.state.codec import StateCodecError
 from frontierflow.state.forager import (
     ForagerState,
     Reader,
@@ -59,6 +58,7 @@ from frontierflow.state.foraging import (
     select_next,
     visit,
 )
+from frontierflow.state.storage.codec import StateCodecError
 
 
 class Role(IntEnum):

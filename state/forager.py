@@ -14,7 +14,7 @@ from enum import StrEnum
 import numpy as np
 import numpy.typing as npt
 
-from frontierflow.state.codec import StateCodecError
+from frontierflow.state.storage.codec import StateCodecError
 
 Vector = npt.NDArray[np.float64]
 Weblog = tuple[tuple[str, float], ...]

@@ -17,8 +17,8 @@ import struct
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from frontierflow.state.codec import StateCodecError
 from frontierflow.state.forager import HOUR_MS, Reader
+from frontierflow.state.storage.codec import StateCodecError
 
 
 @dataclass(frozen=True, slots=True)

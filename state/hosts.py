@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from frontierflow.schemas.records import FetchEvent, FrontierEntry
-from frontierflow.state.codec import StateCodecError
+from frontierflow.state.storage.codec import StateCodecError
 from frontierflow.state.traps import registered_domain
 
 SECOND_MS = 1_000

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from itertools import starmap
 from typing import NamedTuple
 
-from frontierflow.state.codec import StateCodecError
+from frontierflow.state.storage.codec import StateCodecError
 
 UNKNOWN = math.inf
 NOT_CRAWLED = -1

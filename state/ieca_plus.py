@@ -30,8 +30,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from frontierflow.state.codec import StateCodecError
 from frontierflow.state.ieca import NOT_CRAWLED, UNKNOWN, IecaParams, delta_t, new_distance
+from frontierflow.state.storage.codec import StateCodecError
 
 
 @dataclass(frozen=True, slots=True)

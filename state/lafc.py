@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from frontierflow.state.automaton import Automaton
-from frontierflow.state.codec import StateCodecError
+from frontierflow.state.storage.codec import StateCodecError
 
 # Sum tolerance accepted by the codec's validation (the transitions keep within 1e-12).
 _SUM_TOLERANCE = 1e-9

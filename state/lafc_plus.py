@@ -42,9 +42,9 @@ import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from frontierflow.state.codec import StateCodecError
 from frontierflow.state.lafc import _put_signed, _put_varint, _Reader
 from frontierflow.state.relevance import Topic, keyword_occurrences, similarity, url_terms
+from frontierflow.state.storage.codec import StateCodecError
 
 UNKNOWN = -1.0
 """The estimate of an action not tried yet (rewards are in [0, 1])."""

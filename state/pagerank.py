@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from frontierflow.state.codec import StateCodecError
+from frontierflow.state.storage.codec import StateCodecError
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from frontierflow.state.codec import StateCodecError
+from frontierflow.state.storage.codec import StateCodecError
 
 NOT_CRAWLED = -1
 

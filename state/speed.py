@@ -14,7 +14,7 @@ import math
 import struct
 from dataclasses import dataclass, field
 
-from frontierflow.state.codec import StateCodecError
+from frontierflow.state.storage.codec import StateCodecError
 
 HOST_SAMPLE = 64
 """Distinct hosts remembered per window (the smallest hashes, so the sample does not depend

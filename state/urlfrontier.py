@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from frontierflow.state.codec import StateCodecError
+from frontierflow.state.storage.codec import StateCodecError
 
 URLS_FAMILY: Final = "uf.urls"
 """(crawl id, URL) → `UrlRecord`."""

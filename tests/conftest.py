@@ -43,7 +43,7 @@ from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.codecs import AvroCodec
 from frontierflow.schemas.container import write_container
 from frontierflow.schemas.records import FetchEvent
-from frontierflow.state.rocksdb import RocksDBStore
+from frontierflow.state.storage.rocksdb import RocksDBStore
 
 # Session fixtures: a real Kafka broker (infra/kafka), Beam's runners (infra/prism and
 # infra/flink), a standalone Flink session cluster (infra/flink/cluster.sh); and nginx

@@ -125,7 +125,7 @@ def _worker(runner: str, log: Path, work: Path, args: list[str]) -> dict[str, fl
 
 
 def _embedded_states(state_dir: Path) -> int:
-    from frontierflow.state.rocksdb import RocksDBStore
+    from frontierflow.state.storage.rocksdb import RocksDBStore
 
     with RocksDBStore(state_dir, ("ieca", "crawled")) as store:
         return sum(1 for _ in store.items("ieca"))

@@ -12,7 +12,7 @@ from frontierflow.pipelines.cli.common import add_lafc_args, topic
 if TYPE_CHECKING:
     from frontierflow.pipelines.core.strategy import Strategy
     from frontierflow.pipelines.urlfrontier.frontier import Frontier, FrontierSettings
-    from frontierflow.state.store import StateStore
+    from frontierflow.state.storage.store import StateStore
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from frontierflow.pipelines.strategies import build_strategy
     from frontierflow.pipelines.urlfrontier.frontier import Frontier, FrontierSettings
     from frontierflow.pipelines.urlfrontier.service import serve
-    from frontierflow.state.rocksdb import RocksDBStore
+    from frontierflow.state.storage.rocksdb import RocksDBStore
 
     strategy = build_strategy(
         args.strategy,

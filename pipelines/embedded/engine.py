@@ -41,17 +41,17 @@ from frontierflow.schemas.records import (
     Removal,
     SeedRequest,
 )
-from frontierflow.state.cache import HotStates
-from frontierflow.state.codec import decode_u64, encode_u64
-from frontierflow.state.format import (
+from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
+from frontierflow.state.storage.cache import HotStates
+from frontierflow.state.storage.codec import decode_u64, encode_u64
+from frontierflow.state.storage.format import (
     CRAWLED_FAMILY,
     INPUT_POSITION,
     OUTPUT_POSITION,
     SEEDS_POSITION,
     crawled_key,
 )
-from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
-from frontierflow.state.store import META_FAMILY, StateStore, Transaction, with_meta
+from frontierflow.state.storage.store import META_FAMILY, StateStore, Transaction, with_meta
 from frontierflow.state.urls import is_http_url
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from frontierflow.state.hosts import (
     group_key,
     held_entry,
 )
-from frontierflow.state.store import META_FAMILY, StateStore
+from frontierflow.state.storage.store import META_FAMILY, StateStore
 
 HOST_PREFIX = b"host\x00"
 """Keys of the meta family that hold a queue group's (or a registered domain's)

@@ -41,7 +41,7 @@ from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.pipelines.embedded.engine import Engine, EngineStats
 from frontierflow.pipelines.embedded.observer import StepObserver
 from frontierflow.pipelines.speed.settings import ControllerSettings
-from frontierflow.state.rocksdb import RocksDBStore
+from frontierflow.state.storage.rocksdb import RocksDBStore
 
 log = logging.getLogger(__name__)
 

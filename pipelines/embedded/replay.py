@@ -19,7 +19,7 @@ from frontierflow.pipelines.embedded.engine import Engine, EngineStats, apply_al
 from frontierflow.pipelines.embedded.observer import StepObserver
 from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.pipelines.strategies import build_strategy
-from frontierflow.state.rocksdb import RocksDBStore
+from frontierflow.state.storage.rocksdb import RocksDBStore
 
 log = logging.getLogger(__name__)
 

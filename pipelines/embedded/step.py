@@ -52,12 +52,6 @@ from frontierflow.schemas.records import (
     FetchEvent,
     ScalingDecision,
 )
-from frontierflow.state.cache import HotStates
-from frontierflow.state.codec import decode_i32, encode_i32, encode_u64
-from frontierflow.state.format import (
-    CRAWLED_FAMILY,
-    crawled_key,
-)
 from frontierflow.state.hosts import (
     HostPolicy,
     HostState,
@@ -68,7 +62,13 @@ from frontierflow.state.hosts import (
     pause_begun,
 )
 from frontierflow.state.speed import SpeedState, decode_speed_state, encode_speed_state
-from frontierflow.state.store import META_FAMILY, StateStore, Transaction
+from frontierflow.state.storage.cache import HotStates
+from frontierflow.state.storage.codec import decode_i32, encode_i32, encode_u64
+from frontierflow.state.storage.format import (
+    CRAWLED_FAMILY,
+    crawled_key,
+)
+from frontierflow.state.storage.store import META_FAMILY, StateStore, Transaction
 
 S = TypeVar("S")
 

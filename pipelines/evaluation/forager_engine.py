@@ -30,7 +30,7 @@ from frontierflow.pipelines.strategies.foragers import (
 from frontierflow.schemas.records import FetchEvent, FrontierEntry
 from frontierflow.state.fleet import FleetCounters, FleetParams, FleetState, fleet_key
 from frontierflow.state.forager import Variant
-from frontierflow.state.memory import InMemoryStore
+from frontierflow.state.storage.memory import InMemoryStore
 from frontierflow.state.urls import host_of
 
 

@@ -29,7 +29,7 @@ from frontierflow.schemas.records import (
     FrontierEntry,
     Removal,
 )
-from frontierflow.state.memory import InMemoryStore
+from frontierflow.state.storage.memory import InMemoryStore
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from frontierflow.connectors.urlfrontier import urlfrontier_pb2_grpc as pb_grpc
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.pipelines.urlfrontier.frontier import Frontier
 from frontierflow.pipelines.urlfrontier.service import serve
-from frontierflow.state.rocksdb import RocksDBStore
+from frontierflow.state.storage.rocksdb import RocksDBStore
 
 HOSTS = 50
 

@@ -46,7 +46,7 @@ from frontierflow.state.hosts import (
     group_key,
     set_by_client,
 )
-from frontierflow.state.store import META_FAMILY, StateStore
+from frontierflow.state.storage.store import META_FAMILY, StateStore
 from frontierflow.state.urlfrontier import (
     FAMILIES,
     PENDING_FAMILY,

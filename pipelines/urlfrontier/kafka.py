@@ -34,7 +34,7 @@ from frontierflow.pipelines.urlfrontier.frontier import Frontier, FrontierSettin
 from frontierflow.pipelines.urlfrontier.records import Op
 from frontierflow.schemas.codecs import AvroCodec, CodecError
 from frontierflow.schemas.records import FetchEvent, FrontierChange, FrontierEntry
-from frontierflow.state.store import META_FAMILY, StateStore
+from frontierflow.state.storage.store import META_FAMILY, StateStore
 
 log = logging.getLogger(__name__)
 

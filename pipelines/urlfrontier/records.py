@@ -28,7 +28,7 @@ from frontierflow.state.hosts import (
     group_key,
     set_by_client,
 )
-from frontierflow.state.store import META_FAMILY, StateStore, Transaction
+from frontierflow.state.storage.store import META_FAMILY, StateStore, Transaction
 from frontierflow.state.urlfrontier import (
     PENDING_FAMILY,
     QUEUES_FAMILY,

@@ -20,7 +20,7 @@ from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.embedded.replay import replay_log
 from frontierflow.schemas.container import log_format, read_container
 from frontierflow.schemas.records import FetchEvent
-from frontierflow.state.rocksdb import RocksDBStore
+from frontierflow.state.storage.rocksdb import RocksDBStore
 
 DATE = "2026-01-02T03:04:05Z"
 DATE_MS = 1_767_323_045_000  # 2026-01-02 03:04:05 UTC: 20455 days · 86400 s + 11045 s

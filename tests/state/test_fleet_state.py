@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from frontierflow.state.codec import StateCodecError
 from frontierflow.state.fleet import (
     Download,
     FleetParams,
@@ -25,6 +24,7 @@ from frontierflow.state.fleet import (
 from frontierflow.state.forager import Variant
 from frontierflow.state.forager_agent import AgentParams
 from frontierflow.state.foraging import ForagerParams
+from frontierflow.state.storage.codec import StateCodecError
 
 A_X = np.array([1.0, 0.0])
 B_X = np.array([0.0, 1.0])

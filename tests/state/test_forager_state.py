@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from frontierflow.state.codec import StateCodecError
 from frontierflow.state.forager import (
     ForagerPath,
     ForagerState,
@@ -44,6 +43,7 @@ from frontierflow.state.foraging import (
     visit,
     weblog_update,
 )
+from frontierflow.state.storage.codec import StateCodecError
 
 H = 3_600_000
 P2 = ForagerParams(dimensions=2, start_list=2, weblog_size=2, path_length=2)

@@ -9,7 +9,6 @@ import zlib
 import pytest
 
 from frontierflow.schemas.records import FetchEvent, FrontierEntry
-from frontierflow.state.codec import StateCodecError
 from frontierflow.state.hosts import (
     DAY_MS,
     HostPolicy,
@@ -28,6 +27,7 @@ from frontierflow.state.hosts import (
     pause_as_of,
     set_by_client,
 )
+from frontierflow.state.storage.codec import StateCodecError
 
 NO_JITTER = HostPolicy(jitter=0.0)
 KEY = "crawl\x00busy.test"

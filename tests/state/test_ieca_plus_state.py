@@ -6,7 +6,6 @@ import math
 
 import pytest
 
-from frontierflow.state.codec import StateCodecError
 from frontierflow.state.ieca import UNKNOWN, IecaParams, alpha, delta_t, updated_distance
 from frontierflow.state.ieca_plus import (
     IecaPlusDistance,
@@ -16,6 +15,7 @@ from frontierflow.state.ieca_plus import (
     evidence_distance,
     link_damping,
 )
+from frontierflow.state.storage.codec import StateCodecError
 
 LOG2 = math.log10(2)
 P = IecaPlusParams(IecaParams(budget=1000, k=25), damping_scale=1.0)  # δ = δ_t: eq. 13

@@ -25,8 +25,8 @@ from frontierflow.state.automaton import (
     uniform_draw,
     update,
 )
-from frontierflow.state.codec import StateCodecError
 from frontierflow.state.lafc import LafcState, decode_lafc, encode_lafc
+from frontierflow.state.storage.codec import StateCodecError
 
 LRI = LearningParams(a=0.09, scheme=Scheme.LRI)
 LRP = LearningParams(a=0.09, scheme=Scheme.LRP)

@@ -7,7 +7,6 @@ import math
 
 import pytest
 
-from frontierflow.state.codec import StateCodecError
 from frontierflow.state.lafc_plus import (
     SEEN,
     UNKNOWN,
@@ -27,6 +26,7 @@ from frontierflow.state.lafc_plus import (
     untried_value,
 )
 from frontierflow.state.relevance import Topic
+from frontierflow.state.storage.codec import StateCodecError
 
 A, B, C, D = (f"https://w.invalid/{x}" for x in "abcd")
 

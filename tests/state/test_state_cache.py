@@ -11,8 +11,8 @@ from frontierflow.pipelines.embedded.engine import Engine
 from frontierflow.pipelines.evaluation.simulator import MemoryFrontier
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.records import FetchEvent
-from frontierflow.state.cache import HotStates
-from frontierflow.state.memory import InMemoryStore
+from frontierflow.state.storage.cache import HotStates
+from frontierflow.state.storage.memory import InMemoryStore
 
 
 def test_keeps_values_until_two_generations_fill() -> None:

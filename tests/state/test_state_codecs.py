@@ -11,17 +11,17 @@ import pytest
 
 from frontierflow.connectors.kafka import decode_offsets, encode_offsets
 from frontierflow.connectors.logs import FileSink
-from frontierflow.state.codec import (
+from frontierflow.state.ieca import IecaDistance, decode_ieca, encode_ieca
+from frontierflow.state.lafc import LafcState, decode_lafc, encode_lafc
+from frontierflow.state.pagerank import RankedUrl, decode_ranked, encode_ranked
+from frontierflow.state.score import ScoredUrl, decode_scored, encode_scored
+from frontierflow.state.storage.codec import (
     StateCodecError,
     decode_i32,
     decode_positions,
     encode_i32,
     encode_positions,
 )
-from frontierflow.state.ieca import IecaDistance, decode_ieca, encode_ieca
-from frontierflow.state.lafc import LafcState, decode_lafc, encode_lafc
-from frontierflow.state.pagerank import RankedUrl, decode_ranked, encode_ranked
-from frontierflow.state.score import ScoredUrl, decode_scored, encode_scored
 
 # --- i32 ---------------------------------------------------------------------------------
 

@@ -13,11 +13,11 @@ import pytest
 from rocksdict import AccessType, Options, Rdict
 
 from frontierflow.pipelines.cli import main
-from frontierflow.state.codec import encode_i32, encode_positions, encode_u64
-from frontierflow.state.format import STORE_FORMAT_KEY, StoreFormatError
-from frontierflow.state.memory import InMemoryStore
-from frontierflow.state.rocksdb import RocksDBStore
-from frontierflow.state.store import META_FAMILY
+from frontierflow.state.storage.codec import encode_i32, encode_positions, encode_u64
+from frontierflow.state.storage.format import STORE_FORMAT_KEY, StoreFormatError
+from frontierflow.state.storage.memory import InMemoryStore
+from frontierflow.state.storage.rocksdb import RocksDBStore
+from frontierflow.state.storage.store import META_FAMILY
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "state-v1"
 FAMILIES = ("ieca", "crawled", "speed")

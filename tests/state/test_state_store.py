@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from frontierflow.state.codec import StateCodecError, StructCodec, decode_u64, encode_u64
-from frontierflow.state.memory import InMemoryStore
-from frontierflow.state.rocksdb import RocksDBOptions, RocksDBStore
-from frontierflow.state.store import (
+from frontierflow.state.storage.codec import StateCodecError, StructCodec, decode_u64, encode_u64
+from frontierflow.state.storage.memory import InMemoryStore
+from frontierflow.state.storage.rocksdb import RocksDBOptions, RocksDBStore
+from frontierflow.state.storage.store import (
     META_FAMILY,
     StateStore,
     StoreError,
@@ -364,7 +364,7 @@ def test_rocksdb_options_reject_invalid_values(field: str) -> None:
 _KILLED_WRITER = textwrap.dedent(
     """
     import os, signal, sys
-    from frontierflow.state.rocksdb import RocksDBStore
+    from frontierflow.state.storage.rocksdb import RocksDBStore
 
     store = RocksDBStore(sys.argv[1], ["lafc"])
     step = store.transaction()

@@ -28,7 +28,7 @@ from frontierflow.schemas.jsonl import json_to_record
 from frontierflow.schemas.records import FetchEvent, FrontierEntry
 from frontierflow.state.ieca import IecaParams
 from frontierflow.state.relevance import Topic
-from frontierflow.state.rocksdb import RocksDBStore
+from frontierflow.state.storage.rocksdb import RocksDBStore
 
 LOCAL = ["--runner=FnApiRunner"]
 

@@ -30,7 +30,7 @@ from frontierflow.schemas.jsonl import json_to_record
 from frontierflow.schemas.records import FetchEvent, FrontierEntry
 from frontierflow.state.fleet import decode_fleet_state, fleet_key
 from frontierflow.state.forager import Variant
-from frontierflow.state.rocksdb import RocksDBStore
+from frontierflow.state.storage.rocksdb import RocksDBStore
 
 START = "2022-03-01T06:00:00Z"
 DAYS = 0.12

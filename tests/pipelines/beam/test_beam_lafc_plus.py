@@ -34,7 +34,7 @@ from frontierflow.schemas.jsonl import json_to_record
 from frontierflow.schemas.records import ALREADY_FETCHED, FetchEvent, FrontierEntry
 from frontierflow.state.lafc_plus import LafcPlusParams
 from frontierflow.state.relevance import Topic
-from frontierflow.state.rocksdb import RocksDBStore
+from frontierflow.state.storage.rocksdb import RocksDBStore
 
 TOPIC = "tcp:2,socket:1"
 LOCAL = ["--runner=FnApiRunner"]

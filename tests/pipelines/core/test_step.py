@@ -42,8 +42,8 @@ from frontierflow.schemas.records import (
     FrontierEntry,
     Removal,
 )
-from frontierflow.state.memory import InMemoryStore
 from frontierflow.state.relevance import Topic
+from frontierflow.state.storage.memory import InMemoryStore
 
 
 def _entry(url: str, via: str | None, priority: float, reply: bool = False) -> FrontierEntry:

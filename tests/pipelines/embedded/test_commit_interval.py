@@ -20,10 +20,10 @@ from frontierflow.pipelines.embedded.engine import Engine, EngineStats
 from frontierflow.pipelines.embedded.observer import StepReport
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.records import FetchEvent
-from frontierflow.state.codec import decode_u64
-from frontierflow.state.format import INPUT_POSITION, crawled_key
-from frontierflow.state.memory import InMemoryStore
-from frontierflow.state.store import META_FAMILY
+from frontierflow.state.storage.codec import decode_u64
+from frontierflow.state.storage.format import INPUT_POSITION, crawled_key
+from frontierflow.state.storage.memory import InMemoryStore
+from frontierflow.state.storage.store import META_FAMILY
 
 STEP = 10
 

@@ -26,7 +26,7 @@ from frontierflow.schemas.container import write_container
 from frontierflow.schemas.records import REPLY_ECHO, FetchEvent
 from frontierflow.state.ieca import IecaParams
 from frontierflow.state.relevance import Topic
-from frontierflow.state.rocksdb import RocksDBStore
+from frontierflow.state.storage.rocksdb import RocksDBStore
 
 BUDGET = 120
 

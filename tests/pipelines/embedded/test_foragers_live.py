@@ -32,7 +32,7 @@ from frontierflow.schemas.codecs import decode_record, encode_record
 from frontierflow.schemas.records import FrontierEntry, SeedRequest
 from frontierflow.state.fleet import fleet_key
 from frontierflow.state.forager import Variant
-from frontierflow.state.rocksdb import RocksDBStore
+from frontierflow.state.storage.rocksdb import RocksDBStore
 
 pytestmark = pytest.mark.kafka
 

@@ -16,8 +16,8 @@ from frontierflow.pipelines.embedded.hosts import HOST_PREFIX
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.records import FetchEvent, FrontierEntry
 from frontierflow.state.hosts import decode_host_state, group_key
-from frontierflow.state.memory import InMemoryStore
-from frontierflow.state.store import META_FAMILY
+from frontierflow.state.storage.memory import InMemoryStore
+from frontierflow.state.storage.store import META_FAMILY
 
 
 def _event(url: str, at: int, status: int = 200, **fields: Any) -> FetchEvent:

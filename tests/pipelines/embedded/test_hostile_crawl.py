@@ -98,7 +98,9 @@ def _strategy(name: str) -> Strategy[Any]:
     titles of the good site's pages and of the busy and slow hosts' trees, not the
     calendar's days), its control threshold at 0.3."""
     if name == "lafc":
-        return Lafc(Topic.parse("section article page"), LafcSettings(control_threshold=0.3, seed=1))
+        return Lafc(
+            Topic.parse("section article page"), LafcSettings(control_threshold=0.3, seed=1)
+        )
     return build_strategy(name, budget=BUDGET, crawl_id="hostile")
 
 

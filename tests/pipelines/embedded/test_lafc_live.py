@@ -17,7 +17,7 @@ from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
 from frontierflow.schemas.container import write_container
 from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.relevance import Topic
-from frontierflow.state.rocksdb import RocksDBStore
+from frontierflow.state.storage.rocksdb import RocksDBStore
 
 pytestmark = pytest.mark.kafka
 

@@ -26,10 +26,10 @@ from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.embedded.engine import Engine
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.container import read_container, write_container
-from frontierflow.state.codec import decode_positions, decode_u64
-from frontierflow.state.format import INPUT_POSITION, OUTPUT_POSITION
-from frontierflow.state.rocksdb import RocksDBStore
-from frontierflow.state.store import META_FAMILY
+from frontierflow.state.storage.codec import decode_positions, decode_u64
+from frontierflow.state.storage.format import INPUT_POSITION, OUTPUT_POSITION
+from frontierflow.state.storage.rocksdb import RocksDBStore
+from frontierflow.state.storage.store import META_FAMILY
 
 STEP = 40
 EVENTS = 600

@@ -8,10 +8,10 @@ from frontierflow.pipelines.embedded.engine import Engine
 from frontierflow.pipelines.evaluation.simulator import MemoryFrontier
 from frontierflow.pipelines.strategies.lafc import Lafc
 from frontierflow.schemas.records import DeadLetter, FrontierEntry, SeedRequest
-from frontierflow.state.format import SEEDS_POSITION
-from frontierflow.state.memory import InMemoryStore
 from frontierflow.state.relevance import Topic
-from frontierflow.state.store import META_FAMILY
+from frontierflow.state.storage.format import SEEDS_POSITION
+from frontierflow.state.storage.memory import InMemoryStore
+from frontierflow.state.storage.store import META_FAMILY
 
 
 class _Recording(MemoryFrontier):

@@ -243,7 +243,7 @@ def test_the_engine_runs_a_global_strategy_s_recomputation() -> None:
     from frontierflow.pipelines.embedded.engine import Engine
     from frontierflow.pipelines.evaluation.simulator import MemoryFrontier
     from frontierflow.schemas.records import FetchEvent
-    from frontierflow.state.memory import InMemoryStore
+    from frontierflow.state.storage.memory import InMemoryStore
 
     strategy = build_strategy("pagerank", budget=40)
     assert isinstance(strategy, GlobalStrategy) and strategy.interval == 1

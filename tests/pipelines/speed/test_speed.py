@@ -40,7 +40,6 @@ from frontierflow.pipelines.speed.windows import (
     window_starts,
 )
 from frontierflow.schemas.records import FetchEvent
-from frontierflow.state.codec import StateCodecError
 from frontierflow.state.speed import (
     ControllerState,
     SpeedState,
@@ -49,6 +48,7 @@ from frontierflow.state.speed import (
     decode_speed_state,
     encode_speed_state,
 )
+from frontierflow.state.storage.codec import StateCodecError
 
 
 def _event(t_ms: int, status: int = 200, host: str = "a.example", fetcher: str = "f") -> FetchEvent:

@@ -30,7 +30,6 @@ from frontierflow.schemas.records import (
     FrontierEntry,
     Removal,
 )
-from frontierflow.state.codec import StateCodecError
 from frontierflow.state.ieca import (
     UNKNOWN,
     IecaDistance,
@@ -46,7 +45,8 @@ from frontierflow.state.ieca import (
     structure_term,
     updated_distance,
 )
-from frontierflow.state.memory import InMemoryStore
+from frontierflow.state.storage.codec import StateCodecError
+from frontierflow.state.storage.memory import InMemoryStore
 
 LOG2 = math.log10(2)
 LOG3 = math.log10(3)

@@ -21,7 +21,7 @@ from frontierflow.schemas.records import (
 )
 from frontierflow.state.ieca import IecaParams
 from frontierflow.state.ieca_plus import IecaPlusDistance, IecaPlusParams
-from frontierflow.state.memory import InMemoryStore
+from frontierflow.state.storage.memory import InMemoryStore
 
 LOG2 = math.log10(2)
 P = IecaPlusParams(IecaParams(budget=1000, k=25), damping_scale=1.0)  # δ = δ_t: eq. 13

@@ -24,8 +24,8 @@ from frontierflow.state.automaton import (
     uniform_draw,
 )
 from frontierflow.state.lafc import LafcState
-from frontierflow.state.memory import InMemoryStore
 from frontierflow.state.relevance import Topic, event_terms, similarity
+from frontierflow.state.storage.memory import InMemoryStore
 
 TOPIC = Topic.parse("net")
 ON = {"net": 1}  # similarity 1

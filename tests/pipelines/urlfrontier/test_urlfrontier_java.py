@@ -14,7 +14,7 @@ import pytest
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.pipelines.urlfrontier.frontier import Frontier, FrontierSettings
 from frontierflow.pipelines.urlfrontier.service import serve
-from frontierflow.state.rocksdb import RocksDBStore
+from frontierflow.state.storage.rocksdb import RocksDBStore
 
 HARNESS = Path(__file__).resolve().parents[3] / "infra" / "urlfrontier" / "harness" / "run.sh"
 COMMON = [

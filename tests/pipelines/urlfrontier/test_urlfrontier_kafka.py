@@ -20,7 +20,7 @@ from frontierflow.pipelines.embedded.live import LiveOptions, run_live
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.pipelines.urlfrontier.frontier import Frontier
 from frontierflow.pipelines.urlfrontier.kafka import KafkaFrontier
-from frontierflow.state.rocksdb import RocksDBStore
+from frontierflow.state.storage.rocksdb import RocksDBStore
 
 pytestmark = pytest.mark.kafka
 

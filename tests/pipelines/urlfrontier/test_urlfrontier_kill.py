@@ -27,9 +27,9 @@ from frontierflow.connectors.urlfrontier import urlfrontier_pb2 as pb
 from frontierflow.connectors.urlfrontier import urlfrontier_pb2_grpc as pb_grpc
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.pipelines.urlfrontier.frontier import Frontier
-from frontierflow.state.format import CRAWLED_FAMILY
-from frontierflow.state.rocksdb import RocksDBStore
-from frontierflow.state.store import META_FAMILY
+from frontierflow.state.storage.format import CRAWLED_FAMILY
+from frontierflow.state.storage.rocksdb import RocksDBStore
+from frontierflow.state.storage.store import META_FAMILY
 from frontierflow.state.urlfrontier import (
     PENDING_FAMILY,
     URLS_FAMILY,

@@ -26,8 +26,8 @@ from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.pipelines.urlfrontier.frontier import Frontier, FrontierSettings
 from frontierflow.pipelines.urlfrontier.service import MAX_MESSAGE_BYTES, serve
 from frontierflow.state.hosts import decode_host_state, group_key
-from frontierflow.state.rocksdb import RocksDBStore
-from frontierflow.state.store import META_FAMILY
+from frontierflow.state.storage.rocksdb import RocksDBStore
+from frontierflow.state.storage.store import META_FAMILY
 from frontierflow.state.urlfrontier import (
     QUEUES_FAMILY,
     URLS_FAMILY,

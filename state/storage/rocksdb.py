@@ -28,14 +28,14 @@ from rocksdict import (
     WriteOptions,
 )
 
-from frontierflow.state.format import (
+from frontierflow.state.storage.format import (
     NEW_STORE,
     STORE_FORMAT,
     STORE_FORMAT_KEY,
     stored_format,
     upgrade_changes,
 )
-from frontierflow.state.store import (
+from frontierflow.state.storage.store import (
     META_FAMILY,
     BufferedTransaction,
     Changes,
@@ -154,7 +154,7 @@ class RocksDBStore:
     directory has but `families` does not name are opened too (RocksDB requires it) and
     left untouched. Keys iterate in bytewise order. A new directory records the store
     format; one of format 1 is migrated on open, one of a newer format refused
-    (`frontierflow.state.format`).
+    (`frontierflow.state.storage.format`).
     """
 
     def __init__(

@@ -20,14 +20,14 @@ import struct
 from collections.abc import Callable, Collection, Iterable
 from typing import Final
 
-from frontierflow.state.codec import (
+from frontierflow.state.storage.codec import (
     StateCodecError,
     decode_u64,
     encode_i32,
     encode_positions,
     encode_u64,
 )
-from frontierflow.state.store import META_FAMILY, StoreError
+from frontierflow.state.storage.store import META_FAMILY, StoreError
 
 CRAWLED_FAMILY: Final = "crawled"
 """Engine-owned: URL → the last cycle it was fetched in (`encode_i32`), to count pages and

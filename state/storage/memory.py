@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
 
-from frontierflow.state.codec import encode_u64
-from frontierflow.state.format import STORE_FORMAT, STORE_FORMAT_KEY
-from frontierflow.state.store import (
+from frontierflow.state.storage.codec import encode_u64
+from frontierflow.state.storage.format import STORE_FORMAT, STORE_FORMAT_KEY
+from frontierflow.state.storage.store import (
     META_FAMILY,
     BufferedTransaction,
     Changes,
