@@ -2,21 +2,18 @@
 variant on the news site and its rewired copy.
 
 `evaluate` runs each variant's fleet (`forager_fleet`) a number of times on both sites, plus
-the fixed-schedule baseline, and `run_from_args` writes the reports (`forager_report`) for
+the fixed-schedule baseline, and `run_evaluation` writes the reports (`forager_report`) for
 `frontierflow simulate foragers`.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from frontierflow.pipelines.evaluation.forager_fleet import (
-    DEFAULT_DOWNLOAD_MS,
-    DEFAULT_START,
-    WORLD_NEWS,
     ForagerSetup,
     Progress,
     build_site,
@@ -62,46 +59,36 @@ def evaluate(
     return results, graphs
 
 
-# --- command line ------------------------------------------------------------------------
+# --- one evaluation ----------------------------------------------------------------------
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `frontierflow simulate foragers`."""
-    parser.add_argument("--news", type=Path, default=Path("../shared/data/news"))
-    parser.add_argument("--variants", default="wl,rl,wlrl", help="wl, rl, wlrl")
-    parser.add_argument("--days", type=float, default=8.0)
-    parser.add_argument("--start", default=DEFAULT_START, help="ISO 8601 UTC start")
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--download-ms", type=int, default=DEFAULT_DOWNLOAD_MS)
-    parser.add_argument("--topic", default=",".join(WORLD_NEWS), help="sections, comma-separated")
-    parser.add_argument("--no-rewired", action="store_true", help="skip the rewired site")
-    parser.add_argument("--no-baseline", action="store_true", help="skip the fixed schedule")
-    parser.add_argument("--out", type=Path, required=True, help="output directory")
+@dataclass(frozen=True, slots=True)
+class ForagerEvaluation:
+    """What `frontierflow simulate foragers` runs, its options parsed once."""
+
+    setup: ForagerSetup
+    variants: tuple[str, ...]
+    runs: int
+    out: Path
+    rewired: bool = True
+    baseline: bool = True
+
+    def __post_init__(self) -> None:
+        for v in self.variants:
+            Variant(v)  # ValueError for an unknown variant, before any work
+        if self.runs < 1:
+            raise ValueError(f"runs must be >= 1, got {self.runs}")
+
+    def simulated_ms(self) -> int:
+        """Simulated time the evaluation will cover (for a progress bar)."""
+        sites = 2 if self.rewired else 1
+        runs = len(self.variants) * self.runs + (1 if self.baseline else 0)
+        return int(sites * runs * self.setup.days * DAY_MS)
 
 
-def run_from_args(args: argparse.Namespace, progress: Progress | None = None) -> int:
-    """Runs the evaluation the options describe and writes runs.csv, efficiency.csv,
-    summary.md and efficiency.png to `--out`."""
-    setup = ForagerSetup(
-        news=args.news,
-        start=args.start,
-        days=args.days,
-        topic=tuple(t.strip() for t in args.topic.split(",") if t.strip()),
-        download_ms=args.download_ms,
-    )
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    for v in variants:
-        Variant(v)  # ValueError for an unknown variant, before any work
-    results, graphs = evaluate(
-        setup, variants, args.runs, not args.no_rewired, not args.no_baseline, progress
-    )
-    write_reports(args.out, setup, results, graphs)
-    return 0
-
-
-def total_simulated_ms(args: argparse.Namespace) -> int:
-    """Simulated time the evaluation will cover (for a progress bar)."""
-    variants = len([v for v in args.variants.split(",") if v.strip()])
-    sites = 1 if args.no_rewired else 2
-    runs = variants * args.runs + (0 if args.no_baseline else 1)
-    return int(sites * runs * args.days * DAY_MS)
+def run_evaluation(evaluation: ForagerEvaluation, progress: Progress | None = None) -> None:
+    """Runs the evaluation and writes runs.csv, efficiency.csv, summary.md and
+    efficiency.png to its `out` folder."""
+    e = evaluation
+    results, graphs = evaluate(e.setup, list(e.variants), e.runs, e.rewired, e.baseline, progress)
+    write_reports(e.out, e.setup, results, graphs)
