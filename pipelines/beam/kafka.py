@@ -64,6 +64,7 @@ from frontierflow.pipelines.beam.strategy import beam_strategy
 from frontierflow.pipelines.beam.stream import StreamFrontier
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.schemas.records import FetchEvent
+from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
 
 _MAX_OFFSET = 2**63 - 1
 
@@ -266,11 +267,12 @@ def build_kafka_pipeline(
     settings: KafkaSettings,
     strategy: Strategy[Any],
     ends: Mapping[int, int] | None,
+    hosts: HostPolicy | None = DEFAULT_POLICY,
 ) -> None:
     """fetch-events → the shared steps → frontier and dead-letter topics."""
     t = settings.topics
     events, dead = pipeline | "ReadKafka" >> ReadFromKafkaPartitions(settings, ends=ends)
-    updates = events | "Frontier" >> ReplayFrontier(strategy)
+    updates = events | "Frontier" >> ReplayFrontier(strategy, hosts=hosts)
     updates | "WriteFrontier" >> WriteUpdatesToKafka(settings)
     letters = dead | "DeadToRecords" >> beam.Map(dead_record, t.dead_letter)
     letters | "WriteDead" >> WriteToKafka(settings)
@@ -286,6 +288,7 @@ def build_kafka_stream(
     lateness_ms: int = 0,
     state_topic: str | None = None,
     kafka_io: str | None = None,
+    hosts: HostPolicy | None = DEFAULT_POLICY,
 ) -> None:
     """fetch-events in event time → the unbounded form (`beam.stream.StreamFrontier`) →
     frontier (and state) and dead-letter topics. Every URL's changes leave as soon as the
@@ -301,7 +304,7 @@ def build_kafka_stream(
     else:
         read = ReadFromKafkaPartitions(settings, ends=ends, lateness_ms=lateness_ms)
     events, dead = pipeline | "ReadKafka" >> read
-    frontier = StreamFrontier(strategy, windows, by_arrival=kafka_io is not None)
+    frontier = StreamFrontier(strategy, windows, by_arrival=kafka_io is not None, hosts=hosts)
     parts = events | "Frontier" >> frontier
     for i, part in enumerate(parts):  # states, then the changes: each written as it comes
         part | ("WriteFrontier" if i == 0 else f"WriteFrontier{i}") >> WriteUpdatesToKafka(
@@ -319,13 +322,14 @@ def run_beam_kafka(
     beam_args: list[str],
     until_current_end: bool = True,
     strategy: Strategy[Any] | None = None,
+    hosts: HostPolicy | None = DEFAULT_POLICY,
 ) -> None:
     """Run the exact-clock Kafka pipeline; with `until_current_end`, over what the topic
     holds now (it waits for its input to end: the clock is one ordered pass)."""
     strategy = beam_strategy(strategy_name, budget=budget, strategy=strategy)
     ends = end_offsets(settings) if until_current_end else None
     with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
-        build_kafka_pipeline(pipeline, settings, strategy, ends)
+        build_kafka_pipeline(pipeline, settings, strategy, ends, hosts)
 
 
 FINISH_BUNDLES = "--finish_bundle_before_checkpointing"
@@ -352,6 +356,7 @@ def run_beam_kafka_stream(
     strategy: Strategy[Any] | None = None,
     kafka_io: str | None = None,
     wait: bool = True,
+    hosts: HostPolicy | None = DEFAULT_POLICY,
 ) -> Any:
     """Run the unbounded form from Kafka to Kafka and wait for it. With
     `until_current_end` the read is bounded to the topic's current end offsets (the run
@@ -384,6 +389,7 @@ def run_beam_kafka_stream(
         lateness_ms=lateness_ms,
         state_topic=state_topic,
         kafka_io=kafka_io,
+        hosts=hosts,
     )
     result = pipeline.run()
     if wait:

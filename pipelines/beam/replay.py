@@ -339,16 +339,17 @@ def build_replay(
     out_prefix: str,
     fills: Fills | None = None,
     seeds: Seeds | None = None,
+    hosts: HostPolicy | None = DEFAULT_POLICY,
 ) -> None:
     """Read `log`, update the frontier, write `<out>-frontier*.jsonl`, `<out>-state*.jsonl`
     and `<out>-dead-letters*.jsonl`; with `fills` ((crawl id, position) → echo: one round
     of the echo fill), also `<out>-echo-fills*.jsonl`, the echoes this round found."""
     events, dead = pipeline | "Read" >> ReadFetchEventLog(log)
     if fills is None:
-        updates = events | "Frontier" >> ReplayFrontier(strategy, seeds)
+        updates = events | "Frontier" >> ReplayFrontier(strategy, seeds, hosts)
         (updates, dead) | "Write" >> WriteResults(out_prefix)
         return
-    frontier = ReplayFrontier(strategy, seeds, filling=True)
+    frontier = ReplayFrontier(strategy, seeds, hosts, filling=True)
     updates, found = (events, given_fills(pipeline, fills)) | "Frontier" >> frontier
     (updates, dead) | "Write" >> WriteResults(out_prefix)
     write_fills(found, out_prefix)
@@ -366,6 +367,7 @@ def run_beam_replay(
     fill_echo: bool = False,
     max_fill_rounds: int = MAX_FILL_ROUNDS,
     seeds: Seeds | None = None,
+    hosts: HostPolicy | None = DEFAULT_POLICY,
 ) -> int:
     """Run the replay pipeline with the given Beam pipeline options and wait for it; returns
     how many times it ran (more than once only to fill echoes).
@@ -374,16 +376,17 @@ def run_beam_replay(
     built from `strategy_name`, `budget` and `seed`. With `fill_echo`, events without echo
     get the one their strategy derives from state, found in rounds (module docstring): the
     pipeline runs until a round finds the echoes it was given, at most `max_fill_rounds`
-    times."""
+    times. `hosts`: the host rule's settings (`state.hosts.HostPolicy`; None: no entry
+    is held)."""
     strategy = beam_strategy(strategy_name, budget=budget, seed=seed, strategy=strategy)
     options = pipeline_options(beam_args)
     if not fill_echo or strategy.echo_fill is EchoFill.NONE:
         with beam.Pipeline(options=options) as pipeline:
-            build_replay(pipeline, log, strategy, out_prefix, seeds=seeds)
+            build_replay(pipeline, log, strategy, out_prefix, seeds=seeds, hosts=hosts)
         return 1
 
     def run_round(fills: Fills) -> None:
         with beam.Pipeline(options=options) as pipeline:
-            build_replay(pipeline, log, strategy, out_prefix, fills)
+            build_replay(pipeline, log, strategy, out_prefix, fills, hosts=hosts)
 
     return run_fill_rounds(run_round, out_prefix, max_fill_rounds)

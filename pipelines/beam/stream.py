@@ -438,12 +438,13 @@ def build_stream_replay(
     strategy: Strategy[Any],
     out_prefix: str,
     windows: ClockWindows,
+    hosts: HostPolicy | None = DEFAULT_POLICY,
 ) -> None:
     """The unbounded form over a log file, written as `beam.replay.build_replay` writes: the
     change records are compacted per URL at the sink (the files are bounded; the update
     path is the same one `beam.kafka.build_kafka_stream` runs unbounded)."""
     events, dead = pipeline | "Read" >> ReadFetchEventLog(log)
-    parts = events | "Frontier" >> StreamFrontier(strategy, windows)
+    parts = events | "Frontier" >> StreamFrontier(strategy, windows, hosts=hosts)
     results = (
         parts
         | "Updates" >> beam.Flatten()
@@ -465,9 +466,10 @@ def run_beam_stream_replay(
     seed: int = 0,
     beam_args: list[str] | None = None,
     strategy: Strategy[Any] | None = None,
+    hosts: HostPolicy | None = DEFAULT_POLICY,
 ) -> None:
     """Run the unbounded form over a log with the given pipeline options and wait for it;
     `strategy`, when given, is used as it is (as in `beam.replay.run_beam_replay`)."""
     strategy = beam_strategy(strategy_name, budget=budget, seed=seed, strategy=strategy)
     with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
-        build_stream_replay(pipeline, log, strategy, out_prefix, windows)
+        build_stream_replay(pipeline, log, strategy, out_prefix, windows, hosts)

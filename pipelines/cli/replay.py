@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from frontierflow.pipelines.cli.common import (
     add_engine_args,
+    add_host_policy_args,
     add_ui_args,
+    host_policy,
     operators_page,
     speed_settings,
     strategy_from_args,
@@ -34,6 +36,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     )
     add_engine_args(rp, state_required=False)
     add_ui_args(rp)
+    add_host_policy_args(rp)
     rp.add_argument(
         "--out",
         type=Path,
@@ -149,6 +152,7 @@ def replay(args: argparse.Namespace) -> int:
             crawl_id=args.seed_crawl_id,
             seed_ms=args.seed_time_ms,
             commit_every=(REPLAY_COMMIT_EVERY if args.commit_every is None else args.commit_every),
+            hosts=host_policy(args),
         )
     log.info(
         "replayed %d events (%d duplicates, %d dead letters): %d entries, %d removals",
@@ -205,6 +209,7 @@ def _replay_beam(args: argparse.Namespace) -> int:
             seed=args.seed,
             beam_args=beam_args,
             strategy=strategy,
+            hosts=host_policy(args),
         )
     else:
         from frontierflow.pipelines.beam.replay import Seeds, run_beam_replay
@@ -219,6 +224,7 @@ def _replay_beam(args: argparse.Namespace) -> int:
             fill_echo=args.echo_from_state,
             strategy=strategy,
             seeds=Seeds(tuple(args.seed_url), args.seed_crawl_id, args.seed_time_ms),
+            hosts=host_policy(args),
         )
         log.info("wrote %s-frontier*.jsonl, -state*.jsonl, -dead-letters*.jsonl", args.out)
     if speed is not None:

@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, Any
 from frontierflow.pipelines.cli.common import (
     NO_SPEED_CONTROLLER,
     add_engine_args,
+    add_host_policy_args,
     add_kafka_args,
     add_ui_args,
+    host_policy,
     kafka_settings,
     operators_page,
     speed_settings,
@@ -36,6 +38,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "--metrics-port", type=int, default=None, help="serve Prometheus metrics on 127.0.0.1:PORT"
     )
     add_ui_args(lp)
+    add_host_policy_args(lp)
     lp.add_argument(
         "--exit-when-idle", action="store_true", help="stop once fetch-events is read to its end"
     )
@@ -142,6 +145,7 @@ def _run_embedded(args: argparse.Namespace) -> int:
         exit_when_idle=args.exit_when_idle,
         speed=speed_settings(args),
         kafka_client=args.kafka_client,
+        hosts=host_policy(args),
     )
     strategy = strategy_from_args(args)
     stop = threading.Event()
@@ -190,6 +194,7 @@ def _run_beam(args: argparse.Namespace) -> int:
             beam_args=beam_args,
             until_current_end=True,
             strategy=strategy,
+            hosts=host_policy(args),
         )
     else:
         run_beam_kafka_stream(
@@ -203,5 +208,6 @@ def _run_beam(args: argparse.Namespace) -> int:
             state_topic=args.topic_state,
             strategy=strategy,
             kafka_io=args.kafka_io,
+            hosts=host_policy(args),
         )
     return 0

@@ -41,6 +41,7 @@ from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.pipelines.embedded.engine import Engine, EngineStats
 from frontierflow.pipelines.embedded.observer import StepObserver
 from frontierflow.pipelines.speed.settings import ControllerSettings
+from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
 from frontierflow.state.storage.rocksdb import RocksDBStore
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,9 @@ class LiveOptions:
     kafka_client: str = "auto"
     """The Kafka client library: `kafka-python`, `confluent` (librdkafka), or `auto`,
     confluent when it is installed."""
+    hosts: HostPolicy | None = DEFAULT_POLICY
+    """The host rule's settings (`state.hosts`), the same the fetchers are given; None:
+    hosts are not tracked and no entry is held."""
 
     def __post_init__(self) -> None:
         if self.step_size < 1 or self.poll_timeout_ms < 1:
@@ -225,6 +229,7 @@ def _run_connected(
             before_commit=hooks.before_commit,
             speed=options.speed,
             observer=hooks.observer,
+            hosts=options.hosts,
         )
         engine.stats = previous
         source = KafkaFetchEventSource(settings, engine.input_checkpoint(), client)

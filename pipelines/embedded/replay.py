@@ -19,6 +19,7 @@ from frontierflow.pipelines.embedded.engine import Engine, EngineStats, apply_al
 from frontierflow.pipelines.embedded.observer import StepObserver
 from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.pipelines.strategies import build_strategy
+from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
 from frontierflow.state.storage.rocksdb import RocksDBStore
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ def replay_log(
     seed_ms: int = 0,
     observer: StepObserver | None = None,
     commit_every: int = REPLAY_COMMIT_EVERY,
+    hosts: HostPolicy | None = DEFAULT_POLICY,
 ) -> EngineStats:
     """Replay `log_path` (from where the state directory left off) and return the counters.
 
@@ -63,7 +65,8 @@ def replay_log(
     into `crawl_id` at event time `seed_ms` before the first record (again after a crash
     before the first record's step: the same seeds at the same time). `observer` (an
     operator's page) is told of every committed step. The state is committed every
-    `commit_every` steps (see `REPLAY_COMMIT_EVERY`)."""
+    `commit_every` steps (see `REPLAY_COMMIT_EVERY`). `hosts`: the host rule's settings
+    (`state.hosts.HostPolicy`; None: no entry is held)."""
     if step_size < 1:
         raise ValueError(f"--step-size must be >= 1, got {step_size}")
     if strategy is None:
@@ -85,6 +88,7 @@ def replay_log(
             fill_echo=fill_echo,
             observer=observer,
             commit_every=commit_every,
+            hosts=hosts,
         )
         start = engine.input_position()
         if start:

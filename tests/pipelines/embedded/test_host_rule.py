@@ -5,15 +5,19 @@ committed with the step and read back by a new engine on the same store."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from list_sink import ListSink
 
 from frontierflow.connectors.base import Position
+from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.embedded.engine import Engine
 from frontierflow.pipelines.embedded.hosts import HOST_PREFIX
 from frontierflow.pipelines.strategies import build_strategy
+from frontierflow.schemas.container import write_container
 from frontierflow.schemas.records import FetchEvent, FrontierEntry
 from frontierflow.state.hosts import decode_host_state, group_key
 from frontierflow.state.storage.memory import InMemoryStore
@@ -137,3 +141,25 @@ def test_an_entry_is_held_by_the_pause_under_way_when_it_was_emitted(step_size: 
     assert held == {"http://busy.test/a": None, "http://busy.test/b": 17_000}
     assert engine.stats.held == 1
     assert engine.paused == {group_key("default", "busy.test"): 17_000}
+
+
+@pytest.mark.parametrize(("options", "until"), [([], 62_000), (["--backoff-base", "5"], 7_000)])
+def test_replay_takes_the_host_rules_options(
+    tmp_path: Path, options: list[str], until: int
+) -> None:
+    """`frontierflow replay` with the fetchers' host options: busy.test answers 503 without
+    Retry-After at 2 s; good.test links to busy.test/b at 3 s. A back-off of 5 s with no
+    jitter holds the entry until 2 s + 5 s; the default 60 s until 62 s."""
+    events = [
+        _event("http://busy.test/", 2_000, 503, will_retry=True),
+        _event("http://good.test/", 3_000, outlinks=("http://busy.test/b",)),
+    ]
+    log = tmp_path / "events.avro"
+    write_container(log, "FetchEvent", [e.to_avro() for e in events])
+    out = tmp_path / "out.jsonl"
+    argv = ["replay", str(log), "--strategy", "bfs", "--state-dir", str(tmp_path / "state"),
+            "--out", str(out), "--backoff-jitter", "0", *options]  # fmt: skip
+    assert main(argv) == 0
+    entries = {e["url"]: e for e in map(json.loads, out.read_text().splitlines())}
+    held = entries["http://busy.test/b"]["not_before"]
+    assert held == until
