@@ -15,6 +15,7 @@ from frontierflow.pipelines.beam.replay import Seeds
 from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.speed.settings import settings_for
 from frontierflow.pipelines.strategies.ieca import IecaStrategy
+from frontierflow.state.hosts import DEFAULT_POLICY
 
 Calls = list[tuple[str, tuple[Any, ...], dict[str, Any]]]
 
@@ -51,6 +52,7 @@ def test_run_exact_clock_reads_to_the_current_end(kafka_calls: Calls) -> None:
     assert (settings.topics.fetch_events, settings.topics.frontier) == ("fetch-events", "fr")
     assert kafka_calls[0][1] == (settings,)
     assert isinstance(kw.pop("strategy"), IecaStrategy)
+    assert kw.pop("hosts") == DEFAULT_POLICY  # the host rule's options, as the fetchers'
     assert kw == {
         "strategy_name": "ieca",
         "budget": 400,
@@ -66,6 +68,7 @@ def test_run_windowed_clock_reads_on(kafka_calls: Calls, idle: list[str], until_
     assert [c[0] for c in kafka_calls] == ["ensure_topics", "run_beam_kafka_stream"]
     kw = kafka_calls[1][2]
     assert isinstance(kw.pop("strategy"), IecaStrategy)
+    assert kw.pop("hosts") == DEFAULT_POLICY  # the host rule's options, as the fetchers'
     assert kw == {
         "strategy_name": "ieca",
         "budget": 400,
@@ -168,6 +171,7 @@ def test_replay_beam_runs_the_speed_form_on_the_events_the_engine_counts(
     assert [c[0] for c in replay_calls] == ["replay", "speed"]
     kwargs = dict(replay_calls[0][2])
     assert isinstance(kwargs.pop("strategy"), IecaStrategy)  # built from the options
+    assert kwargs.pop("hosts") == DEFAULT_POLICY
     assert kwargs.pop("seeds") == Seeds((), "default", 0)  # no --seed-url
     assert kwargs == {
         "strategy_name": "ieca",
