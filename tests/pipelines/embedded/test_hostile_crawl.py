@@ -107,7 +107,7 @@ def _strategy(name: str) -> Strategy[Any]:
 @pytest.mark.parametrize("strategy", ["bfs", "ieca", "lafc"])
 def test_hostile_web(strategy: str, kafka_broker: Any, kafka_client: Any, tmp_path: Path) -> None:
     with HostileWeb(
-        busy_burst=5, busy_window_s=4.0, busy_retry_after_s=3, slow_delay_s=1.0, slow_pages=10
+        busy_burst=5, busy_window_s=2.0, busy_retry_after_s=1, slow_delay_s=1.0, slow_pages=10
     ) as web:
         events, settings = crawl(_strategy(strategy), kafka_broker, kafka_client, tmp_path, web)
         log = web.requests()
