@@ -50,6 +50,7 @@ def test_wheel_installs_only_under_frontierflow(wheel: Path) -> None:
     assert tops == {"frontierflow", next(t for t in tops if t.endswith(".dist-info"))}
     for sub in SUBPACKAGES:
         assert f"frontierflow/{sub}/__init__.py" in names
+    assert "frontierflow/state/storage/rocksdb.py" in names  # a subpackage of a subpackage
     assert not any(name.startswith(("state/", "pipelines/", "tests/", "infra/")) for name in names)
 
 
