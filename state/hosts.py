@@ -34,10 +34,10 @@ import email.utils
 import math
 import struct
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from frontierflow.schemas.records import FetchEvent, FrontierEntry
+from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.storage.codec import StateCodecError
 from frontierflow.state.traps import registered_domain
 
@@ -325,55 +325,6 @@ def held_until(
         if domain is not None and domain.exhausted(policy.domain_page_limit, cycle):
             return 0
     return None
-
-
-Pause = tuple[int, int]
-"""A pause of a queue group: (the time of the answer that began or lengthened it, its end),
-both epoch ms."""
-
-
-def pause_begun(before: HostState | None, after: HostState, at_ms: int) -> Pause | None:
-    """The pause an answer at `at_ms` began or lengthened (the group's state before and
-    after it), or None when it moved no pause's end."""
-    if after.paused_until > (0 if before is None else before.paused_until):
-        return (at_ms, after.paused_until)
-    return None
-
-
-def pause_as_of(pauses: Iterable[Pause], at_ms: int) -> int:
-    """The end of the group's pause under way at `at_ms` by what had been answered by then
-    (the latest end among `pauses` begun at or before `at_ms`), or 0 when none was."""
-    until = max((end for begun, end in pauses if begun <= at_ms), default=0)
-    return until if until > at_ms else 0
-
-
-def held_entry(entry: FrontierEntry, pauses: Iterable[Pause]) -> FrontierEntry | None:
-    """`entry` held until the end of its group's pause under way when it was emitted
-    (`pause_as_of` its `emitted_at`: event time, so a replay holds the same entries on every
-    path, in steps of any size), or None when it is not held. An entry is never dropped
-    for a pause: a fetcher takes it when `not_before` has passed."""
-    until = pause_as_of(pauses, entry.emitted_at)
-    if until == 0 or (entry.not_before or 0) >= until:
-        return None
-    return replace(entry, not_before=until)
-
-
-def group_pauses(
-    events: Iterable[FetchEvent], policy: HostPolicy = DEFAULT_POLICY
-) -> dict[str, list[Pause]]:
-    """Every pause the rule gives the queue groups of `events` (in input order), by group
-    key: `answer_updates` folded over them, as the job folds them."""
-    states: dict[str, HostState] = {}
-    pauses: dict[str, list[Pause]] = {}
-    for event in events:
-        key = group_key(event.crawl_id, event.host)
-        before = states.get(key)
-        for k, state in answer_updates(states.get, event, policy):
-            states[k] = state
-        pause = pause_begun(before, states[key], event.fetched_at)
-        if pause is not None:
-            pauses.setdefault(key, []).append(pause)
-    return pauses
 
 
 def parse_retry_after(value: str | None, now_ms: int) -> int | None:

@@ -4,9 +4,9 @@ held until it ends.
 
 The rule is `state.hosts`, the one the embedded engine and the fetchers apply: the
 group's state after each answer (`answer_updates`, in input order), the pauses it begins
-(`pause_begun`), and an entry held by the pause under way at its `emitted_at`
-(`held_entry`). Event time throughout, so both forms hold exactly the entries the
-embedded engine holds when `fetched_at` never decreases along the input.
+(`state.host_pauses`), and an entry held by the pause under way at its `emitted_at`.
+Event time throughout, so both forms hold exactly the entries the embedded engine holds
+when `fetched_at` never decreases along the input.
 
 - Bounded (`HoldPausedHosts`): per group, its answers in input order give its pauses
   (a small collection: a pause lasts a minute or more), read by every update as a side
@@ -46,17 +46,8 @@ from frontierflow.pipelines.beam.event_time import (
 from frontierflow.pipelines.beam.io import PositionedEvent
 from frontierflow.schemas.codecs import decode_record, encode_record
 from frontierflow.schemas.records import FetchEvent, FrontierChange, FrontierEntry
-from frontierflow.state.hosts import (
-    HostPolicy,
-    Pause,
-    answer_updates,
-    decode_host_state,
-    encode_host_state,
-    group_key,
-    group_pauses,
-    held_entry,
-    pause_begun,
-)
+from frontierflow.state.host_pauses import Pause, answer_and_pause, group_pauses, hold_entries
+from frontierflow.state.hosts import HostPolicy, decode_host_state, encode_host_state, group_key
 from frontierflow.state.urls import host_of
 
 HELD_ENTRIES = Metrics.counter("frontierflow", "held_entries")
@@ -72,7 +63,7 @@ def answer_of(event: FetchEvent) -> FetchEvent:
 
 class GroupPauses(beam.PTransform):
     """Every `(position, FetchEvent)`, deferred answers too → (group key, [pause, …]) for
-    each queue group the rule paused (`state.hosts.group_pauses` over its answers in input
+    each queue group the rule paused (`state.host_pauses.group_pauses` over its answers in input
     order)."""
 
     def __init__(self, policy: HostPolicy) -> None:
@@ -108,16 +99,8 @@ def hold_update(update: UrlUpdate, pauses: Mapping[str, list[Pause]]) -> UrlUpda
     """`update` with each entry emitted inside its group's pause held (`held_entry`)."""
     if not pauses:
         return update
-    changes = list(update.changes)
-    held = 0
-    for i, change in enumerate(changes):
-        if isinstance(change, FrontierEntry):
-            group = pauses.get(group_key(change.crawl_id, change.host))
-            kept = held_entry(change, group) if group else None
-            if kept is not None:
-                changes[i] = kept
-                held += 1
-    if not held:
+    changes, held = hold_entries(update.changes, lambda key: pauses.get(key, ()))
+    if changes is None:
         return update
     HELD_ENTRIES.inc(held)
     return replace(update, changes=tuple(changes))
@@ -311,11 +294,9 @@ class _HoldInEventTime(beam.DoFn):
         held.write(((groups, batches[-1][0]), rest))
 
     def _answer(self, groups: dict[str, tuple[bytes, list[Pause]]], event: FetchEvent) -> None:
-        key = group_key(event.crawl_id, event.host)
         raw, pauses = groups.get(event.crawl_id, (b"", []))
-        before = decode_host_state(raw) if raw else None
         # a registered domain's count is the fetchers' (its hosts have keys of their own)
-        states = {key: before}
-        after = dict(answer_updates(states.get, event, self.policy))[key]
-        pause = pause_begun(before, after, event.fetched_at)
+        states = {group_key(event.crawl_id, event.host): decode_host_state(raw) if raw else None}
+        updates, pause = answer_and_pause(states.get, event, self.policy)
+        after = updates[0][1]
         groups[event.crawl_id] = (encode_host_state(after), [*pauses, pause] if pause else pauses)

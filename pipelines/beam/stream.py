@@ -88,8 +88,7 @@ from frontierflow.pipelines.beam.event_time import (
     with_through,
 )
 from frontierflow.pipelines.beam.hosts import HoldPausedHostsInEventTime
-from frontierflow.pipelines.beam.io import ReadFetchEventLog, WriteResults, page_answers
-from frontierflow.pipelines.beam.options import pipeline_options
+from frontierflow.pipelines.beam.io import page_answers
 from frontierflow.pipelines.beam.replay import apply_encoded
 from frontierflow.pipelines.beam.routing import AttachClock
 from frontierflow.pipelines.beam.running_clock import WindowedCrawlClock
@@ -99,11 +98,8 @@ from frontierflow.pipelines.beam.shard_state import (
     records_spec,
     state_shard,
 )
-from frontierflow.pipelines.beam.strategy import beam_strategy
 from frontierflow.pipelines.core.step import (
-    LatestChanges,
     is_repeat_fetch,
-    keep_latest,
 )
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.schemas.codecs import encode_record
@@ -415,61 +411,3 @@ class StreamFrontier(beam.PTransform):
         hold = HoldPausedHostsInEventTime(self.hosts, windows, self.by_arrival)
         states, changes = (events, updates) | "Hosts" >> hold
         return [states, changes]
-
-
-def compact_updates(grouped: tuple[str, Iterable[UrlUpdate]]) -> UrlUpdate:
-    """A URL's per-window updates → one, as a compacted topic keeps them: the state of the
-    latest that carries one; of the changes, the latest per change key over the updates in
-    version order (a key owns the change keys it emits, so no other URL's updates hold
-    them)."""
-    url, updates = grouped
-    ordered = sorted(updates, key=lambda u: tuple(u.version))
-    latest: LatestChanges = {}
-    for update in ordered:
-        keep_latest(latest, update.changes)
-    stated = [u for u in ordered if u.carries_state]  # a piece (`beam.hosts`) has no state
-    state = stated[-1].state if stated else None
-    return UrlUpdate(url, state, tuple(latest.values()), ordered[-1].version)
-
-
-def build_stream_replay(
-    pipeline: beam.Pipeline,
-    log: Any,
-    strategy: Strategy[Any],
-    out_prefix: str,
-    windows: ClockWindows,
-    hosts: HostPolicy | None = DEFAULT_POLICY,
-) -> None:
-    """The unbounded form over a log file, written as `beam.replay.build_replay` writes: the
-    change records are compacted per URL at the sink (the files are bounded; the update
-    path is the same one `beam.kafka.build_kafka_stream` runs unbounded)."""
-    events, dead = pipeline | "Read" >> ReadFetchEventLog(log)
-    parts = events | "Frontier" >> StreamFrontier(strategy, windows, hosts=hosts)
-    results = (
-        parts
-        | "Updates" >> beam.Flatten()
-        | "KeyByUrl"
-        >> beam.Map(lambda u: (u.url, u)).with_output_types(typehints.KV[str, UrlUpdate])
-        | "UpdatesByUrl" >> beam.GroupByKey()
-        | "Compact" >> beam.Map(compact_updates).with_output_types(UrlUpdate)
-    )
-    (results, dead) | "Write" >> WriteResults(out_prefix)
-
-
-def run_beam_stream_replay(
-    log: Any,
-    *,
-    strategy_name: str,
-    out_prefix: str,
-    budget: int,
-    windows: ClockWindows,
-    seed: int = 0,
-    beam_args: list[str] | None = None,
-    strategy: Strategy[Any] | None = None,
-    hosts: HostPolicy | None = DEFAULT_POLICY,
-) -> None:
-    """Run the unbounded form over a log with the given pipeline options and wait for it;
-    `strategy`, when given, is used as it is (as in `beam.replay.run_beam_replay`)."""
-    strategy = beam_strategy(strategy_name, budget=budget, seed=seed, strategy=strategy)
-    with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
-        build_stream_replay(pipeline, log, strategy, out_prefix, windows, hosts)

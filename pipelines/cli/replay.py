@@ -198,7 +198,7 @@ def _replay_beam(args: argparse.Namespace) -> int:
         raise ValueError("--seed-url needs the bounded Beam replay (--clock exact)")
     strategy = strategy_from_args(args)
     if windows is not None:
-        from frontierflow.pipelines.beam.stream import run_beam_stream_replay
+        from frontierflow.pipelines.beam.stream_replay import run_beam_stream_replay
 
         run_beam_stream_replay(
             str(args.log),

@@ -12,14 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from frontierflow.schemas.records import FrontierChange, FrontierEntry
-from frontierflow.state.hosts import (
-    HostState,
-    Pause,
-    decode_host_state,
-    group_key,
-    held_entry,
-)
+from frontierflow.schemas.records import FrontierChange
+from frontierflow.state.host_pauses import Pause, hold_entries
+from frontierflow.state.hosts import HostState, decode_host_state
 from frontierflow.state.storage.store import META_FAMILY, StateStore
 
 HOST_PREFIX = b"host\x00"
@@ -52,25 +47,18 @@ def hold_paused(
     changes: list[FrontierChange],
 ) -> tuple[list[FrontierChange], int]:
     """`changes` with every entry emitted inside its queue group's pause held until the
-    pause ends (`state.hosts.held_entry`), and how many were held. `paused` (group key →
+    pause ends (`state.host_pauses.hold_entries`), and how many were held. `paused` (group key →
     the end of its latest pause, from earlier steps: begun before anything this step
     emits when `fetched_at` never decreases along the input) takes the step's pauses
     after. Nothing is copied while no group was ever paused."""
     if not paused and not step_pauses:
         return changes, 0
-    held = 0
-    out: list[FrontierChange] = []
-    for change in changes:
-        if isinstance(change, FrontierEntry):
-            key = group_key(change.crawl_id, change.host)
-            pauses = step_pauses.get(key, [])
-            if key in paused:
-                pauses = [(-1, paused[key]), *pauses]
-            kept = held_entry(change, pauses) if pauses else None
-            if kept is not None:
-                change = kept
-                held += 1
-        out.append(change)
+
+    def pauses_of(key: str) -> list[Pause]:
+        pauses = step_pauses.get(key, [])
+        return [(-1, paused[key]), *pauses] if key in paused else pauses
+
+    out, held = hold_entries(changes, pauses_of)
     for key, pauses in step_pauses.items():
         paused[key] = max(paused.get(key, 0), *(until for _, until in pauses))
-    return out, held
+    return changes if out is None else out, held

@@ -52,14 +52,13 @@ from frontierflow.schemas.records import (
     FetchEvent,
     ScalingDecision,
 )
+from frontierflow.state.host_pauses import Pause, answer_and_pause
 from frontierflow.state.hosts import (
     HostPolicy,
     HostState,
-    Pause,
-    answer_updates,
     decode_host_state,
     encode_host_state,
-    pause_begun,
+    group_key,
 )
 from frontierflow.state.speed import SpeedState, decode_speed_state, encode_speed_state
 from frontierflow.state.storage.cache import HotStates
@@ -122,7 +121,7 @@ class Step(Generic[S]):
         self.hosts: dict[str, HostState | None] = {}
         """Queue groups (and registered domains) the step's events told of, by state key."""
         self.pauses: dict[str, list[Pause]] = {}
-        """The pauses the step's answers began, by queue group key (`state.hosts.Pause`)."""
+        """The pauses the step's answers began, by queue group key (`state.host_pauses.Pause`)."""
         self.similarities: list[float] | None = (
             [] if engine.observer is not None and engine.strategy.judges_pages else None
         )
@@ -232,17 +231,19 @@ class Step(Generic[S]):
 
     def observe_host(self, event: FetchEvent) -> None:
         """The frontier's host rule applied to the event's queue group (and its registered
-        domain's page count): `state.hosts.answer_updates`, as the fetchers apply it."""
+        domain's page count): `state.hosts.answer_updates`, as the fetchers apply it, and
+        the pause it began (`state.host_pauses.answer_and_pause`)."""
         policy = self.engine.hosts
         assert policy is not None
-        for key, state in answer_updates(self.host_state, event, policy):
+        updates, pause = answer_and_pause(self.host_state, event, policy)
+        for key, state in updates:
             before = self.host_state(key)
             if state.pauses > (0 if before is None else before.pauses):
                 self.engine.stats.pauses += 1
-            pause = pause_begun(before, state, event.fetched_at)
-            if pause is not None:
-                self.pauses.setdefault(key, []).append(pause)
             self.hosts[key] = state
+        if pause is not None:
+            key = group_key(event.crawl_id, event.host)
+            self.pauses.setdefault(key, []).append(pause)
 
     def host_state(self, key: str) -> HostState | None:
         if key not in self.hosts:

@@ -9,6 +9,7 @@ import zlib
 import pytest
 
 from frontierflow.schemas.records import FetchEvent, FrontierEntry
+from frontierflow.state.host_pauses import group_pauses, held_entry, pause_as_of
 from frontierflow.state.hosts import (
     DAY_MS,
     HostPolicy,
@@ -18,13 +19,10 @@ from frontierflow.state.hosts import (
     count_page,
     decode_host_state,
     encode_host_state,
-    group_pauses,
-    held_entry,
     held_until,
     host_after_fetch,
     jitter_factor,
     parse_retry_after,
-    pause_as_of,
     set_by_client,
 )
 from frontierflow.state.storage.codec import StateCodecError

@@ -15,7 +15,7 @@ from apache_beam.pipeline import PipelineVisitor
 from frontierflow.pipelines.beam import coders as ours
 from frontierflow.pipelines.beam.event_time import ClockWindows
 from frontierflow.pipelines.beam.replay import build_replay
-from frontierflow.pipelines.beam.stream import build_stream_replay
+from frontierflow.pipelines.beam.stream_replay import build_stream_replay
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.container import write_container
 from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry, Removal

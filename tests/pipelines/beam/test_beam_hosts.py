@@ -12,7 +12,7 @@ import pytest
 
 from frontierflow.pipelines.beam.event_time import ClockWindows
 from frontierflow.pipelines.beam.replay import run_beam_replay
-from frontierflow.pipelines.beam.stream import run_beam_stream_replay
+from frontierflow.pipelines.beam.stream_replay import run_beam_stream_replay
 from frontierflow.pipelines.core.step import is_repeat_fetch
 
 LOCAL = ["--runner=FnApiRunner"]

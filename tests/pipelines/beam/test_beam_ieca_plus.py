@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from frontierflow.pipelines.beam.event_time import ClockWindows
-from frontierflow.pipelines.beam.stream import run_beam_stream_replay
+from frontierflow.pipelines.beam.stream_replay import run_beam_stream_replay
 from frontierflow.pipelines.strategies.ieca_plus import ECHO_DISTANCE
 from frontierflow.schemas.container import write_container
 

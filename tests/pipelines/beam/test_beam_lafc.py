@@ -17,7 +17,7 @@ from topical_webs import random_web
 
 from frontierflow.pipelines.beam.event_time import ClockWindows
 from frontierflow.pipelines.beam.replay import run_beam_replay
-from frontierflow.pipelines.beam.stream import run_beam_stream_replay
+from frontierflow.pipelines.beam.stream_replay import run_beam_stream_replay
 from frontierflow.pipelines.core.strategy import change_key
 from frontierflow.pipelines.embedded.replay import replay_log
 from frontierflow.pipelines.evaluation.simulator import simulate_cycles

@@ -135,7 +135,8 @@ def replay_calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
         "frontierflow.pipelines.beam.replay.run_beam_replay", _recorder(calls, "replay")
     )
     monkeypatch.setattr(
-        "frontierflow.pipelines.beam.stream.run_beam_stream_replay", _recorder(calls, "stream")
+        "frontierflow.pipelines.beam.stream_replay.run_beam_stream_replay",
+        _recorder(calls, "stream"),
     )
 
     def speed(events: Any, *args: Any, **kwargs: Any) -> None:
