@@ -10,8 +10,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from frontierflow.pipelines.cli import renamed
-
 if TYPE_CHECKING:
     from frontierflow.connectors.kafka import KafkaSettings
     from frontierflow.pipelines.core.strategy import Strategy
@@ -123,9 +121,7 @@ def speed_settings(args: argparse.Namespace) -> ControllerSettings | None:
     Unknown names and bad windows raise `SpeedSettingsError` (a ValueError)."""
     from frontierflow.pipelines.speed.settings import settings_for
 
-    name = renamed.controller(
-        args.speed_controller or DEFAULT_SPEED_CONTROLLER, "--speed-controller"
-    )
+    name = args.speed_controller or DEFAULT_SPEED_CONTROLLER
     if name == NO_SPEED_CONTROLLER:
         return None
     return settings_for(name, window_ms=args.speed_window_ms)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from frontierflow.pipelines.cli import renamed
 from frontierflow.pipelines.cli.common import csv_list
 from frontierflow.pipelines.cli.groups import Command
 
@@ -52,7 +51,7 @@ def simulate_speed(args: argparse.Namespace) -> int:
     overrides = () if args.window_ms is None else (("window_ms", args.window_ms),)
     setup = SpeedEvalSetup(
         traces=tuple(traces),
-        controllers=renamed.controllers(args.controllers or DEFAULT_CONTROLLERS, "--controllers"),
+        controllers=tuple(args.controllers or DEFAULT_CONTROLLERS),
         duration_s=args.duration,
         seed=args.seed,
         workers=args.workers,

@@ -1,6 +1,6 @@
 """The command line's shape: the product commands first in `--help`, benchmarks and
-simulations in groups with a default member, and the old names (`bench-kafka`,
-`simulate-speed`, `--speed-controller seed003`) still accepted with a note on stderr."""
+simulations in groups with a default member, and the old command names (`bench-kafka`,
+`simulate-speed`) still accepted with a note on stderr."""
 
 from __future__ import annotations
 
@@ -121,32 +121,9 @@ def test_simulate_compares_ieca_plus_by_default(tmp_path: Path) -> None:
     assert "ieca-plus" in simulate.GRAPH_STRATEGIES
 
 
-@pytest.mark.parametrize(
-    ("old", "new"), [("seed003", "hypothesis"), ("seed003-literal", "hypothesis-literal")]
-)
-def test_an_old_speed_controller_name_is_accepted_with_a_note(
-    old: str, new: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    args = argparse.Namespace(speed_controller=old, speed_window_ms=2000)
-    assert speed_settings(args) == settings_for(new, window_ms=2000)
-    assert capsys.readouterr().err == (
-        f"frontierflow: '--speed-controller {old}' is deprecated, use '--speed-controller {new}'\n"
-    )
-
-
 def test_the_default_speed_controller_is_the_hypothesis_test(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     args = argparse.Namespace(speed_controller=None, speed_window_ms=2000)
     assert speed_settings(args) == settings_for("hypothesis", window_ms=2000)
     assert capsys.readouterr().err == ""
-
-
-def test_old_names_in_a_controller_list() -> None:
-    names = ("seed003", "aimd", "seed003-literal", "fixed-4")
-    assert renamed.controllers(names, "--controllers") == (
-        "hypothesis",
-        "aimd",
-        "hypothesis-literal",
-        "fixed-4",
-    )

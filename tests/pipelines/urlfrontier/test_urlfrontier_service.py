@@ -4,8 +4,8 @@ The server runs in-process on 127.0.0.1 over a RocksDB store in tmp_path with a 
 test moves, so locks, delays, blocks and revisits are checked without waiting. Expected
 priorities are worked out by hand: OPIC seeds hold cash 1 and a fetched page splits its
 cash evenly over its outlinks; IECA's seeds sit at distance 0.3 and a new child of a page
-with O outlinks at (1 − δ_t)·0.3 + log10 O (eq. 13 of seed 001, δ_t = 0.35 before the first
-k pages).
+with O outlinks at (1 − δ_t)·0.3 + log10 O (Golshani & ZarehBidoki 2012, eq. 13;
+δ_t = 0.35 before the first k pages).
 """
 
 from __future__ import annotations
