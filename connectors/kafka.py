@@ -8,24 +8,22 @@ writes frontier entries to the compacted `frontier` topic as `frontier_record` m
 partitioned by host), and dead letters to `dead-letter`; `flush` returns only once the
 broker has acknowledged everything, so the engine commits state after its outputs are
 safe. Both read and write through the interface of `connectors.kafka_client`, with the
-client the caller names: kafka-python (`connectors.kafka_python`) or confluent-kafka
-(`connectors.kafka_confluent`).
+library the settings name (`KafkaSettings.client_library`) or the caller: kafka-python
+(`connectors.kafka_python`) or confluent-kafka (`connectors.kafka_confluent`); `open_reader`,
+`open_writer` and `open_admin` open either for every other Kafka user of the project.
 The Beam pipelines write through kafka-python's `AcknowledgedProducer` and the same rule.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import zlib
 from collections.abc import Mapping, Sequence
 from typing import Generic, TypeVar
 
-from kafka.admin import KafkaAdminClient, NewTopic
-from kafka.errors import KafkaError, TopicAlreadyExistsError
-
 from frontierflow.connectors.base import DecisionSink, Failed, Position
 from frontierflow.connectors.kafka_client import (
+    BrokerError,
     KafkaClientName,
     RecordReader,
     RecordWriter,
@@ -72,8 +70,9 @@ def job_topics(settings: KafkaSettings) -> list[TopicSpec]:
     return [TopicSpec(n, settings.partitions, settings.replication_factor, c) for n, c in wanted]
 
 
-def ensure_topics(settings: KafkaSettings, client: KafkaClientName = "kafka-python") -> None:
-    """Create the job's topics (`job_topics`) if they are missing, through `client`."""
+def ensure_topics(settings: KafkaSettings, client: KafkaClientName | None = None) -> None:
+    """Create the job's topics (`job_topics`) if they are missing, through `client` (None:
+    the settings' library)."""
     admin = open_admin(settings, client)
     try:
         existing = admin.topics()
@@ -88,24 +87,17 @@ def ensure_topics(settings: KafkaSettings, client: KafkaClientName = "kafka-pyth
 def ensure_fetched_topic(settings: KafkaSettings) -> None:
     """Create the compacted `fetched` topic, with as many partitions as `frontier`, if it is
     missing (a fetcher may start against a job that predates it). The frontier topic must
-    exist: the job creates it."""
-    admin = KafkaAdminClient(**settings.connection())
+    exist: the job creates it (BrokerError otherwise)."""
+    admin = open_admin(settings)
     try:
         t = settings.topics
-        if t.fetched in set(admin.list_topics()):
+        if t.fetched in admin.topics():
             return
-        described = admin.describe_topics([t.frontier])
-        partitions = len(described[0]["partitions"]) if described else 0
+        partitions = admin.partitions(t.frontier)
         if not partitions:
-            raise KafkaError(f"topic {t.frontier!r} is missing: start the job first")
-        topic = NewTopic(
-            t.fetched,
-            partitions,
-            settings.replication_factor,
-            topic_configs={"cleanup.policy": "compact"},
-        )
-        with contextlib.suppress(TopicAlreadyExistsError):
-            admin.create_topics([topic])
+            raise BrokerError(f"topic {t.frontier!r} is missing: start the job first")
+        compact = {"cleanup.policy": "compact"}
+        admin.create([TopicSpec(t.fetched, partitions, settings.replication_factor, compact)])
     finally:
         admin.close()
 
@@ -168,13 +160,14 @@ def _decode_value(kind: type[T], value: bytes | None, topic: str) -> T | Failed:
 
 class KafkaTopicSource(Generic[T]):
     """Reads one topic, every partition, from the engine's checkpoint on (see the module
-    docstring), through `client`; subclasses name the topic and decode its records."""
+    docstring), through `client` (None: the settings' library); subclasses name the topic
+    and decode its records."""
 
     def __init__(
         self,
         settings: KafkaSettings,
         checkpoint: bytes | None,
-        client: KafkaClientName = "kafka-python",
+        client: KafkaClientName | None = None,
     ) -> None:
         self.settings = settings
         self.topic = self._topic(settings)
@@ -252,9 +245,9 @@ class KafkaSeedSource(KafkaTopicSource[SeedRequest]):
         return decode_seed(value)
 
 
-def open_reader(settings: KafkaSettings, client: KafkaClientName) -> RecordReader:
-    """A reader of `client`'s library (see `connectors.kafka_client.resolve_client`)."""
-    if client == "confluent":
+def open_reader(settings: KafkaSettings, client: KafkaClientName | None = None) -> RecordReader:
+    """A reader of `client`'s library (None: the settings' `library`)."""
+    if (client or settings.library) == "confluent":
         from frontierflow.connectors.kafka_confluent import ConfluentReader
 
         return ConfluentReader(settings)
@@ -262,19 +255,19 @@ def open_reader(settings: KafkaSettings, client: KafkaClientName) -> RecordReade
 
 
 def open_writer(
-    settings: KafkaSettings, client: KafkaClientName, flush_timeout_s: float = 30.0
+    settings: KafkaSettings, client: KafkaClientName | None = None, flush_timeout_s: float = 30.0
 ) -> RecordWriter:
-    """A writer of `client`'s library."""
-    if client == "confluent":
+    """A writer of `client`'s library (None: the settings' `library`)."""
+    if (client or settings.library) == "confluent":
         from frontierflow.connectors.kafka_confluent import ConfluentWriter
 
         return ConfluentWriter(settings, flush_timeout_s)
     return AcknowledgedProducer(settings, flush_timeout_s)
 
 
-def open_admin(settings: KafkaSettings, client: KafkaClientName) -> TopicAdmin:
-    """An admin client of `client`'s library."""
-    if client == "confluent":
+def open_admin(settings: KafkaSettings, client: KafkaClientName | None = None) -> TopicAdmin:
+    """An admin client of `client`'s library (None: the settings' `library`)."""
+    if (client or settings.library) == "confluent":
         from frontierflow.connectors.kafka_confluent import ConfluentAdmin
 
         return ConfluentAdmin(settings)
@@ -324,14 +317,14 @@ def frontier_records(
 
 
 class KafkaSink(DecisionSink):
-    """Frontier changes and dead letters to Kafka through `client`; `flush` waits for every
-    acknowledgement."""
+    """Frontier changes and dead letters to Kafka through `client` (None: the settings'
+    library); `flush` waits for every acknowledgement."""
 
     def __init__(
         self,
         settings: KafkaSettings,
         flush_timeout_s: float = 30.0,
-        client: KafkaClientName = "kafka-python",
+        client: KafkaClientName | None = None,
     ) -> None:
         self.settings = settings
         self.output = open_writer(settings, client, flush_timeout_s)

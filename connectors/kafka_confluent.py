@@ -1,12 +1,14 @@
 """The librdkafka backend of the Kafka client interface, through confluent-kafka.
 
 The same guarantees as the kafka-python backend (`connectors.kafka_python`): the reader assigns
-partitions by hand from the caller's offsets and commits to the group for monitoring only;
+partitions by hand from the caller's offsets, or joins a group with eager assignors and hands
+its changes to the caller's listener inside `poll`;
 the writer sends with acks from all replicas, lz4 and idempotence, partitions keyed records
 without an explicit partition by murmur2 as Kafka's Java client and kafka-python do, and its
 `flush` raises SinkError unless the broker acknowledged every record. Connection settings
 arrive in kafka-python's names (`CLIENT_SETTINGS`) and are mapped to librdkafka's by
-`librdkafka_config`; a setting with no librdkafka equivalent is refused, never dropped.
+`connectors.librdkafka_config`; a setting with no librdkafka equivalent is refused, never
+dropped.
 librdkafka reports successful deliveries to nobody (`delivery.report.only.error`): a
 Python call per acknowledged record is the cost this backend exists to avoid.
 """
@@ -14,7 +16,9 @@ Python call per acknowledged record is the cost this backend exists to avoid.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections import deque
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -30,8 +34,11 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from frontierflow.connectors.kafka_client import (
+    ASSIGNORS,
     BrokerError,
+    GroupStart,
     KafkaRecord,
+    RebalanceListener,
     RecordReader,
     RecordWriter,
     SinkError,
@@ -40,89 +47,59 @@ from frontierflow.connectors.kafka_client import (
     broker_errors,
 )
 from frontierflow.connectors.kafka_settings import KafkaSettings
+from frontierflow.connectors.librdkafka_config import librdkafka_config
 
 log = logging.getLogger(__name__)
-
-LIBRDKAFKA_NAMES: Mapping[str, str] = {
-    "security_protocol": "security.protocol",
-    "ssl_cafile": "ssl.ca.location",
-    "ssl_certfile": "ssl.certificate.location",
-    "ssl_keyfile": "ssl.key.location",
-    "ssl_password": "ssl.key.password",
-    "ssl_crlfile": "ssl.crl.location",
-    "ssl_ciphers": "ssl.cipher.suites",
-    "sasl_mechanism": "sasl.mechanism",
-    "sasl_plain_username": "sasl.username",
-    "sasl_plain_password": "sasl.password",
-    "sasl_kerberos_service_name": "sasl.kerberos.service.name",
-    "client_id": "client.id",
-    # kafka-python's timeout of one request; librdkafka's default timeout of network requests
-    "request_timeout_ms": "socket.timeout.ms",
-    "connections_max_idle_ms": "connections.max.idle.ms",
-    "metadata_max_age_ms": "metadata.max.age.ms",
-    "reconnect_backoff_ms": "reconnect.backoff.ms",
-    "reconnect_backoff_max_ms": "reconnect.backoff.max.ms",
-    "retry_backoff_ms": "retry.backoff.ms",
-}
-"""kafka-python's connection settings and librdkafka's names for the same thing."""
-
-NO_LIBRDKAFKA_EQUIVALENT: Mapping[str, str] = {
-    "ssl_context": "librdkafka builds its own TLS context: give ssl_cafile, ssl_certfile, "
-    "ssl_keyfile and ssl_password instead",
-    "sasl_kerberos_domain_name": "librdkafka takes the Kerberos principal's host from the "
-    "broker's address",
-    "sasl_oauth_token_provider": "confluent-kafka takes an oauth_cb callback, not a "
-    "kafka-python token provider",
-    "api_version": "librdkafka asks the broker which protocol versions it speaks",
-}
-"""Settings kafka-python takes that librdkafka cannot, and why."""
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
 
 METADATA_TIMEOUT_S = 10.0
 """How long a metadata or watermark request may take before it counts as a broker error."""
 
+RETRY_S = 0.1
+LEADER_UNKNOWN = frozenset(
+    {
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_PARTITION,
+    }
+)
+"""Errors of an offsets request while a partition's leader is still being elected or made
+known: asked again."""
 
-def librdkafka_config(settings: KafkaSettings) -> dict[str, Any]:
-    """The connection part of a librdkafka configuration for `settings`: the bootstrap
-    servers and `settings.client` under librdkafka's names. ValueError for a setting with
-    no librdkafka equivalent (`NO_LIBRDKAFKA_EQUIVALENT`), naming it and the way out."""
-    config: dict[str, Any] = {"bootstrap.servers": settings.bootstrap_servers}
-    for name, value in settings.client.items():
-        if name in NO_LIBRDKAFKA_EQUIVALENT:
-            raise ValueError(
-                f"Kafka client setting {name!r} has no librdkafka equivalent "
-                f"({NO_LIBRDKAFKA_EQUIVALENT[name]}); or run with --kafka-client kafka-python"
-            )
-        if name == "ssl_check_hostname":
-            check = _flag(name, value)
-            config["ssl.endpoint.identification.algorithm"] = "https" if check else "none"
-        elif name in LIBRDKAFKA_NAMES:
-            config[LIBRDKAFKA_NAMES[name]] = value
-        else:  # KafkaSettings refuses these already; a setting added there lands here
-            raise ValueError(f"Kafka client setting {name!r} has no librdkafka mapping")
-    return config
-
-
-def _flag(name: str, value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ValueError(f"Kafka client setting {name!r} takes true or false, got {value!r}")
+Change = tuple[str, list[int]]
+"""("assigned" or "revoked", partitions): a group change not yet handed to the listener."""
 
 
 def _broker_errors() -> AbstractContextManager[None]:
     return broker_errors(KafkaException)
 
 
+GroupCallback = Callable[[Any, list[TopicPartition]], None]
+
+
+def _keep_changes(changes: deque[Change], start: GroupStart) -> tuple[GroupCallback, GroupCallback]:
+    """The group callbacks of a subscription: each change kept in `changes` for
+    `ConfluentReader.poll`; partitions assigned read from `start`. (Closures over the queue,
+    not bound methods: the consumer would keep its reader alive in a cycle.)"""
+
+    def on_assign(consumer: Any, assigned: list[TopicPartition]) -> None:
+        if start == "beginning":
+            assigned = [TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING) for tp in assigned]
+        consumer.assign(assigned)  # from the committed offsets when no offset is given
+        changes.append(("assigned", sorted(tp.partition for tp in assigned)))
+
+    def on_revoke(consumer: Any, revoked: list[TopicPartition]) -> None:
+        if revoked:
+            changes.append(("revoked", sorted(tp.partition for tp in revoked)))
+
+    return on_assign, on_revoke
+
+
 class ConfluentReader(RecordReader):
     """`RecordReader` on librdkafka's consumer: no auto-commit, offsets not stored, earliest
-    when a partition has no offset."""
+    when a partition has no offset. librdkafka calls a group's callbacks inside `poll`; the
+    reader hands them to the caller's listener once the batch is in, as the kafka-python
+    backend does."""
 
     def __init__(self, settings: KafkaSettings) -> None:
         with _broker_errors():
@@ -133,21 +110,30 @@ class ConfluentReader(RecordReader):
                     "enable.auto.commit": False,
                     "enable.auto.offset.store": False,
                     "auto.offset.reset": "earliest",
+                    "partition.assignment.strategy": ",".join(ASSIGNORS),
                 }
             )
         self.topic = ""
         self.partitions: list[int] = []
         self.next_offsets: dict[int, int] = {}
         """partition → the next offset to read, once known (read or assigned)."""
+        self._changes: deque[Change] = deque()
+        self._listener: RebalanceListener | None = None
+        self._start: GroupStart = "beginning"
 
-    def assign(self, topic: str, next_offsets: Mapping[int, int]) -> list[int]:
+    def assign(
+        self,
+        topic: str,
+        next_offsets: Mapping[int, int],
+        partitions: Collection[int] | None = None,
+    ) -> list[int]:
+        found = self.topic_partitions(topic)
+        if not found:
+            raise BrokerError(f"topic {topic!r} has no partitions (does it exist?)")
+        self.topic = topic
+        self.partitions = found if partitions is None else sorted(set(found) & set(partitions))
+        self.next_offsets = {p: next_offsets[p] for p in self.partitions if p in next_offsets}
         with _broker_errors():
-            found = self.consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics.get(topic)
-            if found is None or found.error is not None or not found.partitions:
-                raise BrokerError(f"topic {topic!r} has no partitions (does it exist?)")
-            self.topic = topic
-            self.partitions = sorted(found.partitions)
-            self.next_offsets = {p: next_offsets[p] for p in self.partitions if p in next_offsets}
             self.consumer.assign(
                 [
                     TopicPartition(topic, p, self.next_offsets.get(p, OFFSET_BEGINNING))
@@ -155,6 +141,18 @@ class ConfluentReader(RecordReader):
                 ]
             )
         return list(self.partitions)
+
+    def subscribe(
+        self, topic: str, listener: RebalanceListener, start: GroupStart = "committed"
+    ) -> None:
+        self.topic = topic
+        self._listener = listener
+        self._start = start
+        on_assign, on_revoke = _keep_changes(self._changes, start)
+        with _broker_errors():
+            self.consumer.subscribe(
+                [topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke
+            )
 
     def poll(self, max_records: int, timeout_ms: int) -> list[KafkaRecord]:
         """What is queued now, up to `max_records`; only when nothing is, a wait of up to
@@ -179,19 +177,76 @@ class ConfluentReader(RecordReader):
             if partition is None or offset is None:  # only error events go without them
                 raise BrokerError(f"reading {self.topic!r}: a record without a position")
             records.append(KafkaRecord(partition, offset, m.key(), m.value()))
+        if self._listener is not None:
+            self._hand_over_changes()
+            owned = set(self.partitions)
+            records = [r for r in records if r.partition in owned]
         if len(self.partitions) > 1:
             records.sort(key=lambda r: r.partition)  # stable: each partition's order kept
         for r in records:
             self.next_offsets[r.partition] = r.offset + 1
         return records
 
+    def _hand_over_changes(self) -> None:
+        """The group's changes since the last poll, to the caller's listener, in order."""
+        assert self._listener is not None
+        while self._changes:
+            kind, parts = self._changes.popleft()
+            for p in parts:  # read again from the start: positions from there on
+                self.next_offsets.pop(p, None)
+            if kind == "revoked":
+                self.partitions = [p for p in self.partitions if p not in set(parts)]
+                self._listener.revoked(parts)
+            else:
+                self.partitions = list(parts)
+                self._listener.assigned(parts)
+
+    def topic_partitions(self, topic: str) -> list[int]:
+        with _broker_errors():
+            found = self.consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics.get(topic)
+        if found is None or found.error is not None:
+            return []
+        return sorted(found.partitions)
+
+    def position(self, partition: int) -> int:
+        """The offset after the last record read; before any, where reading starts: the
+        offset assigned, the group's committed one, or the partition's first."""
+        known = self.next_offsets.get(partition)
+        if known is not None:
+            return known
+        if self._listener is not None and self._start == "committed":
+            tp = TopicPartition(self.topic, partition)
+            with _broker_errors():
+                committed = self.consumer.committed([tp], timeout=METADATA_TIMEOUT_S)[0].offset
+            if committed >= 0:
+                return int(committed)
+        return self._watermarks(partition)[0]
+
+    def end_offsets(self, partitions: Collection[int]) -> dict[int, int]:
+        return {p: self._watermarks(p)[1] for p in sorted(partitions)}
+
+    def _watermarks(self, partition: int, cached: bool = False) -> tuple[int, int]:
+        """(first offset, end offset) of `partition`, asked again while its leader is not
+        known yet (a topic just created) until `METADATA_TIMEOUT_S` has passed."""
+        tp = TopicPartition(self.topic, partition)
+        deadline = time.monotonic() + METADATA_TIMEOUT_S
+        while True:
+            try:
+                low, high = self.consumer.get_watermark_offsets(
+                    tp, timeout=METADATA_TIMEOUT_S, cached=cached
+                )
+                return int(low), int(high)
+            except KafkaException as exc:
+                error = exc.args[0]
+                transient = error.retriable() or error.code() in LEADER_UNKNOWN
+                if not transient or time.monotonic() > deadline:
+                    raise BrokerError(f"offsets of {self.topic!r} [{partition}]: {exc}") from exc
+            time.sleep(RETRY_S)
+
     def _lag(self, cached: bool) -> int | None:
         total = 0
         for p in self.partitions:
-            with _broker_errors():
-                low, high = self.consumer.get_watermark_offsets(
-                    TopicPartition(self.topic, p), timeout=METADATA_TIMEOUT_S, cached=cached
-                )
+            low, high = self._watermarks(p, cached)
             position = self.next_offsets.get(p, low)
             if high == OFFSET_INVALID or position == OFFSET_INVALID:
                 return None  # not fetched yet: the cache knows nothing
@@ -208,6 +263,12 @@ class ConfluentReader(RecordReader):
         lag = self._lag(cached=True)
         return self.lag() if lag is None else lag
 
+    def commit(self, next_offsets: Mapping[int, int]) -> None:
+        offsets = [TopicPartition(self.topic, p, o) for p, o in sorted(next_offsets.items())]
+        if offsets:
+            with _broker_errors():
+                self.consumer.commit(offsets=offsets, asynchronous=False)
+
     def commit_for_monitoring(self, next_offsets: Mapping[int, int]) -> None:
         offsets = [TopicPartition(self.topic, p, o) for p, o in sorted(next_offsets.items())]
         if not offsets:
@@ -218,6 +279,8 @@ class ConfluentReader(RecordReader):
             log.debug("group offset commit failed (informational only): %s", exc)
 
     def close(self) -> None:
+        """Close the consumer (a group member leaves its group: what that revokes is told to
+        nobody)."""
         try:
             self.consumer.close()
         except (KafkaException, RuntimeError) as exc:  # closed already, or the broker is gone
@@ -317,6 +380,11 @@ class ConfluentAdmin(TopicAdmin):
     def topics(self) -> set[str]:
         with _broker_errors():
             return set(self.admin.list_topics(timeout=METADATA_TIMEOUT_S).topics)
+
+    def partitions(self, topic: str) -> int:
+        with _broker_errors():
+            found = self.admin.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics.get(topic)
+        return 0 if found is None or found.error is not None else len(found.partitions)
 
     def create(self, specs: Sequence[TopicSpec]) -> None:
         new = [

@@ -1,12 +1,15 @@
 """Where the broker is, what the topics are called and how to talk to the broker: the
-settings every Kafka client of the project takes, whichever library it uses
-(`connectors.kafka` for kafka-python, `connectors.kafka_confluent` for confluent-kafka)."""
+settings every Kafka client of the project takes, and which library it talks through
+(`connectors.kafka_python` for kafka-python, `connectors.kafka_confluent` for confluent-kafka;
+`connectors.kafka` opens either)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from frontierflow.connectors.kafka_client import KafkaClientName, resolve_client
 
 CLIENT_SETTINGS = frozenset(
     {
@@ -36,7 +39,7 @@ CLIENT_SETTINGS = frozenset(
     }
 )
 """Connection settings passed through to every client (TLS, SASL, timeouts), in
-kafka-python's names; `connectors.kafka_confluent.librdkafka_config` maps them to
+kafka-python's names; `connectors.librdkafka_config.librdkafka_config` maps them to
 librdkafka's."""
 
 
@@ -63,7 +66,8 @@ class KafkaSettings:
 
     `client` holds connection settings (TLS, SASL, timeouts: see `CLIENT_SETTINGS`) in
     kafka-python's names, given unchanged to its consumer, producer and admin client and
-    mapped to librdkafka's names for confluent-kafka's.
+    mapped to librdkafka's names for confluent-kafka's. `client_library` is the library
+    every reader, writer and admin client of these settings is opened with.
     """
 
     bootstrap_servers: str
@@ -73,6 +77,9 @@ class KafkaSettings:
     partitions: int = 1
     """Partitions of the topics this job creates when they are missing."""
     replication_factor: int = 1
+    client_library: str = "auto"
+    """`--kafka-client`: `kafka-python`, `confluent` (librdkafka), or `auto`, confluent
+    when it is installed."""
 
     def __post_init__(self) -> None:
         unknown = set(self.client) - CLIENT_SETTINGS
@@ -82,6 +89,12 @@ class KafkaSettings:
             raise ValueError("bootstrap servers are required")
         if self.partitions < 1 or self.replication_factor < 1:
             raise ValueError("partitions and replication factor must be >= 1")
+        resolve_client(self.client_library)  # ValueError: unknown, or not installed
+
+    @property
+    def library(self) -> KafkaClientName:
+        """The library `client_library` stands for (`kafka_client.resolve_client`)."""
+        return resolve_client(self.client_library)
 
     def connection(self) -> dict[str, Any]:
         return {"bootstrap_servers": self.bootstrap_servers.split(","), **self.client}

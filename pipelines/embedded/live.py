@@ -8,8 +8,9 @@ goes away the step is not committed; the loop closes its clients, waits, reconne
 re-reads from the committed offsets, so nothing is lost and nothing is applied twice.
 Outputs of a step that was re-done are sent again: they are upserts by URL, so the
 frontier is unchanged. The Kafka client library is the caller's choice
-(`LiveOptions.kafka_client`): every read, write and topic creation goes through the
-interface of `connectors.kafka_client`, and either library leaves the same topics and state.
+(`KafkaSettings.client_library`, or `LiveOptions.kafka_client` over it): every read, write and
+topic creation goes through the interface of `connectors.kafka_client`, and either library
+leaves the same topics and state.
 """
 
 from __future__ import annotations
@@ -66,9 +67,9 @@ class LiveOptions:
     speed: ControllerSettings | None = None
     """The crawl-speed controller whose ScalingDecisions go to fetcher-control;
     None: no decisions."""
-    kafka_client: str = "auto"
+    kafka_client: str | None = None
     """The Kafka client library: `kafka-python`, `confluent` (librdkafka), or `auto`,
-    confluent when it is installed."""
+    confluent when it is installed; None: the settings' (`KafkaSettings.client_library`)."""
     hosts: HostPolicy | None = DEFAULT_POLICY
     """The host rule's settings (`state.hosts`), the same the fetchers are given; None:
     hosts are not tracked and no entry is held."""
@@ -76,7 +77,7 @@ class LiveOptions:
     def __post_init__(self) -> None:
         if self.step_size < 1 or self.poll_timeout_ms < 1:
             raise ValueError("step size and poll timeout must be >= 1")
-        if self.kafka_client not in KAFKA_CLIENTS:
+        if self.kafka_client is not None and self.kafka_client not in KAFKA_CLIENTS:
             raise ValueError(
                 f"unknown Kafka client {self.kafka_client!r}; "
                 f"choose one of {', '.join(KAFKA_CLIENTS)}"
@@ -188,7 +189,7 @@ def run_live(
     if options.metrics_port is not None:
         port = metrics.serve(options.metrics_port, options.metrics_host)
         log.info("metrics on http://%s:%d/metrics", options.metrics_host, port)
-    client = resolve_client(options.kafka_client)
+    client = resolve_client(options.kafka_client or settings.client_library)
     log.info("Kafka client: %s", client)
     families = Engine.families_for(strategy, speed=options.speed is not None)
     with RocksDBStore(state_dir, families) as store:

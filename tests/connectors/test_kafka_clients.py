@@ -19,7 +19,7 @@ from frontierflow.connectors.kafka import (
     host_partition,
 )
 from frontierflow.connectors.kafka_client import resolve_client
-from frontierflow.connectors.kafka_confluent import (
+from frontierflow.connectors.librdkafka_config import (
     LIBRDKAFKA_NAMES,
     NO_LIBRDKAFKA_EQUIVALENT,
     librdkafka_config,
@@ -115,6 +115,10 @@ def test_client_choice() -> None:
         resolve_client("rdkafka")
     with pytest.raises(ValueError, match="unknown Kafka client 'rdkafka'"):
         LiveOptions(kafka_client="rdkafka")
+    with pytest.raises(ValueError, match="unknown Kafka client 'rdkafka'"):
+        KafkaSettings("b1:9092", client_library="rdkafka")
+    assert KafkaSettings("b1:9092").library == "confluent"
+    assert KafkaSettings("b1:9092", client_library="kafka-python").library == "kafka-python"
 
 
 def _entry(url: str, via: str | None = None, reply: bool = False) -> FrontierEntry:

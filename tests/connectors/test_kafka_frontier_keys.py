@@ -1,5 +1,6 @@
 """Frontier records on Kafka: partitioned by host, keyed by URL (URL and parent for a reply
-request), and the fetched topic the fetchers create beside the frontier."""
+request), and the fetched topic the fetchers create beside the frontier, through either
+client library."""
 
 from __future__ import annotations
 
@@ -7,18 +8,18 @@ import dataclasses
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
-from kafka.admin import KafkaAdminClient
-from kafka.errors import KafkaError
 from polling import wait_for
 
 from frontierflow.connectors.kafka import (
+    KafkaSettings,
     KafkaSink,
     ensure_fetched_topic,
     ensure_topics,
     frontier_records,
     host_partition,
+    open_admin,
 )
+from frontierflow.connectors.kafka_client import BrokerError
 from frontierflow.schemas.codecs import encode_record
 from frontierflow.schemas.records import (
     REPLY_ECHO,
@@ -77,59 +78,48 @@ def test_a_block_of_records_is_each_record_encoded_alone() -> None:
     assert frontier_records(changes, 7) == expected
 
 
-def _partitions_when_known(bootstrap: str, topic: str, deadline_s: float = 30.0) -> int:
+def _partitions_when_known(settings: KafkaSettings, topic: str, deadline_s: float = 30.0) -> int:
     """The topic's partition count once the broker's metadata shows it (creation is
     asynchronous), polled with a deadline."""
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-
-    def count() -> int:
-        described = admin.describe_topics([topic])
-        return len(described[0]["partitions"]) if described else 0
-
+    admin = open_admin(settings)
     try:
-        return wait_for(count, f"{topic}'s partitions", deadline_s, interval_s=0.1)
+        return wait_for(
+            lambda: admin.partitions(topic), f"{topic}'s partitions", deadline_s, interval_s=0.1
+        )
     finally:
         admin.close()
 
 
 @pytest.mark.kafka
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 def test_sink_writes_each_host_to_its_partition_and_fetched_topic_follows(
-    kafka_broker: Any, kafka_client: Any
+    kafka_broker: Any, kafka_client: Any, client: str
 ) -> None:
-    settings = dataclasses.replace(kafka_client.settings(kafka_broker.bootstrap), partitions=3)
+    settings = dataclasses.replace(
+        kafka_client.settings(kafka_broker.bootstrap), partitions=3, client_library=client
+    )
     ensure_topics(settings)
     sink = KafkaSink(settings)
     reply = _entry("http://b.test/x", via="http://a.test/", reply=True)
     sink.write([_entry("http://a.test/1"), reply, Removal("http://b.test/x")], [])
     sink.flush()
     sink.close()
-    consumer = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, enable_auto_commit=False)
-    try:
-        found: dict[bytes, int] = {}
-        for p in range(3):
-            tp = TopicPartition(settings.topics.frontier, p)
-            consumer.assign([tp])
-            consumer.seek_to_beginning(tp)
-            end = consumer.end_offsets([tp])[tp]
-            while consumer.position(tp) < end:
-                for recs in consumer.poll(timeout_ms=500).values():
-                    found.update({r.key: r.partition for r in recs})
-        assert found == {
-            b"http://a.test/1": host_partition("http://a.test/1", 3),
-            b"http://b.test/x\x00http://a.test/": host_partition("http://b.test/x", 3),
-            b"http://b.test/x": host_partition("http://b.test/x", 3),
-        }
-        # a fetcher against a job without the fetched topic creates it like the frontier
-        other = dataclasses.replace(
-            settings,
-            topics=dataclasses.replace(settings.topics, fetched="x-" + settings.topics.fetched),
-        )
-        ensure_fetched_topic(other)
-        assert _partitions_when_known(kafka_broker.bootstrap, other.topics.fetched) == 3
-    finally:
-        consumer.close()
+    written = kafka_client.read_partitions(settings, settings.topics.frontier)
+    found = {key: p for key, _value, p in written}
+    assert found == {
+        b"http://a.test/1": host_partition("http://a.test/1", 3),
+        b"http://b.test/x\x00http://a.test/": host_partition("http://b.test/x", 3),
+        b"http://b.test/x": host_partition("http://b.test/x", 3),
+    }
+    # a fetcher against a job without the fetched topic creates it like the frontier
+    other = dataclasses.replace(
+        settings,
+        topics=dataclasses.replace(settings.topics, fetched="x-" + settings.topics.fetched),
+    )
+    ensure_fetched_topic(other)
+    assert _partitions_when_known(other, other.topics.fetched) == 3
     missing = dataclasses.replace(
         settings, topics=dataclasses.replace(settings.topics, frontier="nope", fetched="nope2")
     )
-    with pytest.raises(KafkaError, match="start the job first"):
+    with pytest.raises(BrokerError, match="start the job first"):
         ensure_fetched_topic(missing)
