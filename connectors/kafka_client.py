@@ -73,8 +73,6 @@ GroupStart = Literal["beginning", "committed"]
 reader that rebuilds what it owns from a compacted topic), or from the group's committed
 offset, the beginning when the group has none."""
 
-GROUP_STARTS: tuple[GroupStart, ...] = ("beginning", "committed")
-
 ASSIGNORS = ("range", "roundrobin")
 """The group's partition assignors, in both libraries' names: eager ones, so a rebalance
 revokes every partition of every member before it assigns them again, and members on either
@@ -173,7 +171,8 @@ def read_to_end(
     clock: Callable[[], float] = time.monotonic,
 ) -> list[KafkaRecord]:
     """Every record of `topic`'s `partitions` (None: all of them) from their beginning to
-    the end they have when asked, through `reader` (assigned by hand; close it after).
+    the end they have when asked (and any written meanwhile that came with them), through
+    `reader` (assigned by hand; close it after).
     BrokerError if the topic has no partitions, or when no record arrives for `stall_s`
     while some are still to be read."""
     parts = reader.assign(topic, {}, partitions)

@@ -65,14 +65,15 @@ def start_seeded_lafc(
 ) -> LiveJob:
     """LAFC on "socket tcp" (control threshold 0.3, seed 1) with the statistical-hypothesis
     speed controller on 1 s windows, started, and `seeds` sent through `frontierflow
-    seed`."""
+    seed`, both with the settings' Kafka client library."""
     strategy = Lafc(Topic.parse("socket tcp"), LafcSettings(control_threshold=0.3, seed=1))
     options = LiveOptions(
         step_size=200, poll_timeout_ms=50, speed=settings_for("hypothesis", window_ms=1000)
     )
     job = LiveJob.start(settings, strategy, state_dir, options)
     seed = ["seed", "--bootstrap-servers", settings.bootstrap_servers,
-            "--topic-seeds", settings.topics.seeds, "--crawl-id", crawl_id, *seeds]  # fmt: skip
+            "--topic-seeds", settings.topics.seeds, "--crawl-id", crawl_id,
+            "--kafka-client", settings.client_library, *seeds]  # fmt: skip
     if main(seed) != 0:
         job.close()
         raise AssertionError("frontierflow seed failed")

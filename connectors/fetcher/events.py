@@ -18,12 +18,11 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from kafka import KafkaProducer
-
 from frontierflow.connectors.fetcher.outcomes import STATUS_REASONS, PageOutcome
 from frontierflow.connectors.fetcher.queue import is_reply_request
 from frontierflow.connectors.htmlpages import page_links, page_links_and_terms
 from frontierflow.connectors.kafka import KafkaTopics, host_partition
+from frontierflow.connectors.kafka_client import RecordWriter
 from frontierflow.schemas.codecs import AvroCodec
 from frontierflow.schemas.records import (
     ALREADY_FETCHED,
@@ -151,25 +150,19 @@ def _outcome_event(
 
 
 class EventPublisher:
-    """Sends a fetcher's records through one producer (see the module docstring)."""
+    """Sends a fetcher's records through one writer of the Kafka client interface (see the
+    module docstring); `flush` it to know the broker has them all."""
 
-    def __init__(self, producer: KafkaProducer, topics: KafkaTopics) -> None:
-        self.producer = producer
+    def __init__(self, writer: RecordWriter, topics: KafkaTopics) -> None:
+        self.writer = writer
         self.topics = topics
         self._event_codec = AvroCodec.for_name("FetchEvent")
         self._dead_codec = AvroCodec.for_name("DeadLetter")
-        self._partition_counts: dict[str, int] = {}
-
-    def partitions(self, topic: str) -> int:
-        count = self._partition_counts.get(topic)
-        if count is None:
-            count = self._partition_counts[topic] = len(self.producer.partitions_for(topic) or {0})
-        return count
 
     def publish(self, event: FetchEvent) -> None:
-        """One FetchEvent on `fetch-events`, keyed by host. KafkaError is raised."""
+        """One FetchEvent on `fetch-events`, keyed by host. BrokerError is raised."""
         value = self._event_codec.encode(event.to_avro())
-        self.producer.send(self.topics.fetch_events, key=event.host.encode(), value=value)
+        self.writer.send(self.topics.fetch_events, event.host.encode(), value)
 
     def answered(self, entry: FrontierEntry) -> None:
         """A reply request is answered: its own record on the frontier topic (keyed by URL
@@ -178,9 +171,8 @@ class EventPublisher:
         if not is_reply_request(entry):
             return
         topic = self.topics.frontier
-        part = host_partition(entry.url, self.partitions(topic))
-        key = frontier_record_key(entry).encode()
-        self.producer.send(topic, key=key, value=None, partition=part)
+        part = host_partition(entry.url, self.writer.partitions(topic))
+        self.writer.send(topic, frontier_record_key(entry).encode(), None, part)
 
     def record_fetch(self, event: FetchEvent) -> None:
         """The download on the `fetched` topic (no outlinks, terms or echo), in the
@@ -189,9 +181,13 @@ class EventPublisher:
             return
         slim = replace(event, outlinks=(), terms=None, text=None, echo={})
         topic = self.topics.fetched
-        part = host_partition(event.url, self.partitions(topic))
+        part = host_partition(event.url, self.writer.partitions(topic))
         value = self._event_codec.encode(slim.to_avro())
-        self.producer.send(topic, key=event.url.encode(), value=value, partition=part)
+        self.writer.send(topic, event.url.encode(), value, part)
 
     def dead(self, letter: DeadLetter) -> None:
-        self.producer.send(self.topics.dead_letter, value=self._dead_codec.encode(letter.to_avro()))
+        self.writer.send(self.topics.dead_letter, None, self._dead_codec.encode(letter.to_avro()))
+
+    def flush(self) -> None:
+        """Return once the broker acknowledged every record sent; SinkError otherwise."""
+        self.writer.flush()

@@ -8,22 +8,22 @@ are read to the end they had when assigned, so an entry is never served before i
 tombstone is read. Revoked partitions' entries are forgotten. `FrontierReader.run` is the
 body of a reader thread; it hands what it reads to a `FrontierListener`, which passes it to
 the fetcher's own loop (asyncio in the reference fetcher, Twisted's reactor in Scrapy).
-`queue_records` then puts the records into the fetcher's `HostQueues`.
+`queue_records` then puts the records into the fetcher's `HostQueues`. Every read goes through
+the Kafka client interface (`connectors.kafka_client`), with the library the settings name.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol, TypeAlias
-
-from kafka import KafkaConsumer, TopicPartition
-from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from typing import Protocol, TypeAlias
 
 from frontierflow.connectors.fetcher.queue import HostQueues
-from frontierflow.connectors.kafka import KafkaSettings
+from frontierflow.connectors.kafka import KafkaSettings, open_reader
+from frontierflow.connectors.kafka_client import KafkaRecord, RecordReader, read_to_end
 from frontierflow.schemas.codecs import AvroCodec, CodecError
 from frontierflow.schemas.records import (
     DeadLetter,
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 POLL_MS = 200
 
-FrontierRecord = tuple[int, int, bytes | None, bytes | None]
+FrontierRecord: TypeAlias = KafkaRecord
 """(partition, offset, key, value) of one record of the frontier topic."""
 
 FetchedPage: TypeAlias = FetchEvent
@@ -59,57 +59,45 @@ class FrontierListener(Protocol):
     def threads(self, threads: int) -> None: ...
 
 
-class _Rebalance(ConsumerRebalanceListener):
-    """See the module docstring: seek to the beginning on assignment, forget on revocation."""
+class _Loading:
+    """The frontier reader's `RebalanceListener` (see the module docstring): on assignment,
+    the pages already fetched on the new partitions' hosts and the ends the queue must be
+    read up to; on revocation, the partitions' entries forgotten. Called inside the
+    frontier reader's poll, before any record of a partition it assigns."""
 
-    def __init__(self, reader: FrontierReader) -> None:
-        self.reader = reader
-        self.consumer: KafkaConsumer | None = None
-        self.loading: dict[TopicPartition, int] = {}
-        self.assigned: list[TopicPartition] = []
+    def __init__(self, owner: FrontierReader, frontier: RecordReader) -> None:
+        self.owner = owner
+        self.frontier = frontier
+        self.ends: dict[int, int] = {}
+        """partition → the end it had when assigned, while not read that far."""
 
-    def on_partitions_revoked(self, revoked: Any) -> None:
-        parts = {tp.partition for tp in revoked}
-        if parts:
-            self.reader.listener.partitions_revoked(parts)
+    def revoked(self, partitions: list[int]) -> None:
+        for p in partitions:
+            self.ends.pop(p, None)
+        self.owner.listener.partitions_revoked(set(partitions))
 
-    def on_partitions_assigned(self, assigned: Any) -> None:
-        """Runs on the client's IO thread, which must not block: seek, and leave the rest to
-        `load_assigned`, which the reader calls after the poll."""
-        if self.consumer is None:
+    def assigned(self, partitions: list[int]) -> None:
+        if not partitions:  # more fetchers than partitions: nothing to load, nothing to serve
+            self.owner.caught_up = True
             return
-        if not assigned:  # more fetchers than partitions: nothing to load, nothing to serve
-            self.reader.caught_up = True
-            return
-        self.reader.caught_up = False
-        self.consumer.seek_to_beginning(*assigned)
-        self.assigned = list(assigned)
-
-    def load_assigned(self) -> None:
-        """After an assignment: the pages already fetched on the new partitions' hosts, and
-        the end offsets the queue must be read up to before it is served."""
-        if not self.assigned or self.consumer is None:
-            return
-        assigned, self.assigned = self.assigned, []
-        parts = sorted(tp.partition for tp in assigned)
-        fetched = read_fetched(self.reader.kafka, parts)
-        self.reader.listener.pages_fetched(fetched)
-        ends = self.consumer.end_offsets(assigned)
-        self.loading.update({tp: end for tp, end in ends.items() if end > 0})
+        self.owner.caught_up = False
+        fetched = read_fetched(self.owner.kafka, partitions)
+        self.owner.listener.pages_fetched(fetched)
+        ends = self.frontier.end_offsets(partitions)
+        self.ends.update({p: end for p, end in ends.items() if end > 0})
         log.info(
-            "frontier partitions %s assigned: %d pages already fetched there", parts, len(fetched)
+            "frontier partitions %s assigned: %d pages already fetched there",
+            partitions,
+            len(fetched),
         )
 
     def check_caught_up(self) -> None:
         """Mark the reader caught up once every assigned partition is read to its end."""
-        if self.consumer is None or self.assigned:
-            return
-        for tp in list(self.loading):
-            if self.consumer.position(tp) >= self.loading[tp]:
-                del self.loading[tp]
-        if not self.loading and not self.reader.caught_up:
-            self.reader.caught_up = True
-            self.reader.listener.caught_up()
+        for p in [p for p, end in self.ends.items() if self.frontier.position(p) >= end]:
+            del self.ends[p]
+        if not self.ends and not self.owner.caught_up:
+            self.owner.caught_up = True
+            self.owner.listener.caught_up()
 
 
 class FrontierReader:
@@ -124,62 +112,50 @@ class FrontierReader:
         self._decision_codec = AvroCodec.for_name("ScalingDecision")
 
     def run(self, stop: threading.Event) -> None:
-        """Read until `stop` is set (the body of the reader thread)."""
+        """Read until `stop` is set (the body of the reader thread), through the library
+        `KafkaSettings.client_library` names."""
         topics = self.kafka.topics
-        conn = self.kafka.connection()
-        rebalance = _Rebalance(self)
-        frontier = KafkaConsumer(
-            group_id=self.kafka.group_id,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            **conn,
-        )
-        rebalance.consumer = frontier
-        frontier.subscribe([topics.frontier], listener=rebalance)
-        control = KafkaConsumer(enable_auto_commit=False, **conn)
-        parts = control.partitions_for_topic(topics.fetcher_control) or set()
-        control_tps = [TopicPartition(topics.fetcher_control, p) for p in sorted(parts)]
-        control.assign(control_tps)
-        if control_tps:
-            control.seek_to_beginning(*control_tps)
-        try:
+        with contextlib.ExitStack() as readers:
+            frontier = open_reader(self.kafka)
+            readers.callback(frontier.close)
+            loading = _Loading(self, frontier)
+            frontier.subscribe(topics.frontier, loading, start="beginning")
+            control: RecordReader | None = None
+            if frontier.topic_partitions(topics.fetcher_control):
+                control = open_reader(self.kafka)
+                readers.callback(control.close)
+                control.assign(topics.fetcher_control, {})
+            else:  # no decisions for anyone: the worker count stays as started
+                log.warning("topic %r is missing: no ScalingDecisions", topics.fetcher_control)
             while not stop.is_set():
-                batches = frontier.poll(timeout_ms=POLL_MS, max_records=5000)
-                records = [
-                    (tp.partition, r.offset, r.key, r.value)
-                    for tp, recs in batches.items()
-                    for r in recs
-                ]
+                records = frontier.poll(5000, POLL_MS)
                 if records:
                     self.listener.frontier_records(records)
-                rebalance.load_assigned()
-                rebalance.check_caught_up()
+                loading.check_caught_up()
+                if control is None:
+                    continue
                 threads = latest_threads(
-                    control.poll(timeout_ms=0), self.fetcher_id, self._decision_codec
+                    control.poll(5000, 0), self.fetcher_id, self._decision_codec
                 )
                 if threads is not None:
                     self.listener.threads(threads)
-        finally:
-            frontier.close()
-            control.close()
 
 
-def latest_threads(batches: dict[Any, list[Any]], fetcher_id: str, codec: AvroCodec) -> int | None:
-    """The thread count of the latest ScalingDecision for `fetcher_id` in `batches`, if any
+def latest_threads(records: list[KafkaRecord], fetcher_id: str, codec: AvroCodec) -> int | None:
+    """The thread count of the latest ScalingDecision for `fetcher_id` in `records`, if any
     (undecodable decisions are skipped with a warning: they are the job's, not input)."""
     threads = None
     me = fetcher_id.encode()
-    for recs in batches.values():
-        for r in recs:
-            if r.key != me or r.value is None:
-                continue
-            try:
-                d = ScalingDecision.from_avro(codec.decode(r.value))
-            except (CodecError, KeyError, TypeError) as exc:
-                log.warning("undecodable ScalingDecision skipped: %s", exc)
-                continue
-            if d.fetcher_id == fetcher_id:
-                threads = d.threads_after
+    for r in records:
+        if r.key != me or r.value is None:
+            continue
+        try:
+            d = ScalingDecision.from_avro(codec.decode(r.value))
+        except (CodecError, KeyError, TypeError) as exc:
+            log.warning("undecodable ScalingDecision skipped: %s", exc)
+            continue
+        if d.fetcher_id == fetcher_id:
+            threads = d.threads_after
     return threads
 
 
@@ -188,30 +164,22 @@ def read_fetched(kafka: KafkaSettings, partitions: list[int]) -> list[FetchedPag
     the frontier's: both are partitioned by host)."""
     topic = kafka.topics.fetched
     codec = AvroCodec.for_name("FetchEvent")
-    consumer = KafkaConsumer(enable_auto_commit=False, **kafka.connection())
+    reader = open_reader(kafka)
     try:
-        known = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in partitions if p in known]
-        if not tps:
+        if not reader.topic_partitions(topic):
             return []
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        ends = consumer.end_offsets(tps)
-        out: list[FetchedPage] = []
-        while any(consumer.position(tp) < ends[tp] for tp in tps):
-            for recs in consumer.poll(timeout_ms=POLL_MS).values():
-                for r in recs:
-                    if r.value is None:
-                        continue
-                    try:
-                        e = FetchEvent.from_avro(codec.decode(r.value))
-                    except (CodecError, KeyError, TypeError, ValueError) as exc:
-                        log.warning("undecodable record on %s skipped: %s", topic, exc)
-                        continue
-                    out.append(e)
-        return out
+        records = read_to_end(reader, topic, partitions)
     finally:
-        consumer.close()
+        reader.close()
+    out: list[FetchedPage] = []
+    for r in records:
+        if r.value is None:
+            continue
+        try:
+            out.append(FetchEvent.from_avro(codec.decode(r.value)))
+        except (CodecError, KeyError, TypeError, ValueError) as exc:
+            log.warning("undecodable record on %s skipped: %s", topic, exc)
+    return out
 
 
 def queue_records(

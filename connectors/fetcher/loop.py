@@ -8,7 +8,8 @@ the asyncio loop, where workers take the best entry of a free, rested host, ask 
 download, and publish one FetchEvent per entry (status 208 without a download for a reply
 request whose page was already fetched in its cycle). Stops on `stop`, at the page budget,
 or when idle for `idle_exit_s`; in-flight requests finish and every event is acknowledged
-before it returns.
+before it returns. Kafka is read and written through the client interface
+(`connectors.kafka_client`) with the library the settings name (`--kafka-client`).
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
-from kafka import KafkaProducer
-from kafka.errors import KafkaError
 
 from frontierflow.connectors.fetcher.events import (
     EventPublisher,
@@ -55,7 +54,8 @@ from frontierflow.connectors.fetcher.metrics import FetcherMetrics, status_class
 from frontierflow.connectors.fetcher.queue import HostQueues, Job
 from frontierflow.connectors.fetcher.robots import HostRules, rules_from_answer
 from frontierflow.connectors.fetcher.settings import FetcherSettings
-from frontierflow.connectors.kafka import KafkaSettings, ensure_fetched_topic
+from frontierflow.connectors.kafka import KafkaSettings, ensure_fetched_topic, open_writer
+from frontierflow.connectors.kafka_client import BrokerError
 from frontierflow.schemas.codecs import AvroCodec
 from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry
 
@@ -159,8 +159,8 @@ class Fetcher:
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
         ensure_fetched_topic(self.kafka)
-        self.producer = KafkaProducer(acks="all", linger_ms=5, **self.kafka.connection())
-        self.publisher = EventPublisher(self.producer, self.kafka.topics)
+        writer = open_writer(self.kafka)
+        self.publisher = EventPublisher(writer, self.kafka.topics)
         reader_stop = threading.Event()
         reader = threading.Thread(
             target=self._read, args=(reader_stop,), name="frontier-reader", daemon=True
@@ -184,8 +184,10 @@ class Fetcher:
         finally:
             reader_stop.set()
             reader.join(timeout=30)
-            self.producer.flush(timeout=30)
-            self.producer.close(timeout=10)
+            try:
+                self.publisher.flush()
+            finally:
+                writer.close()
         log.info(
             "fetcher %s stopped: %d downloads, %d answered without download, %d errors",
             self.settings.fetcher_id,
@@ -438,6 +440,6 @@ class Fetcher:
         self.metrics.pages.labels(status_class(event.status)).inc()
         try:
             self.publisher.publish(event)
-        except KafkaError as exc:
+        except BrokerError as exc:
             log.error("FetchEvent for %s not sent: %s", event.url, exc)
             raise

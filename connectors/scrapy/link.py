@@ -1,7 +1,8 @@
 """What Scrapy's scheduler and the FetchEvent middleware share for one crawler: the
 frontier queue (the reference fetcher's `HostQueues`, read by its `FrontierReader` in a
-thread of its own), the requests handed to Scrapy and not yet answered, and the producer
-that publishes the answers (the fetcher's `EventPublisher`).
+thread of its own), the requests handed to Scrapy and not yet answered, and the writer
+that publishes the answers (the fetcher's `EventPublisher`), through the Kafka client library
+FRONTIERFLOW_KAFKA_CLIENT names.
 
 Rules, the reference fetcher's (`connectors/fetcher/loop.py`):
 - nothing is served before the assigned frontier partitions are read to their end;
@@ -28,7 +29,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from kafka import KafkaProducer
 from scrapy import Request
 
 from frontierflow.connectors.fetcher.events import (
@@ -45,7 +45,8 @@ from frontierflow.connectors.fetcher.frontier import (
 from frontierflow.connectors.fetcher.groups import AddressGroups
 from frontierflow.connectors.fetcher.outcomes import BAD_URL, STATUS_REASONS, PageOutcome
 from frontierflow.connectors.fetcher.queue import HostQueues
-from frontierflow.connectors.kafka import ensure_fetched_topic
+from frontierflow.connectors.kafka import ensure_fetched_topic, open_writer
+from frontierflow.connectors.kafka_client import RecordWriter
 from frontierflow.connectors.scrapy.control import apply_threads
 from frontierflow.connectors.scrapy.settings import ScrapyFrontierSettings
 from frontierflow.schemas.codecs import AvroCodec
@@ -115,7 +116,7 @@ class FrontierLink:
         self._tokens = itertools.count()
         self._entry_codec = AvroCodec.for_name("FrontierEntry")
         self._publisher: EventPublisher | None = None
-        self._producer: KafkaProducer | None = None
+        self._writer: RecordWriter | None = None
         self._reader_stop = threading.Event()
         self._reader_thread: threading.Thread | None = None
         self.reader_error: BaseException | None = None
@@ -135,8 +136,8 @@ class FrontierLink:
         self._reactor = reactor
         self._engine = self.crawler.engine
         ensure_fetched_topic(self.settings.kafka)
-        self._producer = KafkaProducer(acks="all", linger_ms=5, **self.settings.kafka.connection())
-        self._publisher = EventPublisher(self._producer, self.settings.kafka.topics)
+        self._writer = open_writer(self.settings.kafka)
+        self._publisher = EventPublisher(self._writer, self.settings.kafka.topics)
         self._reader_thread = threading.Thread(
             target=self._read, name="frontier-reader", daemon=True
         )
@@ -151,9 +152,11 @@ class FrontierLink:
         self._reader_stop.set()
         if self._reader_thread is not None:
             self._reader_thread.join(timeout=30)
-        if self._producer is not None:
-            self._producer.flush(timeout=30)
-            self._producer.close(timeout=10)
+        if self._writer is not None:
+            try:
+                self._writer.flush()
+            finally:
+                self._writer.close()
         if self.pending:
             log.warning(
                 "%d requests closed unanswered (their entries stay queued)", len(self.pending)

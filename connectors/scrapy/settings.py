@@ -10,6 +10,7 @@ from typing import Any
 from frontierflow.connectors.fetcher.queue import SPENDS, Spend
 from frontierflow.connectors.fetcher.settings import GROUP_BYS, GroupBy, parse_resolve
 from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
+from frontierflow.connectors.kafka_client import KAFKA_CLIENTS
 from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
 from frontierflow.state.traps import DEFAULT_LINK_LIMITS, LINK_LIMIT_NAMES, LinkLimits
 
@@ -89,11 +90,17 @@ class ScrapyFrontierSettings:
                 f"FRONTIERFLOW_TOPICS: unknown topics {sorted(set(topics) - known)}; "
                 f"known: {sorted(known)}"
             )
+        library = str(settings.get("FRONTIERFLOW_KAFKA_CLIENT") or "auto")
+        if library not in KAFKA_CLIENTS:
+            raise ValueError(
+                f"FRONTIERFLOW_KAFKA_CLIENT is one of {', '.join(KAFKA_CLIENTS)}, got {library!r}"
+            )
         kafka = KafkaSettings(
             bootstrap_servers=str(bootstrap),
             topics=KafkaTopics(**topics),
             client=dict(settings.getdict("FRONTIERFLOW_KAFKA")),
             group_id=settings.get("FRONTIERFLOW_GROUP_ID") or DEFAULT_GROUP_ID,
+            client_library=library,
         )
         max_pages = settings.getint("FRONTIERFLOW_MAX_PAGES", 0) or None
         idle = settings.getfloat("FRONTIERFLOW_IDLE_EXIT", 0.0) or None

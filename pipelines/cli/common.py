@@ -227,9 +227,15 @@ def strategy_from_args(args: argparse.Namespace) -> Strategy[Any]:
     )
 
 
-def add_kafka_args(parser: argparse.ArgumentParser, topics: Sequence[str]) -> None:
-    """`--topic-NAME` for each of `topics` (named as in `KafkaTopics`, with dashes) and the
-    repeatable `--kafka KEY=VALUE` client setting."""
+KAFKA_CLIENT_CHOICES = ("auto", "kafka-python", "confluent")
+"""`--kafka-client`'s choices (`connectors.kafka_client.KAFKA_CLIENTS`)."""
+
+
+def add_kafka_args(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, topics: Sequence[str]
+) -> None:
+    """`--topic-NAME` for each of `topics` (named as in `KafkaTopics`, with dashes), the
+    repeatable `--kafka KEY=VALUE` client setting and `--kafka-client`."""
     for name in topics:
         parser.add_argument(f"--topic-{name}", default=name, help=f"default: {name}")
     parser.add_argument(
@@ -240,11 +246,19 @@ def add_kafka_args(parser: argparse.ArgumentParser, topics: Sequence[str]) -> No
         help="client setting (TLS, SASL) in kafka-python's names, mapped for confluent-kafka, "
         "e.g. security_protocol=SASL_SSL; repeatable",
     )
+    parser.add_argument(
+        "--kafka-client",
+        choices=KAFKA_CLIENT_CHOICES,
+        default="auto",
+        help="the Kafka client library: confluent-kafka (librdkafka, about ten times faster "
+        "at producing), kafka-python, or auto (default): confluent-kafka when installed",
+    )
 
 
 def kafka_settings(args: argparse.Namespace, topics: Sequence[str], **extra: Any) -> KafkaSettings:
     """The broker settings of a command: `--bootstrap-servers`, the `--topic-NAME` of each of
-    `topics` (the others keep their defaults), `--kafka` and `extra` KafkaSettings fields."""
+    `topics` (the others keep their defaults), `--kafka`, `--kafka-client` and `extra`
+    KafkaSettings fields."""
     from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics
 
     names = {t.replace("-", "_"): getattr(args, "topic_" + t.replace("-", "_")) for t in topics}
@@ -252,6 +266,7 @@ def kafka_settings(args: argparse.Namespace, topics: Sequence[str], **extra: Any
         bootstrap_servers=args.bootstrap_servers,
         topics=KafkaTopics(**names),
         client=client_settings(args.kafka),
+        client_library=args.kafka_client,
         **extra,
     )
 

@@ -51,13 +51,6 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     )
     add_kafka_args(lp, TOPICS)
     lp.add_argument(
-        "--kafka-client",
-        choices=("auto", "kafka-python", "confluent"),
-        default="auto",
-        help="the embedded engine's Kafka client: confluent-kafka (librdkafka, about ten times "
-        "faster at producing), kafka-python, or auto (default): confluent-kafka when installed",
-    )
-    lp.add_argument(
         "--runner",
         choices=("embedded", "beam"),
         default="embedded",
@@ -144,7 +137,6 @@ def _run_embedded(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         exit_when_idle=args.exit_when_idle,
         speed=speed_settings(args),
-        kafka_client=args.kafka_client,
         hosts=host_policy(args),
     )
     strategy = strategy_from_args(args)

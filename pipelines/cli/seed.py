@@ -41,10 +41,10 @@ def seed(args: argparse.Namespace) -> int:
 
 
 def send_seeds(settings: KafkaSettings, urls: Sequence[str], crawl_id: str, cycle: int) -> None:
-    """One SeedRequest per URL on the seeds topic, each acknowledged by the broker; a
-    ValueError names the URLs that are not absolute http(s)."""
-    from kafka import KafkaProducer
-
+    """One SeedRequest per URL on the seeds topic, through the settings' Kafka client
+    library, each acknowledged by the broker (BrokerError otherwise); a ValueError names the
+    URLs that are not absolute http(s)."""
+    from frontierflow.connectors.kafka import open_writer
     from frontierflow.schemas.codecs import encode_record
     from frontierflow.schemas.records import SeedRequest
     from frontierflow.state.urls import is_http_url
@@ -52,19 +52,12 @@ def send_seeds(settings: KafkaSettings, urls: Sequence[str], crawl_id: str, cycl
     bad = [u for u in urls if not is_http_url(u)]
     if bad:
         raise ValueError(f"not absolute http(s) URLs: {bad}")
-    producer = KafkaProducer(acks="all", **settings.connection())
+    writer = open_writer(settings)
     try:
         now = int(time.time() * 1000)
-        futures = [
-            producer.send(
-                settings.topics.seeds,
-                key=url.encode(),
-                value=encode_record(SeedRequest(url, now, crawl_id, cycle)),
-            )
-            for url in urls
-        ]
-        producer.flush(timeout=30)
-        for f in futures:
-            f.get(timeout=30)  # raises if the broker refused it
+        for url in urls:
+            seed = SeedRequest(url, now, crawl_id, cycle)
+            writer.send(settings.topics.seeds, url.encode(), encode_record(seed))
+        writer.flush()
     finally:
-        producer.close(timeout=10)
+        writer.close()

@@ -27,6 +27,7 @@ FRONTIERFLOW_MIN_CONCURRENCY = 1  # ScalingDecisions are kept within these
 FRONTIERFLOW_MAX_CONCURRENCY = 32
 # FRONTIERFLOW_TOPICS = {"frontier": "frontier", "fetch_events": "fetch-events"}
 # FRONTIERFLOW_KAFKA = {"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN"}
+# FRONTIERFLOW_KAFKA_CLIENT = "kafka-python"  # default: confluent-kafka when installed
 # FRONTIERFLOW_FOLLOW_HOSTS = ["example.org"]  # keep only these hosts' outlinks
 
 # fixed addresses for host names, e.g. virtual hosts on loopback:

@@ -1,8 +1,9 @@
 """Queue groups by server address (connectors/fetcher/groups.py): hosts that resolve to one
 IP address are asked as one server. Unit cases for the resolution, the shared queue state
 worked out by hand, then the reference fetcher on the loopback hostile web (every host on
-127.0.0.1): with `group_by="ip"` no two requests to the web overlap and each starts at
-least the delay after the previous one ended, whichever host they went to."""
+127.0.0.1), once with each Kafka client library: with `group_by="ip"` no two requests to
+the web overlap and each starts at least the delay after the previous one ended, whichever
+host they went to."""
 
 from __future__ import annotations
 
@@ -13,13 +14,12 @@ from typing import Any
 
 import pytest
 from hostile_web import HostileWeb
-from kafka import KafkaProducer
 
 from frontierflow.connectors.fetcher.groups import AddressGroups, split_netloc
 from frontierflow.connectors.fetcher.loop import Fetcher
 from frontierflow.connectors.fetcher.queue import HostQueues
 from frontierflow.connectors.fetcher.settings import FetcherSettings
-from frontierflow.connectors.kafka import ensure_topics
+from frontierflow.connectors.kafka import ensure_topics, open_writer
 from frontierflow.schemas.codecs import encode_record
 from frontierflow.schemas.records import FetchEvent, FrontierEntry
 
@@ -66,23 +66,26 @@ def test_hosts_of_one_group_share_one_request_at_a_time_the_delay_and_a_pause() 
 
 
 @pytest.mark.kafka
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 def test_the_fetcher_asks_hosts_on_one_address_one_at_a_time(
-    kafka_broker: Any, kafka_client: Any, tmp_path: Path
+    kafka_broker: Any, kafka_client: Any, tmp_path: Path, client: str
 ) -> None:
     delay = 0.3
-    settings = kafka_client.settings(kafka_broker.bootstrap)
+    settings = dataclasses.replace(
+        kafka_client.settings(kafka_broker.bootstrap), client_library=client
+    )
     ensure_topics(settings)
     with HostileWeb(good_pages=30, slow_pages=4, slow_delay_s=0.1) as web:
         hosts = (web.good_host, web.busy_host, web.slow_host)
         urls = [f"{web.base(web.good_host)}/s/{k}/" for k in range(1, 5)]
         urls += [f"{web.base(web.busy_host)}/p{i}.html" for i in range(1, 4)]
         urls += [f"{web.base(web.slow_host)}/p{i}.html" for i in range(1, 3)]
-        producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
+        writer = open_writer(settings)
         for u in urls:
             entry = FrontierEntry(u, u.split("/")[2].split(":")[0], 1.0, "t", "c", 0, None, 0, {})
-            producer.send(settings.topics.frontier, key=u.encode(), value=encode_record(entry))
-        producer.flush(timeout=30)
-        producer.close()
+            writer.send(settings.topics.frontier, u.encode(), encode_record(entry))
+        writer.flush()
+        writer.close()
         fetcher = Fetcher(
             FetcherSettings(
                 fetcher_id="g1",

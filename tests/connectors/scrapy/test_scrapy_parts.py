@@ -137,12 +137,15 @@ def test_settings_are_read_and_checked_once() -> None:
                 "FRONTIERFLOW_RESOLVE": "a.test:8080:127.0.0.1,b.test:80:[::1]",
                 "FRONTIERFLOW_MIN_CONCURRENCY": 2,
                 "FRONTIERFLOW_MAX_CONCURRENCY": 6,
+                "FRONTIERFLOW_KAFKA_CLIENT": "kafka-python",
             }
         )
     )
     assert s.kafka.topics.frontier == "f2" and s.kafka.topics.fetched == "done"
     assert s.kafka.topics.fetch_events == "fetch-events"
     assert s.kafka.group_id == "frontierflow-fetchers"
+    assert s.kafka.client_library == "kafka-python"
+    assert ScrapyFrontierSettings.from_scrapy(Settings(BASE)).kafka.library == "confluent"
     assert s.max_pages == 40 and s.idle_exit_s is None
     assert dict(s.resolve) == {"a.test": "127.0.0.1", "b.test": "::1"}
     assert [s.clamp_concurrency(n) for n in (1, 4, 9)] == [2, 4, 6]
@@ -158,6 +161,7 @@ def test_settings_are_read_and_checked_once() -> None:
         ({"FRONTIERFLOW_IDLE_EXIT": -1}, "FRONTIERFLOW_IDLE_EXIT"),
         ({"FRONTIERFLOW_MIN_CONCURRENCY": 5, "FRONTIERFLOW_MAX_CONCURRENCY": 4}, "CONCURRENCY"),
         ({"FRONTIERFLOW_RESOLVE": "a.test:127.0.0.1"}, "HOST:PORT:ADDR"),
+        ({"FRONTIERFLOW_KAFKA_CLIENT": "rdkafka"}, "FRONTIERFLOW_KAFKA_CLIENT"),
     ],
 )
 def test_bad_settings_are_refused_by_name(override: dict[str, Any], named: str) -> None:

@@ -1,9 +1,11 @@
 """`frontierflow fetch` as a process: an entry for a loopback address (refused without
 --allow-private) becomes a FetchEvent with a negative status and a clear log line, the
-Prometheus metrics count it, and SIGTERM stops the fetcher cleanly."""
+Prometheus metrics count it, and SIGTERM stops the fetcher cleanly; with each Kafka client
+library (`--kafka-client`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import signal
 import subprocess
@@ -16,26 +18,28 @@ import pytest
 from polling import wait_for
 
 from frontierflow.connectors.fetcher.http import BLOCKED_ADDRESS
-from frontierflow.connectors.kafka import ensure_topics
+from frontierflow.connectors.kafka import ensure_topics, open_writer
 from frontierflow.schemas.codecs import decode_record, encode_record
 from frontierflow.schemas.records import FetchEvent, FrontierEntry
 
 pytestmark = pytest.mark.kafka
 
 
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 def test_fetch_cli_reports_a_refused_address_serves_metrics_and_stops_on_sigterm(
-    kafka_broker: Any, kafka_client: Any, tmp_path: Path
+    kafka_broker: Any, kafka_client: Any, tmp_path: Path, client: str
 ) -> None:
-    settings = kafka_client.settings(kafka_broker.bootstrap)
+    settings = dataclasses.replace(
+        kafka_client.settings(kafka_broker.bootstrap), client_library=client
+    )
     ensure_topics(settings)
     t = settings.topics
     url = "http://127.0.0.1:9/page.html"
     entry = FrontierEntry(url, "127.0.0.1", 5.0, "ieca", "c", 0, None, 1, {"ieca.d": "0.3"})
-    from kafka import KafkaProducer
-
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
-    producer.send(t.frontier, key=url.encode(), value=encode_record(entry)).get(timeout=30)
-    producer.close()
+    writer = open_writer(settings)
+    writer.send(t.frontier, url.encode(), encode_record(entry))
+    writer.flush()
+    writer.close()
 
     stderr = tmp_path / "fetch.log"
     cmd = [
@@ -47,6 +51,7 @@ def test_fetch_cli_reports_a_refused_address_serves_metrics_and_stops_on_sigterm
         "--topic-fetched", t.fetched, "--metrics-port", "0",
         "--max-pattern-depth", "3", "--max-lead", "2", "--group-by", "ip",
         "--max-url-chars", "4096", "--max-path-segments", "20", "--max-segment-repeats", "3",
+        "--kafka-client", client,
     ]  # fmt: skip
     with stderr.open("w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)

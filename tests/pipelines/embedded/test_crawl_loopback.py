@@ -1,6 +1,7 @@
 """A real crawl on loopback: nginx serves a small site the test writes (three hosts, one
 with a robots.txt), the live job runs LAFC on a real broker, seeds arrive through
-`frontierflow seed`, and the reference fetcher crawls over HTTP until its budget.
+`frontierflow seed`, and the reference fetcher crawls over HTTP until its budget; the job,
+the seeds and the fetcher all on one Kafka client library, once with each.
 
 Read back from nginx's access log and the topics: every page fetched was asked for by a
 frontier entry, none twice, the budget holds, no host saw two requests closer than its
@@ -10,6 +11,7 @@ controller's decisions reached the fetcher."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections import Counter, defaultdict
@@ -22,7 +24,7 @@ from live_job import start_seeded_lafc
 from frontierflow.connectors.fetcher.http import ROBOTS_DISALLOWED
 from frontierflow.connectors.fetcher.loop import Fetcher
 from frontierflow.connectors.fetcher.settings import FetcherSettings
-from frontierflow.connectors.kafka import KafkaSettings, ensure_topics
+from frontierflow.connectors.kafka import ensure_topics
 from frontierflow.schemas.codecs import decode_record
 from frontierflow.schemas.records import FetchEvent, FrontierEntry, ScalingDecision
 
@@ -36,8 +38,14 @@ CRAWL_DELAY_S = 0.15  # c.test's robots.txt
 SLACK_S = 0.0015  # nginx logs times in whole milliseconds
 
 
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 def test_real_crawl_on_loopback(
-    kafka_broker: Any, kafka_client: Any, nginx_sites: Any, linked_site: Any, tmp_path: Path
+    kafka_broker: Any,
+    kafka_client: Any,
+    nginx_sites: Any,
+    linked_site: Any,
+    tmp_path: Path,
+    client: str,
 ) -> None:
     sites = linked_site(tmp_path / "site", HOSTS, PAGES, robots_host="c.test")
     (sites["c.test"] / "robots.txt").write_text(
@@ -45,17 +53,15 @@ def test_real_crawl_on_loopback(
     )
     nginx = nginx_sites(sites)
     linked_site.fill_port(sites, nginx.port)
-    settings = kafka_client.settings(kafka_broker.bootstrap)
+    settings = dataclasses.replace(
+        kafka_client.settings(kafka_broker.bootstrap), client_library=client
+    )
     ensure_topics(settings)
 
     seeds = [f"http://{host}:{nginx.port}/index.html" for host in HOSTS]
     job = start_seeded_lafc(settings, tmp_path / "state", seeds, "live")
 
-    fetcher_kafka = KafkaSettings(
-        bootstrap_servers=kafka_broker.bootstrap,
-        topics=settings.topics,
-        group_id=f"{settings.group_id}-fetchers",
-    )
+    fetcher_kafka = dataclasses.replace(settings, group_id=f"{settings.group_id}-fetchers")
     fetcher = Fetcher(
         FetcherSettings(
             fetcher_id="f1",

@@ -7,7 +7,8 @@ Read back from nginx's access log and the topics: every page Scrapy fetched was 
 a frontier entry, none twice, the crawl stops at the scheduler's budget, the links the
 spider tried to follow itself were dropped, robots.txt refusals became FetchEvents with the
 fetcher's negative status. Then two Scrapy processes on one four-partition frontier (hosts
-split by partition, as the reference fetchers' test sets up) fetch no page twice."""
+split by partition, as the reference fetchers' test sets up), one on each Kafka client
+library, fetch no page twice."""
 
 from __future__ import annotations
 
@@ -231,9 +232,11 @@ def test_two_scrapy_processes_on_one_frontier_fetch_no_page_twice(
     fixed = ["--speed-controller", "fixed-2", "--speed-window-ms", "500"]
     job = _job(settings, tmp_path / "state", ["--strategy", "ieca", "--budget", "1000", *fixed])
     try:
+        # one on each Kafka client library: both libraries' members share one group
+        idle = ("-s", "FRONTIERFLOW_IDLE_EXIT=8")
         crawls = [
-            _scrapy(settings, nginx.port, fid, "-s", "FRONTIERFLOW_IDLE_EXIT=8")
-            for fid in ("s1", "s2")
+            _scrapy(settings, nginx.port, fid, *idle, "-s", f"FRONTIERFLOW_KAFKA_CLIENT={library}")
+            for fid, library in (("s1", "kafka-python"), ("s2", "confluent"))
         ]
         _wait_for_members(settings, f"{settings.group_id}-scrapy", 2)
         _seed(settings, nginx.port, "two")
