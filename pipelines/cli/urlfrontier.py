@@ -7,7 +7,7 @@ import argparse
 import logging
 from typing import TYPE_CHECKING, Any
 
-from frontierflow.pipelines.cli.common import add_lafc_args, topic
+from frontierflow.pipelines.cli.common import add_kafka_args, add_lafc_args, topic
 
 if TYPE_CHECKING:
     from frontierflow.pipelines.core.strategy import Strategy
@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from frontierflow.state.storage.store import StateStore
 
 log = logging.getLogger(__name__)
+
+KAFKA_TOPICS = ("fetch-events", "frontier")
 
 STRATEGIES = ("ieca", "bfs", "opic", "backlink", "random", "lafc", "best-first")
 """What works over this API: the PageRank baselines recompute over all state (not per put)
@@ -34,15 +36,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         help="HOST:PORT[,…]: publish FetchEvents to a live `frontierflow run` job and follow "
         "its frontier topic instead of running an embedded engine",
     )
-    p.add_argument("--topic-fetch-events", default="fetch-events", help="with Kafka")
-    p.add_argument("--topic-frontier", default="frontier", help="with Kafka")
-    p.add_argument(
-        "--kafka",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="kafka-python client setting (TLS, SASL); repeatable",
-    )
+    add_kafka_args(p.add_argument_group("with --bootstrap-servers"), KAFKA_TOPICS)
     p.add_argument("--strategy", default="ieca", choices=STRATEGIES)
     p.add_argument("--budget", type=int, default=1_000_000, help="crawl budget (IECA's δ_t)")
     p.add_argument("--seed", type=int, default=0, help="seed of random and LAFC")
@@ -139,5 +133,5 @@ def _frontier(
             f"--strategy {args.strategy}: with Kafka only {', '.join(KAFKA_STRATEGIES)} "
             "(their seeds need no state)"
         )
-    kafka = kafka_settings(args, ("fetch-events", "frontier"))
+    kafka = kafka_settings(args, KAFKA_TOPICS)
     return KafkaFrontier(strategy, store, kafka, settings)

@@ -8,7 +8,8 @@ in one write batch, so a restart goes on from there. The job has no seed input, 
 are applied here with the strategy's own pure `apply` (no state kept): the entry it gives
 carries the echo the job reads back in the seed's FetchEvent (IECA's distance, OPIC's cash,
 BFS's depth), as the embedded engine's would. A report re-sent after a crash publishes its
-FetchEvent again, which the job counts once (the repeat rule).
+FetchEvent again, which the job counts once (the repeat rule). Kafka is read and written
+through the client interface (`connectors.kafka_client`), with the library the settings name.
 """
 
 from __future__ import annotations
@@ -19,15 +20,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import KafkaError
-
 from frontierflow.connectors.kafka import (
     KafkaSettings,
     decode_offsets,
     encode_offsets,
     ensure_topics,
+    open_reader,
+    open_writer,
 )
+from frontierflow.connectors.kafka_client import BrokerError, KafkaRecord
 from frontierflow.pipelines.core.step import seed_message
 from frontierflow.pipelines.core.strategy import Strategy, as_changes
 from frontierflow.pipelines.urlfrontier.frontier import Frontier, FrontierSettings
@@ -77,26 +78,21 @@ class KafkaFrontier(Frontier):
 
     def _start(self, strategy: Strategy[Any]) -> None:
         ensure_topics(self.kafka)
-        self.producer = KafkaProducer(acks="all", linger_ms=5, **self.kafka.connection())
+        self.writer = open_writer(self.kafka, flush_timeout_s=self.flush_timeout_s)
 
     def close(self) -> None:
-        """Stop following the frontier topic and close the producer."""
+        """Stop following the frontier topic and close the writer."""
         self._stop.set()
         self._follower.join(timeout=30)
-        self.producer.close(timeout=5)
+        self.writer.close()
 
     def _report(self, event: FetchEvent, ops: list[Op]) -> None:
-        future = self.producer.send(
-            self.kafka.topics.fetch_events,
-            key=event.host.encode(),
-            value=self._events.encode(event.to_avro()),
-        )
+        value = self._events.encode(event.to_avro())
         try:
-            self.producer.flush(timeout=self.flush_timeout_s)
-        except KafkaError as exc:
+            self.writer.send(self.kafka.topics.fetch_events, event.host.encode(), value)
+            self.writer.flush()
+        except BrokerError as exc:
             raise PublishError(f"FetchEvent not acknowledged: {exc}") from exc
-        if not future.is_done or future.failed():
-            raise PublishError(f"FetchEvent not written: {future.exception}")
         self.records.write(ops)
 
     def _seed(self, crawl_id: str, urls: Sequence[str], ops: list[Op]) -> None:
@@ -114,46 +110,39 @@ class KafkaFrontier(Frontier):
         while not self._stop.is_set():
             try:
                 self._follow_connected()
-            except KafkaError as exc:
+            except BrokerError as exc:
                 log.warning("frontier topic unavailable (%s); retrying", exc)
                 self._stop.wait(1.0)
 
     def _follow_connected(self) -> None:
         topic = self.kafka.topics.frontier
-        consumer = KafkaConsumer(enable_auto_commit=False, **self.kafka.connection())
+        reader = open_reader(self.kafka)
         try:
-            partitions = consumer.partitions_for_topic(topic)
-            while not partitions and not self._stop.wait(0.5):
-                partitions = consumer.partitions_for_topic(topic)
-            if not partitions:
-                return
-            tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-            consumer.assign(tps)
+            while not reader.topic_partitions(topic):
+                if self._stop.wait(0.5):
+                    return
             offsets = decode_offsets(self.store.get(META_FAMILY, FRONTIER_OFFSETS))
-            for tp in tps:
-                if tp.partition in offsets:
-                    consumer.seek(tp, offsets[tp.partition])
-                else:
-                    consumer.seek_to_beginning(tp)
+            reader.assign(topic, offsets)
             while not self._stop.is_set():
-                batch = consumer.poll(timeout_ms=200, max_records=1000)
-                if batch:
-                    self._apply_batch(batch, offsets)
+                records = reader.poll(1000, 200)
+                if records:
+                    self._apply_batch(records, offsets)
         finally:
-            consumer.close()
+            reader.close()
 
-    def _apply_batch(self, batch: dict[Any, list[Any]], offsets: dict[int, int]) -> None:
+    def _apply_batch(self, records: list[KafkaRecord], offsets: dict[int, int]) -> None:
         entries: list[FrontierChange] = []
-        for tp, records in batch.items():
-            for record in records:
-                offsets[tp.partition] = record.offset + 1
-                if record.value is None:
-                    continue  # a tombstone: the job saw the page fetched; its report did too
-                try:
-                    entries.append(FrontierEntry.from_avro(self._entries.decode(record.value)))
-                except (CodecError, KeyError, TypeError, ValueError) as exc:
-                    self.bad_entries += 1
-                    log.warning("frontier record at %s/%d unusable: %s", tp, record.offset, exc)
+        for record in records:
+            offsets[record.partition] = record.offset + 1
+            if record.value is None:
+                continue  # a tombstone: the job saw the page fetched; its report did too
+            try:
+                entries.append(FrontierEntry.from_avro(self._entries.decode(record.value)))
+            except (CodecError, KeyError, TypeError, ValueError) as exc:
+                self.bad_entries += 1
+                log.warning(
+                    "frontier record at %d/%d unusable: %s", record.partition, record.offset, exc
+                )
         with self.lock:
             self.records.write([], entries, (FRONTIER_OFFSETS, encode_offsets(offsets)))
             self.followed += len(entries)

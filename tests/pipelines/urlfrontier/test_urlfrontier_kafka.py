@@ -6,6 +6,7 @@ even when it is sent twice."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 from typing import Any
@@ -35,10 +36,13 @@ def _item(url: str, parent: str | None = None, status: int | None = None) -> Any
     return checked_info(pb.URLInfo(url=url, metadata=meta), ItemLimits())
 
 
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 def test_priorities_come_back_from_the_live_job(
-    kafka_broker: Any, kafka_client: Any, tmp_path: Path
+    kafka_broker: Any, kafka_client: Any, tmp_path: Path, client: str
 ) -> None:
-    settings = kafka_client.settings(kafka_broker.bootstrap)
+    settings = dataclasses.replace(
+        kafka_client.settings(kafka_broker.bootstrap), client_library=client
+    )
     stop = threading.Event()
     seen = EngineStats()
 
