@@ -124,8 +124,6 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def crawl(args: argparse.Namespace) -> int:
-    from kafka.errors import KafkaError
-
     from frontierflow.connectors.kafka_client import BrokerError
     from frontierflow.pipelines.cli.crawl_run import CrawlFailed, run_crawl
     from frontierflow.pipelines.cli.local_broker import BrokerUnavailable
@@ -137,7 +135,7 @@ def crawl(args: argparse.Namespace) -> int:
     except BrokerUnavailable as exc:
         log.error("the local Kafka broker did not start: %s", exc)
         return 2
-    except (BrokerError, KafkaError) as exc:
+    except BrokerError as exc:
         where = settings.bootstrap_servers or "the local broker"
         log.error(
             "the Kafka broker at %s did not answer (%s): is it running? Without "
@@ -218,6 +216,7 @@ def crawl_settings(args: argparse.Namespace) -> CrawlSettings:
         bootstrap_servers=args.bootstrap_servers,
         topics=KafkaTopics(**names),
         kafka_client=client_settings(args.kafka),
+        client_library=args.kafka_client,
         speed=speed_settings(args),
         step_size=args.step_size,
         ui_port=ui_port,

@@ -8,15 +8,18 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from frontierflow.pipelines.cli.common import client_settings
+from frontierflow.pipelines.cli.common import add_kafka_args, kafka_settings
 
 if TYPE_CHECKING:
+    from frontierflow.connectors.kafka import KafkaSettings
     from frontierflow.pipelines.evaluation.realcrawl import AccessLine
     from frontierflow.pipelines.evaluation.simulator import RecordedWeb
     from frontierflow.schemas.records import FetchEvent, ScalingDecision
     from frontierflow.state.relevance import Judge, Topic
 
 log = logging.getLogger(__name__)
+
+REPORT_TOPICS = ("fetch-events", "fetcher-control")
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
@@ -48,35 +51,21 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     cp.add_argument(
         "--speed-window-ms", type=int, default=10_000, help="the job's, for the simulator"
     )
-    cp.add_argument("--topic-fetch-events", default="fetch-events")
-    cp.add_argument("--topic-fetcher-control", default="fetcher-control")
-    cp.add_argument("--kafka", action="append", default=[], metavar="KEY=VALUE")
+    add_kafka_args(cp, REPORT_TOPICS)
     cp.set_defaults(handler=crawl_report)
 
 
-def read_topic(
-    bootstrap_servers: str, topic: str, client: dict[str, object] | None = None
-) -> list[bytes]:
-    """Every value of `topic`, from its beginning to its current end."""
-    from kafka import KafkaConsumer, TopicPartition
+def read_topic(settings: KafkaSettings, topic: str) -> list[bytes]:
+    """Every value of `topic`, from its beginning to its current end, through the settings'
+    Kafka client library."""
+    from frontierflow.connectors.kafka import open_reader
+    from frontierflow.connectors.kafka_client import read_to_end
 
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap_servers.split(","), enable_auto_commit=False, **(client or {})
-    )
+    reader = open_reader(settings)
     try:
-        parts = [
-            TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())
-        ]
-        consumer.assign(parts)
-        consumer.seek_to_beginning(*parts)
-        ends = consumer.end_offsets(parts)
-        values: list[bytes] = []
-        while any(consumer.position(tp) < ends[tp] for tp in parts):
-            for recs in consumer.poll(timeout_ms=500).values():
-                values += [r.value for r in recs if r.value is not None]
-        return values
+        return [r.value for r in read_to_end(reader, topic) if r.value is not None]
     finally:
-        consumer.close()
+        reader.close()
 
 
 def crawl_report(args: argparse.Namespace) -> int:
@@ -87,15 +76,15 @@ def crawl_report(args: argparse.Namespace) -> int:
     from frontierflow.schemas.records import FetchEvent, ScalingDecision
     from frontierflow.state.relevance import Judge
 
-    client = client_settings(args.kafka)
+    settings = kafka_settings(args, REPORT_TOPICS)
     events = [
         e
-        for v in read_topic(args.bootstrap_servers, args.topic_fetch_events, client)
+        for v in read_topic(settings, settings.topics.fetch_events)
         if (e := decode_record(FetchEvent, v)).fetcher_id == args.fetcher_id
     ]
     decisions = [
         decode_record(ScalingDecision, v)
-        for v in read_topic(args.bootstrap_servers, args.topic_fetcher_control, client)
+        for v in read_topic(settings, settings.topics.fetcher_control)
     ]
     lines = read_access_log(args.access_log)
     print_report(

@@ -22,6 +22,7 @@ at its end.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import gc
 import signal
@@ -31,10 +32,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from frontierflow.pipelines.cli.crawl_progress import CrawlProgress, ProgressDisplay
 from frontierflow.pipelines.cli.crawl_settings import FETCHER_ID, CrawlSettings
+
+if TYPE_CHECKING:
+    from frontierflow.connectors.kafka import KafkaSettings
 
 JOB_GROUP = "frontierflow"
 APPLY_DEADLINE_S = 60.0
@@ -171,7 +175,13 @@ def _crawl(
     from frontierflow.pipelines.embedded.engine import EngineStats
     from frontierflow.pipelines.embedded.live import LiveOptions, run_live
 
-    kafka = KafkaSettings(bootstrap, settings.topics, settings.kafka_client, group_id=JOB_GROUP)
+    kafka = KafkaSettings(
+        bootstrap,
+        settings.topics,
+        settings.kafka_client,
+        group_id=JOB_GROUP,
+        client_library=settings.client_library,
+    )
     ensure_topics(kafka)
     observer = _start_page(settings, stack, display)
     applied: list[EngineStats] = [EngineStats()]
@@ -196,14 +206,9 @@ def _crawl(
     metrics = FetcherMetrics()
     fetcher = Fetcher(
         settings.fetcher,
-        KafkaSettings(
-            bootstrap,
-            settings.topics,
-            settings.kafka_client,
-            # a group of its own each run: the member of a run killed with SIGKILL would
-            # hold the frontier's partitions until the broker gives up on it
-            group_id=f"{JOB_GROUP}-crawl-fetcher-{uuid.uuid4().hex[:12]}",
-        ),
+        # a group of its own each run: the member of a run killed with SIGKILL would hold
+        # the frontier's partitions until the broker gives up on it
+        dataclasses.replace(kafka, group_id=f"{JOB_GROUP}-crawl-fetcher-{uuid.uuid4().hex[:12]}"),
         metrics=metrics,
         stop=stop_fetcher,
     )
@@ -284,7 +289,7 @@ def _stop_part(part: _Part, stop: threading.Event) -> None:
     part.join(JOIN_DEADLINE_S)
 
 
-def _report(settings: CrawlSettings, kafka: Any) -> None:
+def _report(settings: CrawlSettings, kafka: KafkaSettings) -> None:
     """The crawl report of every run so far, from the topics (`frontierflow crawl-report`'s,
     with the requests as the fetcher timed them in place of a server's access log)."""
     from frontierflow.pipelines.cli.crawl_report import print_report, read_topic
@@ -293,15 +298,14 @@ def _report(settings: CrawlSettings, kafka: Any) -> None:
     from frontierflow.schemas.records import FetchEvent, ScalingDecision
     from frontierflow.state.relevance import Judge
 
-    client = dict(settings.kafka_client)
     events = [
         e
-        for v in read_topic(kafka.bootstrap_servers, settings.topics.fetch_events, client)
+        for v in read_topic(kafka, settings.topics.fetch_events)
         if (e := decode_record(FetchEvent, v)).fetcher_id == FETCHER_ID
     ]
     decisions = [
         decode_record(ScalingDecision, v)
-        for v in read_topic(kafka.bootstrap_servers, settings.topics.fetcher_control, client)
+        for v in read_topic(kafka, settings.topics.fetcher_control)
     ]
     print("the crawl so far:")
     print_report(

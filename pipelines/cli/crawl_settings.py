@@ -33,6 +33,9 @@ class CrawlSettings:
     """None: start the local broker, its data under `state_dir/kafka`."""
     topics: KafkaTopics
     kafka_client: dict[str, object]
+    """Kafka connection settings (`--kafka`)."""
+    client_library: str
+    """The Kafka client library of the job, the fetcher and the report (`--kafka-client`)."""
     speed: ControllerSettings | None
     step_size: int
     ui_port: int | None

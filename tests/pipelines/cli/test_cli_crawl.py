@@ -2,7 +2,8 @@
 site of the loopback test web (tests/hostile_web.py), read back from the server's request
 log. On the session's broker: a 60-page run, then a second run on the same state folder
 that goes on with the crawl (60 more pages, none fetched twice); a run stopped by SIGINT
-that still prints its report, its operator's page answering while it ran. With its own
+that still prints its report, its operator's page answering while it ran (that one on
+kafka-python, the others on the default client, confluent-kafka). With its own
 broker (infra/kafka, under the state folder): a run after which no process of it remains.
 Without Java: a message that says what to do."""
 
@@ -106,8 +107,10 @@ def test_a_crawl_and_a_second_run_that_goes_on(kafka_broker: Any, tmp_path: Path
 
 @pytest.mark.kafka
 def test_sigint_stops_the_crawl_and_prints_the_report(kafka_broker: Any, tmp_path: Path) -> None:
+    """On kafka-python (the other crawls here take the default, confluent-kafka)."""
     state = tmp_path / "crawl"
     broker = ["--bootstrap-servers", kafka_broker.bootstrap, *topic_options(uuid.uuid4().hex)]
+    broker += ["--kafka-client", "kafka-python"]
     with HostileWeb() as web:
         command = crawl_command(web, state, f"{web.base(web.good_host)}/", *broker)
         command[command.index("--delay") + 1] = "0.2"  # 5 pages a second: time to stop it
@@ -192,8 +195,10 @@ def test_a_later_run_follows_the_hosts_of_its_new_urls(tmp_path: Path) -> None:
         ["crawl", "--state-dir", str(state), "--max-pages", "50", "http://a.test:81/"]
     ))  # fmt: skip
     later = crawl_settings(build_parser().parse_args(
-        ["crawl", "--state-dir", str(state), "--max-pages", "10", "http://B.test/x"]
+        ["crawl", "--state-dir", str(state), "--max-pages", "10", "http://B.test/x",
+         "--kafka-client", "kafka-python"]
     ))  # fmt: skip
+    assert (first.client_library, later.client_library) == ("auto", "kafka-python")
     assert first.fetcher.follow_hosts == {"a.test:81"}
     assert later.fetcher.follow_hosts == {"a.test:81", "b.test"}
     assert later.strategy.name == "ieca"
