@@ -1,11 +1,11 @@
 """The fetcher's view of the frontier: one queue per host, best priority first.
 
-Frontier records replace each other per `change_key` (the latest entry per URL, a reply
-request per (url, via)); a tombstone removes the URL's entry but leaves reply requests
-alone (schemas/README.md, "Reply requests"). A host serves one request at a time and not
-again before its politeness delay has passed since the previous one ended. Pages fetched
-in a crawl cycle are remembered: a later entry for one is dropped, a reply request for one
-is answered without a download.
+Which queued entries are live is `schemas.frontier_view`'s rule: the latest per
+`change_key` (per URL, a reply request per (url, via)); a tombstone removes its own key,
+so a URL's tombstone leaves its reply requests alone (schemas/README.md, "Reply
+requests"). A host serves one request at a time and not again before its politeness delay
+has passed since the previous one ended. Pages fetched in a crawl cycle are remembered: a
+later entry for one is dropped, a reply request for one is answered without a download.
 
 What a host's answers say is the frontier's rule, `state.hosts.host_after_fetch`, applied
 here at once to each answer (`release`) and to the downloads recorded on the `fetched`
@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
+from frontierflow.schemas.frontier_view import FrontierView, Key
 from frontierflow.schemas.records import REPLY_ECHO, FetchEvent, FrontierEntry, change_key
 from frontierflow.state.hosts import (
     DEFAULT_POLICY,
@@ -64,7 +65,8 @@ from frontierflow.state.hosts import (
 )
 from frontierflow.state.traps import pattern_depth
 
-Key = str | tuple[str, str]
+Queued = tuple[FrontierEntry, int | None]
+"""An entry in a host's queue, with the partition it was read from."""
 Spend = Literal["pages", "time"]
 SPENDS: tuple[Spend, ...] = ("pages", "time")
 
@@ -83,7 +85,7 @@ def is_reply_request(entry: FrontierEntry) -> bool:
 
 @dataclass(slots=True)
 class _Host:
-    heap: list[tuple[float, int, Key, FrontierEntry]] = field(default_factory=list)
+    heap: list[tuple[float, int, Key, Queued]] = field(default_factory=list)
     busy: bool = False
     ready_at: float = 0.0
     delay_s: float = 0.0
@@ -129,7 +131,7 @@ class HostQueues:
         """host:port → its robots.txt Crawl-delay."""
         self._awaiting: dict[str, float] = {}
         """URL downloaded → when: the frontier's word on it has not come yet (`max_lead`)."""
-        self._entries: dict[Key, tuple[FrontierEntry, int | None]] = {}
+        self._entries: FrontierView[Queued] = FrontierView()
         self._hosts: dict[str, _Host] = {}
         self._seq = itertools.count()
         self._fetched: set[tuple[str, int, str]] = set()
@@ -173,11 +175,12 @@ class HostQueues:
         """Queue (or replace) an entry; False when it is dropped (a page already fetched in
         its cycle that is not a reply request)."""
         if not is_reply_request(entry) and self.was_fetched(entry):
-            self._entries.pop(entry.url, None)
+            self._entries.tombstone(entry.url)  # the page's reply requests stay
             self._queued_depths.pop(entry.url, None)
             return False
         key = change_key(entry)
-        self._entries[key] = (entry, partition)
+        queued = (entry, partition)
+        self._entries.put(key, queued)
         depth = self._depth_of(entry.crawl_id, entry.url, entry.via)
         before = self._queued_depths.get(key)
         self._queued_depths[key] = depth if before is None else min(before, depth)
@@ -185,7 +188,7 @@ class HostQueues:
         host = self._hosts.get(group)
         if host is None:
             host = self._hosts[group] = _Host(delay_s=self.delay_s)
-        heapq.heappush(host.heap, (-entry.priority, next(self._seq), key, entry))
+        heapq.heappush(host.heap, (-entry.priority, next(self._seq), key, queued))
         return True
 
     def remove(self, url: str) -> None:
@@ -195,7 +198,7 @@ class HostQueues:
     def remove_key(self, key: Key) -> None:
         """A tombstone of a record key: a URL's entry (the frontier has read its page's
         answer), or one answered reply request."""
-        self._entries.pop(key, None)
+        self._entries.tombstone(key)
         if isinstance(key, str):
             self._awaiting.pop(key, None)
         self._queued_depths.pop(key, None)
@@ -204,7 +207,7 @@ class HostQueues:
         """Forget entries read from partitions this fetcher no longer owns; how many."""
         gone = [k for k, (_, p) in self._entries.items() if p in partitions]
         for key in gone:
-            del self._entries[key]
+            self._entries.tombstone(key)
             self._queued_depths.pop(key, None)
         return len(gone)
 
@@ -263,10 +266,10 @@ class HostQueues:
             head = self._head(host)
             if head is None:
                 continue
-            entry = head[3]
+            entry = head[3][0]
             if self.was_fetched(entry):  # a reply request (`_head` drops the others)
                 heapq.heappop(host.heap)
-                del self._entries[head[2]]
+                self._entries.take(head[2], head[3])
                 self._queued_depths.pop(head[2], None)
                 return Job(entry, download=False), now
             held = self._held_until(entry, now_ms)
@@ -295,8 +298,9 @@ class HostQueues:
         if self.spend == "pages" and waiting is not None and waiting < best[0]:
             return None, waiting_at  # a better page waits for its host: so do we
         host = self._hosts[best[2]]
-        _, _, key, entry = heapq.heappop(host.heap)
-        _, partition = self._entries.pop(key)
+        _, _, key, queued = heapq.heappop(host.heap)
+        self._entries.take(key, queued)
+        entry, partition = queued
         host.busy = True
         self.in_flight += 1
         return Job(entry, download=True, partition=partition), now
@@ -394,16 +398,16 @@ class HostQueues:
         else:
             self.mark_fetched(entry)
 
-    def _head(self, host: _Host) -> tuple[float, int, Key, FrontierEntry] | None:
+    def _head(self, host: _Host) -> tuple[float, int, Key, Queued] | None:
         """The host's best live item (stale heap items, replaced or removed, are skipped)."""
         heap = host.heap
         while heap:
             item = heap[0]
-            live = self._entries.get(item[2])
-            if live is not None and live[0] is item[3]:
-                if is_reply_request(item[3]) or not self.was_fetched(item[3]):
+            if self._entries.is_current(item[2], item[3]):
+                entry = item[3][0]
+                if is_reply_request(entry) or not self.was_fetched(entry):
                     return item
-                del self._entries[item[2]]  # fetched since it was queued
+                self._entries.take(item[2], item[3])  # fetched since it was queued
                 self._queued_depths.pop(item[2], None)
             heapq.heappop(heap)
         return None

@@ -21,6 +21,7 @@ from frontierflow.connectors.base import Position, Sink
 from frontierflow.connectors.webgraph import WebGraph
 from frontierflow.pipelines.core.strategy import Strategy, change_key
 from frontierflow.pipelines.embedded.engine import Engine
+from frontierflow.schemas.frontier_view import FrontierView
 from frontierflow.schemas.records import (
     ALREADY_FETCHED,
     DeadLetter,
@@ -50,14 +51,14 @@ def url_node(url: str) -> int:
 class MemoryFrontier(Sink):
     """A priority queue fed by frontier changes: the fetchers' view of the compacted topic.
 
-    Larger priority first; equal priorities in first-seen order. Updates re-push and the
-    stale heap items are skipped on pop. An entry is replaced by the next one for its URL,
-    except a reply request (`REPLY_ECHO`), which is kept per (url, via) and which a removal
-    of the URL leaves alone: the parent waiting for it must get its answer.
+    Larger priority first; equal priorities in the order their keys first entered (kept
+    across a key's removal). Which entry is live is `schemas.frontier_view`'s rule: the
+    latest per `change_key`, a removal of a URL sparing its reply requests. Updates re-push
+    and the stale heap items are skipped on pop.
     """
 
     def __init__(self) -> None:
-        self._entries: dict[str | tuple[str, str], FrontierEntry] = {}
+        self._entries: FrontierView[FrontierEntry] = FrontierView()
         self._first_seen: dict[str | tuple[str, str], int] = {}
         self._heap: list[tuple[float, int, int, FrontierEntry]] = []
         self._seq = 0
@@ -67,18 +68,20 @@ class MemoryFrontier(Sink):
         return len(self._entries)
 
     def write(self, changes: Sequence[FrontierChange], dead: Sequence[DeadLetter]) -> None:
+        put, tombstone = self._entries.put, self._entries.tombstone
+        first_seen, heap = self._first_seen, self._heap
         for change in changes:
             if isinstance(change, Removal):
-                self._entries.pop(change.url, None)
+                tombstone(change.url)
                 continue
             key = change_key(change)
-            first = self._first_seen.get(key)
+            first = first_seen.get(key)
             if first is None:
-                first = self._first_seen[key] = self._seq
+                first = first_seen[key] = self._seq
                 self._seq += 1
-            self._entries[key] = change
+            put(key, change)
             self._pushes += 1
-            heapq.heappush(self._heap, (-change.priority, first, self._pushes, change))
+            heapq.heappush(heap, (-change.priority, first, self._pushes, change))
 
     def flush(self) -> bytes:
         return b""
@@ -94,11 +97,10 @@ class MemoryFrontier(Sink):
 
     def pop(self) -> FrontierEntry | None:
         """Remove and return the best entry, or None when the frontier is empty."""
-        while self._heap:
-            entry = heapq.heappop(self._heap)[3]
-            key = change_key(entry)
-            if self._entries.get(key) is entry:
-                del self._entries[key]
+        heap, take = self._heap, self._entries.take
+        while heap:
+            entry = heapq.heappop(heap)[3]
+            if take(change_key(entry), entry):
                 return entry
         return None
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import Any
 
+from frontierflow.schemas.frontier_view import FrontierView, Key
 from frontierflow.schemas.records import FrontierEntry
 
 
@@ -61,96 +61,84 @@ class TopEntries:
     Exact top-K under updates and removals would need the whole frontier; this keeps a
     bounded set of candidates instead (up to 8×K): an entry enters when there is room or it
     beats the lowest kept priority, an update replaces the kept entry of its key, a removal
-    or fetch of its URL drops it. Past 16×K candidates the lowest are pruned. An entry
-    pruned earlier comes back when the job writes it again (every priority change is a new
-    entry), so the shown top is exact unless a kept entry's priority later fell below one
-    pruned before. Keys are `change_key`s: a URL, or (URL, parent) for a reply request.
+    or fetch of its URL drops it with its reply requests (`FrontierView.drop_url`). Past
+    16×K candidates the lowest are pruned. An entry pruned earlier comes back when the job
+    writes it again (every priority change is a new entry), so the shown top is exact unless
+    a kept entry's priority later fell below one pruned before. Keys are `change_key`s: a
+    URL, or (URL, parent) for a reply request.
     """
 
     def __init__(self, k: int) -> None:
         self.k = k
         self.keep = 8 * k
-        self.candidates: dict[Any, FrontierEntry] = {}
-        self.replies: dict[str, set[Any]] = {}
+        self.view: FrontierView[FrontierEntry] = FrontierView()
+        self.candidates = self.view.latest
+        """Key → its kept entry (the view's map, read in the summary's loop)."""
+        self.replies = self.view.replies
         """URL → its reply-request keys among the candidates."""
         self.floor = -math.inf
 
-    def put(self, key: Any, entry: FrontierEntry) -> None:
-        candidates = self.candidates
-        if key in candidates or entry.priority > self.floor or len(candidates) < self.keep:
-            candidates[key] = entry
-            if type(key) is tuple:
-                self.replies.setdefault(entry.url, set()).add(key)
-            if len(candidates) > 2 * self.keep:
+    def put(self, key: Key, entry: FrontierEntry) -> None:
+        view = self.view
+        if key in view.latest or entry.priority > self.floor or len(view) < self.keep:
+            view.put(key, entry)
+            if len(view) > 2 * self.keep:
                 self._prune()
 
     def drop(self, url: str) -> None:
         """`url` was fetched or removed: its entry and its reply requests leave."""
-        candidates = self.candidates
-        candidates.pop(url, None)
-        for key in self.replies.pop(url, ()):
-            candidates.pop(key, None)
-        if len(candidates) < self.keep:  # room again: any entry may enter
+        self.view.drop_url(url)
+        if len(self.view) < self.keep:  # room again: any entry may enter
             self.floor = -math.inf
 
     def _prune(self) -> None:
-        kept = heapq.nlargest(self.keep, self.candidates.items(), key=lambda kv: kv[1].priority)
-        self.candidates = dict(kept)
-        self.floor = kept[-1][1].priority
-        self.replies = {}
+        view = self.view
+        kept = heapq.nlargest(self.keep, view.items(), key=lambda kv: kv[1].priority)
+        view.clear()
         for key, entry in kept:
-            if type(key) is tuple:
-                self.replies.setdefault(entry.url, set()).add(key)
+            view.put(key, entry)
+        self.floor = kept[-1][1].priority
 
     def top(self) -> list[FrontierEntry]:
-        return heapq.nlargest(self.k, self.candidates.values(), key=lambda e: e.priority)
+        return heapq.nlargest(self.k, self.view.values(), key=lambda e: e.priority)
 
 
 class QueuedByHost:
     """Queued frontier keys per host: a key counts from its first entry until its URL is
-    fetched or removed (a tombstone). Only keys the job wrote since it started are known,
-    and at most `cap` of them are tracked; `full` says when new ones were left uncounted.
-    Keys are `change_key`s: a URL, or (URL, parent) for a reply request."""
+    fetched or removed (a tombstone), which drops the URL with its reply requests
+    (`FrontierView.drop_url`). Only keys the job wrote since it started are known, and at
+    most `cap` of them are tracked; `full` says when new ones were left uncounted. Keys are
+    `change_key`s: a URL, or (URL, parent) for a reply request."""
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
-        self.hosts: dict[Any, str] = {}
-        """Tracked key → its host."""
-        self.replies: dict[str, list[Any]] = {}
+        self.view: FrontierView[str] = FrontierView()
+        self.hosts = self.view.latest
+        """Tracked key → its host (the view's map, read in the summary's loop)."""
+        self.replies = self.view.replies
         """URL → its tracked reply-request keys (a URL several parents asked for: LAFC)."""
         self.counts: dict[str, int] = {}
         self.full = False
 
-    def queued(self, key: Any, url: str, host: str) -> None:
-        hosts = self.hosts
-        if key in hosts:
+    def queued(self, key: Key, url: str, host: str) -> None:
+        """A key's entry was written (`url` is the key's URL); counted the first time."""
+        if key in self.hosts:
             return
-        if len(hosts) >= self.cap:
+        if len(self.hosts) >= self.cap:
             self.full = True
             return
-        hosts[key] = host
-        if type(key) is tuple:
-            self.replies.setdefault(url, []).append(key)
+        self.view.put(key, host)
         self.counts[host] = self.counts.get(host, 0) + 1
 
     def gone(self, url: str) -> None:
         """`url` was fetched or removed: every key of it leaves its host's queue."""
-        self._forget(url)
-        keys = self.replies.pop(url, None)
-        if keys is not None:
-            for key in keys:
-                self._forget(key)
-
-    def _forget(self, key: Any) -> None:
-        host = self.hosts.pop(key, None)
-        if host is None:
-            return
         counts = self.counts
-        left = counts[host] - 1
-        if left:
-            counts[host] = left
-        else:
-            del counts[host]
+        for host in self.view.drop_url(url):
+            left = counts[host] - 1
+            if left:
+                counts[host] = left
+            else:
+                del counts[host]
 
     def size(self) -> int:
         return len(self.hosts)
