@@ -34,6 +34,8 @@ from typing import Any
 import pytest
 from polling import wait_for
 
+from frontierflow.pipelines.beam.options import CLUSTER_CLASSPATH
+
 REPO = Path(__file__).resolve().parent.parent
 CLUSTER = REPO / "infra" / "flink" / "cluster.sh"
 WORKER_POOL = REPO / "infra" / "flink" / "worker_pool.py"
@@ -142,6 +144,7 @@ class FlinkCluster:
             "--environment_type=EXTERNAL",
             f"--environment_config={worker_pool}",
             f"--parallelism={parallelism}",
+            CLUSTER_CLASSPATH,
         ]
 
 

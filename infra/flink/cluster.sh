@@ -2,6 +2,9 @@
 # A standalone Flink session cluster on this machine: one JobManager and TaskManagers
 # (two by default, two slots each), each its own JVM, from Flink's jars resolved through
 # Maven by coordinates (infra/flink/pom.xml) at the Flink release of Beam's job server.
+# The job server's own class path comes first on the cluster's: a job submitted with
+# --pipeline_resources_detector_factory_class=frontierflow.flink.ClusterClassPath uploads
+# no jars (README.md, "Jobs that upload nothing").
 #
 #   infra/flink/cluster.sh start                 start (or wait for) the cluster; prints
 #                                                its REST address 127.0.0.1:PORT as the
@@ -210,6 +213,24 @@ classpath() {
   fi
   cat "$cp_file"
 }
+# The job server's own class path (Beam's Flink runner, its SDK, KafkaIO) ahead of Flink's:
+# a job submitted with --pipeline_resources_detector_factory_class=
+# frontierflow.flink.ClusterClassPath then uploads no jars, its classes are already here
+# (README.md, "Jobs that upload nothing"). Its SLF4J binding stays out: the cluster logs
+# through Log4j 2. A published (shaded) job server is not added: jobs upload it.
+job_server_classpath() {
+  local jar lib
+  jar="$("$HERE/fetch-job-server.sh")" || die "no Flink job server (infra/flink/fetch-job-server.sh)"
+  lib="${jar%.jar}.lib"
+  [[ -d "$lib" ]] || return 0
+  find "$lib" -maxdepth 1 -name '*.jar' ! -name 'slf4j-simple-*' | sort | paste -sd: -
+}
+# Flink's class path, after the job server's when there is one.
+cluster_classpath() {
+  local version="$1" own
+  own="$(job_server_classpath)"
+  echo "${own:+$own:}$(classpath "$version")"
+}
 classpath_ok() {
   [[ -s "$1" ]] || return 1
   local jar jars
@@ -391,7 +412,7 @@ cmd_start() {
   command -v java >/dev/null || die "java not found (Flink 1.19 runs on Java 11 or 17)"
   local version names=(jobmanager) n deadline state
   version="$(flink_version)"
-  CP="$(classpath "$version")"
+  CP="$(cluster_classpath "$version")"
   for n in $(seq 1 "$N_TM"); do names+=("taskmanager-$n"); done
   if live_pid jobmanager >/dev/null; then
     log "JobManager already running in $DIR"
@@ -466,7 +487,7 @@ cmd_start_taskmanager() {
   local n="$1" id deadline
   live_pid jobmanager >/dev/null || die "the JobManager is not running (run: $0 start)"
   live_pid "taskmanager-$n" >/dev/null && die "TaskManager $n is already running"
-  CP="$(classpath "$(flink_version)")"
+  CP="$(cluster_classpath "$(flink_version)")"
   id="$(start_taskmanager "$n")"
   deadline=$((SECONDS + START_TIMEOUT))
   until registered "$id"; do

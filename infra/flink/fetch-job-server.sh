@@ -78,10 +78,17 @@ fi
 published_jar() { echo "$CACHE/beam-runners-flink-$FLINK_VERSION-job-server-$1.jar"; }
 assembled_jar() { echo "$CACHE/beam-runners-flink-$FLINK_VERSION-job-server-$1-launcher.jar"; }
 expansion_jar() { echo "$CACHE/beam-runners-flink-$FLINK_VERSION-job-server-$1-kafka-expansion-launcher.jar"; }
-# An assembled jar counts only with its .complete marker (written last) and the Kafka
-# expansion launcher beside it (a cache from before KafkaIO was added is assembled again).
+# The project's one Java class (java/frontierflow/flink/ClusterClassPath.java), compiled
+# into the job server's lib folder: with it a job on the session cluster of cluster.sh,
+# which has the job server's class path as its own, stages no jars (README.md).
+STAGER_JAR=frontierflow-cluster-classpath.jar
+# An assembled jar counts only with its .complete marker (written last), the Kafka
+# expansion launcher beside it and, where javac exists, the class above (a cache from
+# before either was added is assembled again).
 assembled_ok() {
-  [[ -f "$(assembled_jar "$1")" && -f "$(assembled_jar "$1").complete" && -f "$(expansion_jar "$1")" ]]
+  local jar; jar="$(assembled_jar "$1")"
+  [[ -f "$jar" && -f "$jar.complete" && -f "$(expansion_jar "$1")" ]] &&
+    { [[ -f "${jar%.jar}.lib/$STAGER_JAR" ]] || ! command -v javac >/dev/null; }
 }
 
 WANT=job-server
@@ -214,6 +221,17 @@ try_assembled() {
   local jar; jar="$(assembled_jar "$v")"
   local libname; libname="$(basename "$jar" .jar).lib"
   rm -rf "${CACHE:?}/$libname" "$jar" "$jar.complete"
+  if command -v javac >/dev/null; then
+    javac -nowarn --release 11 -cp "$d/lib/beam-sdks-java-core-$v.jar" -d "$d/classes" \
+      "$HERE/java/frontierflow/flink/ClusterClassPath.java" >&2 ||
+      die "javac could not compile ClusterClassPath.java"
+    (cd "$d/classes" && "$PYTHON" -c 'import sys, zipfile, pathlib
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    for f in sorted(pathlib.Path(".").rglob("*.class")):
+        z.write(f)' "$d/lib/$STAGER_JAR")
+  else
+    log "  no javac: jobs on the session cluster will upload the job server's class path"
+  fi
   mv "$d/lib" "$CACHE/$libname"
   # The launcher: a jar holding only a manifest. Class-Path entries are relative to the
   # jar's own folder, so the cache dir can move; lines are wrapped at 72 bytes.

@@ -48,13 +48,18 @@ def beam_args(
     flink_master: str | None = None,
     worker_pool: str | None = None,
 ) -> list[str]:
-    """The Beam pipeline options of a runner of the benchmark (not `embedded`)."""
+    """The Beam pipeline options of a runner of the benchmark (not `embedded`). The
+    cluster runners expect a session cluster of `infra/flink/cluster.sh`, which has the job
+    server's class path: their jobs upload no jars (`CLUSTER_CLASSPATH`)."""
     if runner in ("flink-cluster", "flink-cluster-2"):
+        from frontierflow.pipelines.beam.options import CLUSTER_CLASSPATH  # imports Beam
+
         cluster = [
             "--runner=FlinkRunner",
             f"--flink_master={flink_master}",
             f"--flink_version={FLINK_VERSION}",
             f"--flink_job_server_jar={flink_jar}",
+            CLUSTER_CLASSPATH,
         ]
         if runner == "flink-cluster":
             return [*cluster, "--environment_type=LOOPBACK", "--parallelism=1"]
