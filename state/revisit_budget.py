@@ -13,6 +13,7 @@ import math
 from collections.abc import Hashable, Mapping
 from typing import TypeVar
 
+import numpy as np
 from scipy.special import lambertw
 
 K = TypeVar("K", bound=Hashable)
@@ -78,19 +79,18 @@ def marginal_freshness(rate: float, frequency: float) -> float:
     return (1.0 - (1.0 + r) * math.exp(-r)) / rate
 
 
-def _ratio_for(c: float) -> float:
-    """The r ≥ 0 with 1 − (1 + r)·e^(−r) = c, for 0 ≤ c < 1: with u = −(1 + r) the
-    equation is u·e^u = −(1 − c)/e, so u is the lower branch W₋₁ of Lambert's W."""
-    if c <= 0.0:
-        return 0.0
-    return float(-1.0 - lambertw(-(1.0 - c) / math.e, -1).real)
-
-
-def _frequencies_at(rates: Mapping[K, float], mu: float) -> dict[K, float]:
-    out: dict[K, float] = {}
-    for k, lam in rates.items():
-        c = mu * lam
-        out[k] = 0.0 if lam <= 0 or c >= 1.0 else lam / _ratio_for(c)
+def _frequencies_at(rates: np.ndarray, mu: float) -> np.ndarray:
+    """The frequencies at which every page's marginal freshness is μ (0 where even the
+    first revisit adds less): r with 1 − (1 + r)·e^(−r) = c = μλ, for 0 < c < 1, is
+    r = −1 − W₋₁(−(1 − c)/e) (with u = −(1 + r) the equation is u·e^u = −(1 − c)/e, on
+    the lower branch of Lambert's W since u ≤ −1); f = λ / r."""
+    c = mu * rates
+    revisited = c < 1.0
+    out = np.zeros_like(rates)
+    if revisited.any():
+        cr = c[revisited]
+        r = -1.0 - lambertw(-(1.0 - cr) / math.e, -1).real
+        out[revisited] = rates[revisited] / np.maximum(r, 1e-300)
     return out
 
 
@@ -107,25 +107,25 @@ def optimal_freshness_frequencies(rates: Mapping[K, float], budget: float) -> di
     derived again in the docstring of `marginal_freshness`.
     """
     _check(rates, budget)
-    changing = {k: lam for k, lam in rates.items() if lam > 0}
+    keys = [k for k, lam in rates.items() if lam > 0]
     out = {k: 0.0 for k in rates}
-    if budget <= 0 or not changing:
+    if budget <= 0 or not keys:
         return out
+    lam = np.array([rates[k] for k in keys], dtype=float)
     # for large f, r ≈ √(2μλ) and f ≈ √(λ / 2μ): start below the μ of that approximation
-    root_sum = sum(math.sqrt(lam) for lam in changing.values())
-    lo = (root_sum / budget) ** 2 / 8.0
-    while sum(_frequencies_at(changing, lo).values()) < budget:
+    lo = (float(np.sqrt(lam).sum()) / budget) ** 2 / 8.0
+    while float(_frequencies_at(lam, lo).sum()) < budget:
         lo /= 4.0
-    hi = 1.0 / min(changing.values())
+    hi = 1.0 / float(lam.min())
     for _ in range(_BISECTIONS):
         mid = math.sqrt(lo * hi)
-        if mid in (lo, hi):
+        if not lo < mid < hi or hi / lo < 1.0 + 1e-13:
             break
-        if sum(_frequencies_at(changing, mid).values()) > budget:
+        if float(_frequencies_at(lam, mid).sum()) > budget:
             lo = mid
         else:
             hi = mid
-    out.update(_frequencies_at(changing, lo))
+    out.update(zip(keys, (float(f) for f in _frequencies_at(lam, lo)), strict=True))
     return out
 
 

@@ -1,7 +1,8 @@
-"""`frontierflow simulate [speed|foragers]`: closed-loop crawls over a web graph (hot pages
-found, Golshani & ZarehBidoki 2012's comparison) or over a topical web of HTML pages
+"""`frontierflow simulate [speed|foragers|revisits]`: closed-loop crawls over a web graph (hot
+pages found, Golshani & ZarehBidoki 2012's comparison) or over a topical web of HTML pages
 (focused crawling, Akbari Torkestani 2012); with `speed` the crawl-speed controllers on
-bandwidth traces, with `foragers` the forager fleets on a news site."""
+bandwidth traces, with `foragers` the forager fleets on a news site, with `revisits` the
+revisit policies on the same site."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from frontierflow.pipelines.cli import simulate_foragers, simulate_speed
+from frontierflow.pipelines.cli import simulate_foragers, simulate_revisits, simulate_speed
 from frontierflow.pipelines.cli.common import (
     add_lafc_args,
     csv_list,
@@ -36,13 +37,17 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     add_group(
         sub,
         "simulate",
-        "simulations: crawls of a web graph or a topical web (default), speed, foragers",
+        "simulations: crawls of a web graph or a topical web (default), speed, foragers, revisits",
         Command(
             "closed-loop crawls over a web graph (--graph) or a topical web (--web)",
             _arguments,
             simulate,
         ),
-        {"speed": simulate_speed.COMMAND, "foragers": simulate_foragers.COMMAND},
+        {
+            "speed": simulate_speed.COMMAND,
+            "foragers": simulate_foragers.COMMAND,
+            "revisits": simulate_revisits.COMMAND,
+        },
     )
 
 

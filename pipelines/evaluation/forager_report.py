@@ -69,9 +69,13 @@ TABLE_ROWS = (
 )
 
 
-def freshness_and_age(site: NewsSite, topic: Sequence[str], m: FleetMetrics) -> tuple[float, float]:
+def freshness_and_age(
+    site: NewsSite, topic: Sequence[str], m: FleetMetrics, since_ms: int | None = None
+) -> tuple[float, float]:
     """Freshness (share of the last 24 h's on-topic stories already rewarded, averaged every
-    15 minutes) and age (mean hours from publication to reward); see the module docstring."""
+    15 minutes) and age (mean hours from publication to reward); see the module docstring.
+    Both from `since_ms` (default: the site's start) to the site's end."""
+    since = site.start_ms if since_ms is None else since_ms
     wanted = frozenset(topic)
     pubs = []
     found = []
@@ -82,14 +86,14 @@ def freshness_and_age(site: NewsSite, topic: Sequence[str], m: FleetMetrics) -> 
     pub = np.array(pubs, dtype=float)
     got = np.array(found, dtype=float)
     shares = []
-    for s in range(site.start_ms, site.end_ms + 1, FRESHNESS_STEP_MS):
+    for s in range(since, site.end_ms + 1, FRESHNESS_STEP_MS):
         live = (pub > s - DAY_MS) & (pub <= s)
         if live.any():
             shares.append(float(np.mean(got[live] <= s)))
     ages = [
         (t - site.stories[u].published_ms) / HOUR_MS
         for u, t in m.rewarded_at.items()
-        if u in site.stories and site.stories[u].published_ms >= site.start_ms
+        if u in site.stories and site.stories[u].published_ms >= since
     ]
     freshness = float(np.mean(shares)) if shares else 0.0
     return freshness, float(np.mean(ages)) if ages else math.nan

@@ -23,6 +23,7 @@ clustering).
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import re
 from collections import Counter, defaultdict
@@ -78,6 +79,7 @@ class Page:
     """The counts x is made of (what a fetcher would send as the page's terms)."""
 
 
+@functools.lru_cache(maxsize=4096)
 def section_url(section: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", section.lower()).strip("-") or "other"
     return SECTION_PREFIX + slug
@@ -104,6 +106,8 @@ class NewsSite:
     _section_pub: dict[str, tuple[list[int], list[str]]] = field(default_factory=dict)
     _hub_cache: dict[tuple[str, int], Page] = field(default_factory=dict)
     _story_cache: dict[str, Page] = field(default_factory=dict)
+    _links_cache: dict[tuple[str, int], tuple[str, ...]] = field(default_factory=dict)
+    _section_urls: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -202,26 +206,51 @@ class NewsSite:
         )
         return Page(visible, page.x, page.published_ms, page.section, page.terms)
 
-    def _hub_page(self, url: str, snapshot: int) -> Page:
+    def links(self, url: str, t: int) -> tuple[str, ...]:
+        """The links of `url` as it was at `t` (what `page(url, t).links` is, without
+        building the page's vector)."""
+        story = self.stories.get(url)
+        if story is not None:
+            return self._story_page(story, t).links
+        i = self.snapshot_index(t)
+        key = (url, i)
+        page = self._hub_cache.get(key)
+        if page is not None:
+            return page.links
+        links = self._links_cache.get(key)
+        if links is None:
+            links = self._links_cache[key] = self._hub_links(url, i)[0]
+        return links
+
+    def _hub_links(self, url: str, snapshot: int) -> tuple[tuple[str, ...], list[str]]:
+        """A hub page's links at a snapshot, and the texts its vector is made of."""
         t = self.snapshot_ms[snapshot] if self.snapshot_ms else self.start_ms
         on_home = self.present[snapshot] if self.present else ()
         if url == HOME:
             nav = tuple(section_url(sec) for sec in self.sections)
             links = tuple(dict.fromkeys((*nav, *on_home)))
             texts = ["home", *self.sections, *(self.stories[u].title for u in on_home)]
-            return self._page(links, texts, None, None)
-        for section in self.sections:
-            if section_url(section) == url:
-                break
-        else:
-            return self._page((HOME,), ["not found"], None, None)
+            return links, texts
+        section = self._section_of_url().get(url)
+        if section is None:
+            return (HOME,), ["not found"]
         times, urls = self._section_pub[section]
         n = bisect.bisect_right(times, t)
         latest = urls[max(0, n - self.section_latest) : n][::-1]
         mine = [u for u in on_home if self.stories[u].section == section]
         stories = tuple(dict.fromkeys((*mine, *latest)))
         texts = [section, "home", *(self.stories[u].title for u in stories)]
-        return self._page((HOME, *stories), texts, None, None)
+        return (HOME, *stories), texts
+
+    def _section_of_url(self) -> dict[str, str]:
+        if not self._section_urls:
+            for sec in self.sections:  # the first section of a slug, as before
+                self._section_urls.setdefault(section_url(sec), sec)
+        return self._section_urls
+
+    def _hub_page(self, url: str, snapshot: int) -> Page:
+        links, texts = self._hub_links(url, snapshot)
+        return self._page(links, texts, None, None)
 
     def _page(
         self, links: tuple[str, ...], texts: list[str], published: int | None, section: str | None

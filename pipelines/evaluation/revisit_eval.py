@@ -1,0 +1,306 @@
+"""The revisit policies' evaluation on the news site: windows, runs, tuning.
+
+Each run is one 8-day window of the site, entered after a warm-up (the crawl starts
+`warmup_days` earlier and keeps what it learned; only the window is counted), one policy, one
+download rate. Constants are chosen on windows that end before `TUNING_END` (`tune`) and
+reported on later windows (`REPORT_STARTS`) that tuning never saw. `frontierflow simulate
+revisits` runs both; the reports are `revisit_report`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, fields, replace
+from datetime import UTC, datetime
+from itertools import product
+from pathlib import Path
+
+import numpy as np
+
+from frontierflow.connectors.news import iso_ms
+from frontierflow.pipelines.evaluation.forager_fleet import WORLD_NEWS, ForagerSetup, build_site
+from frontierflow.pipelines.evaluation.forager_report import freshness_and_age
+from frontierflow.pipelines.evaluation.news_site import DAY_MS, NewsSite
+from frontierflow.pipelines.evaluation.revisits import (
+    Policy,
+    RevisitMetrics,
+    RevisitPolicySettings,
+    run_revisits,
+)
+from frontierflow.state.revisits import RevisitSettings
+
+log = logging.getLogger(__name__)
+
+TUNING_END = "2023-06-01T00:00:00Z"
+"""Every constant is chosen on data before this time."""
+TUNING_STARTS = (
+    "2022-03-01T00:00:00Z",
+    "2022-07-01T00:00:00Z",
+    "2022-11-01T00:00:00Z",
+    "2023-03-01T00:00:00Z",
+)
+REPORT_STARTS = (
+    "2023-06-03T00:00:00Z",
+    "2023-07-15T00:00:00Z",
+    "2023-08-26T00:00:00Z",
+    "2023-10-07T00:00:00Z",
+)
+"""After `TUNING_END`, warm-ups included (two days before each start)."""
+WINDOWS = {"tuning": TUNING_STARTS, "report": REPORT_STARTS}
+Progress = Callable[[int], None]
+"""Called with the number of runs just finished."""
+
+
+@dataclass(frozen=True, slots=True)
+class RevisitResult:
+    """One run's figures (the forager evaluation's definitions where they exist):
+
+    - downloads, of which revisits (probes among them) and fetches of new links;
+    - sent: fresh stories downloaded (each is sent to the agent once); relevant: those it
+      rewarded (on topic, new, ≤ 24 h old); sent efficiency = relevant / sent;
+      relevant per 1,000 downloads;
+    - delay: minutes from a story's first appearance to its reward (mean and median, stories
+      first seen in the window); freshness: the forager evaluation's (share of the last
+      24 h's on-topic stories already rewarded, every 15 minutes);
+    - copy freshness: share of the hub pages whose last downloaded version is current, every
+      15 minutes (Cho & Garcia-Molina 2003 (TODS)'s freshness, what `optimal-freshness`
+      maximises).
+    """
+
+    start: str
+    download_ms: int
+    policy: str
+    constants: str
+    downloads: int
+    revisits: int
+    probes: int
+    fetches: int
+    sent: int
+    relevant: int
+    sent_efficiency: float
+    relevant_per_1000: float
+    delay_min: float
+    median_delay_min: float
+    freshness: float
+    copy_freshness: float
+
+
+def summarise(
+    site: NewsSite,
+    topic: Sequence[str],
+    start_ms: int,
+    run: tuple[str, int, Policy, str],
+    m: RevisitMetrics,
+) -> RevisitResult:
+    """`m` of the run (`start`, `download_ms`, policy, constants) as a `RevisitResult`."""
+    fm = m.fleet
+    freshness, _ = freshness_and_age(site, topic, fm, start_ms)
+    delays = [
+        (t - site.stories[u].published_ms) / 60_000
+        for u, t in fm.rewarded_at.items()
+        if site.stories[u].published_ms >= start_ms
+    ]
+    start, download_ms, policy, constants = run
+    return RevisitResult(
+        start=start,
+        download_ms=download_ms,
+        policy=policy.value,
+        constants=constants,
+        downloads=fm.downloaded,
+        revisits=m.revisits,
+        probes=m.probes,
+        fetches=m.fetches,
+        sent=fm.sent,
+        relevant=fm.relevant,
+        sent_efficiency=fm.relevant / max(1, fm.sent),
+        relevant_per_1000=1000 * fm.relevant / max(1, fm.downloaded),
+        delay_min=float(np.mean(delays)) if delays else math.nan,
+        median_delay_min=float(np.median(delays)) if delays else math.nan,
+        freshness=freshness,
+        copy_freshness=float(np.mean(m.copy_fresh)) if m.copy_fresh else 0.0,
+    )
+
+
+# --- constants ------------------------------------------------------------------------------
+
+_POLICY_FIELDS = frozenset(f.name for f in fields(RevisitPolicySettings)) - {"revisit"}
+_RECORD_FIELDS = frozenset(f.name for f in fields(RevisitSettings))
+CONSTANT_NAMES = tuple(sorted(_POLICY_FIELDS | _RECORD_FIELDS))
+
+
+def _value(name: str, text: str) -> float | int | None:
+    if text.strip().lower() == "none":
+        if name != "half_life_ms":
+            raise ValueError(f"{name} cannot be none")
+        return None
+    return float(text) if name == "exploration" else int(text)
+
+
+def with_constants(base: RevisitPolicySettings, items: Mapping[str, str]) -> RevisitPolicySettings:
+    """`base` with NAME=VALUE constants (names: `CONSTANT_NAMES`; `half_life_ms` may be
+    `none`); ValueError for an unknown name or a bad value."""
+    revisit = base.revisit
+    outer = {}
+    for name, text in items.items():
+        if name in _RECORD_FIELDS:
+            revisit = replace(revisit, **{name: _value(name, text)})
+        elif name in _POLICY_FIELDS:
+            outer[name] = _value(name, text)
+        else:
+            raise ValueError(f"unknown constant {name!r}; known: {', '.join(CONSTANT_NAMES)}")
+    return replace(base, revisit=revisit, **outer)
+
+
+def describe(settings: RevisitPolicySettings) -> str:
+    """The constants as NAME=VALUE,… (what `with_constants` reads back)."""
+    r = settings.revisit
+    half = "none" if r.half_life_ms is None else str(r.half_life_ms)
+    return (
+        f"exploration={settings.exploration:g},plan_ms={settings.plan_ms},"
+        f"half_life_ms={half},min_revisits={r.min_revisits},probe_ms={r.probe_ms},"
+        f"probe_max_ms={r.probe_max_ms}"
+    )
+
+
+DEFAULT_CONSTANTS: dict[Policy, RevisitPolicySettings] = {
+    Policy.PROPORTIONAL: RevisitPolicySettings(),
+    Policy.OPTIMAL_FRESHNESS: RevisitPolicySettings(),
+    Policy.DISCOVERY: RevisitPolicySettings(),
+}
+"""Chosen by `tune` on `TUNING_STARTS` (docs/results/revisits.md shows the grid)."""
+
+
+# --- one evaluation -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RevisitEvaluation:
+    """What `frontierflow simulate revisits` runs, its options parsed once."""
+
+    news: Path
+    out: Path
+    starts: tuple[str, ...] = REPORT_STARTS
+    days: float = 8.0
+    warmup_days: float = 2.0
+    download_ms: tuple[int, ...] = (10_000,)
+    policies: tuple[Policy, ...] = tuple(Policy)
+    topic: tuple[str, ...] = WORLD_NEWS
+    constants: Mapping[Policy, RevisitPolicySettings] = field(
+        default_factory=lambda: dict(DEFAULT_CONSTANTS)
+    )
+    grid: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Tuning: every combination of these NAME → values, for each learned policy."""
+    workers: int = 2
+
+    def __post_init__(self) -> None:
+        if not self.starts:
+            raise ValueError("an evaluation needs at least one window start")
+        for start in self.starts:
+            iso_ms(start)  # NewsFormatError (a ValueError) for a bad time, before any work
+        if self.days <= 0 or self.warmup_days < 0:
+            raise ValueError("days must be > 0 and warm-up days >= 0")
+        if not self.download_ms or min(self.download_ms) < 1:
+            raise ValueError("download rates must be >= 1 ms")
+        if not self.policies:
+            raise ValueError("an evaluation needs at least one policy")
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
+        if self.grid:
+            end = iso_ms(TUNING_END)
+            late = [s for s in self.starts if iso_ms(s) + self.days * DAY_MS > end]
+            if late:
+                raise ValueError(f"tuning windows must end before {TUNING_END}: {late}")
+            for combo in self.combinations(Policy.DISCOVERY):
+                with_constants(RevisitPolicySettings(), combo)  # ValueError before any work
+
+    def combinations(self, policy: Policy) -> list[dict[str, str]]:
+        """The constants each run of `policy` uses: the grid's points, or none (its own)."""
+        if not self.grid or policy is Policy.FIXED:
+            return [{}]
+        names = [name for name, _ in self.grid]
+        return [
+            dict(zip(names, values, strict=True)) for values in product(*(v for _, v in self.grid))
+        ]
+
+    def settings_for(self, policy: Policy, combo: Mapping[str, str]) -> RevisitPolicySettings:
+        base = self.constants.get(policy, RevisitPolicySettings())
+        return with_constants(base, combo)
+
+    def runs(self) -> int:
+        """Runs the evaluation makes (for a progress bar)."""
+        per_window = sum(len(self.combinations(p)) for p in self.policies)
+        return len(self.starts) * len(self.download_ms) * per_window
+
+
+def _window(evaluation: RevisitEvaluation, start: str) -> list[RevisitResult]:
+    """Every run of one window (one process builds the site once)."""
+    e = evaluation
+    start_ms = iso_ms(start)
+    warm_ms = int(e.warmup_days * DAY_MS)
+    begin = datetime.fromtimestamp((start_ms - warm_ms) / 1000, UTC)
+    setup = ForagerSetup(
+        news=e.news,
+        start=begin.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        days=e.days + e.warmup_days,
+        topic=e.topic,
+    )
+    site = build_site(setup)
+    results = []
+    for download_ms, policy in product(e.download_ms, e.policies):
+        for combo in e.combinations(policy):
+            settings = e.settings_for(policy, combo)
+            m = run_revisits(site, e.topic, policy, download_ms, settings, start_ms)
+            label = "" if policy is Policy.FIXED else describe(settings)
+            results.append(
+                summarise(site, e.topic, start_ms, (start, download_ms, policy, label), m)
+            )
+            r = results[-1]
+            log.info(
+                "%s %d ms %s: %d relevant, delay %.1f min",
+                start, download_ms, policy.value, r.relevant, r.delay_min,
+            )  # fmt: skip
+    return results
+
+
+def evaluate(
+    evaluation: RevisitEvaluation, progress: Progress | None = None
+) -> list[RevisitResult]:
+    """Every window's runs, in window order, `workers` windows at a time."""
+    e = evaluation
+    per_window = e.runs() // len(e.starts)
+    done: list[list[RevisitResult]] = []
+    if e.workers > 1 and len(e.starts) > 1:
+        with ProcessPoolExecutor(min(e.workers, len(e.starts))) as pool:
+            for results in pool.map(_window, [e] * len(e.starts), e.starts):
+                done.append(results)
+                if progress is not None:
+                    progress(per_window)
+    else:
+        for start in e.starts:
+            done.append(_window(e, start))
+            if progress is not None:
+                progress(per_window)
+    return [r for results in done for r in results]
+
+
+def best_constants(results: Iterable[RevisitResult]) -> dict[tuple[int, str], str]:
+    """Per (download rate, policy), the constants with the most relevant stories over all
+    windows, ties (within 0.5%) broken by the lower mean delay."""
+    totals: dict[tuple[int, str, str], list[RevisitResult]] = {}
+    for r in results:
+        totals.setdefault((r.download_ms, r.policy, r.constants), []).append(r)
+    best: dict[tuple[int, str], tuple[float, float, str]] = {}
+    for (rate, policy, constants), rows in totals.items():
+        relevant = float(sum(r.relevant for r in rows))
+        delay = float(np.mean([r.delay_min for r in rows]))
+        current = best.get((rate, policy))
+        if (
+            current is None
+            or relevant > current[0] * 1.005
+            or (relevant >= current[0] * 0.995 and delay < current[1])
+        ):
+            best[(rate, policy)] = (relevant, delay, constants)
+    return {key: value[2] for key, value in best.items()}

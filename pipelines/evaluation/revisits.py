@@ -1,0 +1,364 @@
+"""Revisit policies on the news site in simulated time, at equal downloads.
+
+A crawler downloads one page every `download_ms`, from the home page on. Each download is
+either a page some revisit linked to and the crawl did not know (fetched once, judged by
+the forager evaluation's agent: relevant when on topic, fresh and new), or a revisit
+chosen by the policy, whose new links are fetched next. So every policy makes the same
+downloads, and differs only in which page it revisits when no new link is waiting:
+
+- `fixed`: the home page and the topic's section pages in a fixed round robin (the
+  forager evaluation's baseline, `run_baseline`, download for download);
+- `proportional`, `optimal-freshness`, `discovery`: every page the crawl has downloaded
+  is a candidate; `state/revisits.py` keeps what its revisits saw and `state/revisit_budget.py`
+  turns the estimates into frequencies every `plan_ms` — in proportion to the change rate,
+  Cho & Garcia-Molina 2003 (TODS)'s optimal-freshness allocation, or in proportion to the
+  square root of the rate of rewarded stories first found there (ours). The page due
+  first is revisited next. Pages without an estimate, or given no revisits, are probed at
+  doubling intervals (`probe_due_ms`), probes and the links they bring taking at most an
+  `exploration` share of the downloads.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from frontierflow.pipelines.evaluation.forager_fleet import FleetMetrics, StoryJudge
+from frontierflow.pipelines.evaluation.news_site import (
+    DAY_MS,
+    HOME,
+    HOUR_MS,
+    NewsSite,
+    section_url,
+)
+from frontierflow.state.forager_agent import AgentParams
+from frontierflow.state.foraging import ForagerParams, is_possibly_relevant
+from frontierflow.state.revisit_budget import (
+    due_ms,
+    optimal_freshness_frequencies,
+    proportional_frequencies,
+    square_root_frequencies,
+)
+from frontierflow.state.revisits import (
+    PageRevisits,
+    RevisitSettings,
+    change_rate,
+    credit_relevant,
+    discovery_rate,
+    first_visit,
+    outlink_fingerprint,
+    probe_due_ms,
+    record_visit,
+)
+
+Progress = Callable[[int], None]
+"""Called with simulated milliseconds advanced."""
+COPY_STEP_MS = 15 * 60_000
+"""How often the freshness of the crawl's copies of the hub pages is sampled."""
+
+
+class Policy(Enum):
+    FIXED = "fixed"
+    PROPORTIONAL = "proportional"
+    OPTIMAL_FRESHNESS = "optimal-freshness"
+    DISCOVERY = "discovery"
+
+
+@dataclass(frozen=True, slots=True)
+class RevisitPolicySettings:
+    """The learned policies' constants besides the per-page record's (all ours)."""
+
+    revisit: RevisitSettings = field(default_factory=RevisitSettings)
+    exploration: float = 0.05
+    """At most this share of the downloads goes to probes and the links they bring."""
+    plan_ms: int = HOUR_MS
+    """Frequencies are worked out again this often."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.exploration < 1.0:
+            raise ValueError(f"exploration must be in [0, 1), got {self.exploration}")
+        if self.plan_ms < 1:
+            raise ValueError(f"plan_ms must be >= 1, got {self.plan_ms}")
+
+
+@dataclass(slots=True)
+class RevisitMetrics:
+    """One run: the forager evaluation's counters (relevant, sent, rewarded times, …), the
+    kinds of downloads, and the copies' freshness samples."""
+
+    fleet: FleetMetrics = field(default_factory=FleetMetrics)
+    revisits: int = 0
+    probes: int = 0
+    fetches: int = 0
+    copy_fresh: list[float] = field(default_factory=list)
+
+
+def topic_hubs(site: NewsSite, topic: Sequence[str]) -> list[str]:
+    """The fixed schedule's pages: the home page, then the topic's section pages."""
+    return [HOME, *(section_url(s) for s in site.sections if s in topic)]
+
+
+class RevisitCrawl:
+    """The crawl's state in one run: what it downloaded, what waits, what is due when."""
+
+    def __init__(
+        self,
+        site: NewsSite,
+        topic: Sequence[str],
+        policy: Policy,
+        settings: RevisitPolicySettings,
+        download_ms: int,
+        measure_from_ms: int | None = None,
+    ) -> None:
+        self.site = site
+        self.policy = policy
+        self.settings = settings
+        self.download_ms = download_ms
+        self.judge = StoryJudge(site, topic, AgentParams())
+        self.params = ForagerParams()
+        self.m = RevisitMetrics()
+        self.pages: dict[str, PageRevisits] = {}
+        self.pending: deque[tuple[str, str]] = deque()
+        """New links from the seed and the scheduled revisits, fetched before anything else."""
+        self.pending_probed: dict[str, str] = {}
+        """New links from probes (to the page that brought them), in order: exploration,
+        within its share. A scheduled revisit that finds one of them takes it over."""
+        self.hubs = topic_hubs(site, topic) if policy is Policy.FIXED else [HOME]
+        self.known: set[str] = set(self.hubs)
+        self.turn = 0
+        self.frequency: dict[str, float] = {}
+        self.due: dict[str, int] = {}
+        self.probe_due: dict[str, int] = {}
+        self._due_heap: list[tuple[int, str]] = []
+        self._probe_heap: list[tuple[int, str]] = []
+        self.downloads = 0
+        """Downloads since the start, warm-up included."""
+        self.explored = 0
+        """Downloads spent exploring: probes and the links they brought."""
+        self.scheduled_revisits = 0
+        """Revisits other than probes, since the start."""
+        self._budget_marks: deque[tuple[int, int, int]] = deque()
+        self.next_plan = site.start_ms
+        self._fingerprints: dict[tuple[str, ...], int] = {}
+        self._copy_hubs = [HOME, *(section_url(s) for s in site.sections)]
+        self.measure_from = site.start_ms if measure_from_ms is None else measure_from_ms
+        """Counting starts here: the crawl before it is a warm-up (its state is kept)."""
+        self.next_copy_sample = self.measure_from
+        self._measuring = self.measure_from <= site.start_ms
+
+    # -- one download --------------------------------------------------------------------
+
+    def step(self, t: int) -> int:
+        """Makes the download starting at `t`; returns when it is complete."""
+        if not self._measuring and t >= self.measure_from:
+            # the agent keeps what it rewarded in the warm-up (freshness counts it)
+            rewarded = self.m.fleet.rewarded_at
+            self.m = RevisitMetrics()
+            self.m.fleet.rewarded_at.update(rewarded)
+            self._measuring = True
+        self._sample_copies(t)
+        if self.policy is not Policy.FIXED and t >= self.next_plan:
+            self._plan(t)
+            self.next_plan = t + self.settings.plan_ms
+        if self.pending:
+            url, via = self.pending.popleft()
+            return self._fetch(url, via, t, exploring=False)
+        if self.policy is Policy.FIXED:
+            url = self.hubs[self.turn % len(self.hubs)]
+            self.turn += 1
+            return self._revisit(url, t, exploring=False)
+        return self._explore_or_revisit(t)
+
+    def _explore_or_revisit(self, t: int) -> int:
+        """Exploration (a link a probe brought, else a probe that is due) while it is within
+        its share of the downloads; else the scheduled page due first, even if not yet due
+        (every download slot is used); else, before any page has a frequency, the seed."""
+        if self.explored < self.settings.exploration * max(1, self.downloads):
+            if self.pending_probed:
+                url = next(iter(self.pending_probed))
+                return self._fetch(url, self.pending_probed.pop(url), t, exploring=True)
+            probe = _peek(self._probe_heap, self.probe_due)
+            if probe is not None and probe[0] <= t:
+                return self._revisit(self._pop(self._probe_heap, self.probe_due), t, True)
+        if _peek(self._due_heap, self.due) is not None:
+            return self._revisit(self._pop(self._due_heap, self.due), t, exploring=False)
+        return self._revisit(HOME, t, exploring=False)
+
+    def _fetch(self, url: str, via: str, t: int, exploring: bool) -> int:
+        page = self.site.page(url, t)
+        self._count(url, t, exploring)
+        self.m.fetches += 1
+        done = t + self.download_ms
+        self.pages[url] = first_visit(t, self._fingerprint(page.links))
+        if self.policy is not Policy.FIXED:
+            self._schedule_probe(url)
+        if is_possibly_relevant(page.published_ms, done, False, self.params):
+            fm = self.m.fleet
+            fm.sent += 1
+            relevant, _ = self.judge.judge(url, page, 0, done)
+            if relevant:
+                fm.relevant += 1
+                fm.rewarded_at[url] = done
+                fm.bin_relevant[-1] += 1
+                if via in self.pages:
+                    self.pages[via] = credit_relevant(self.pages[via])
+        return done
+
+    def _revisit(self, url: str, t: int, exploring: bool) -> int:
+        page = self.site.page(url, t)
+        self._count(url, t, exploring)
+        fp = self._fingerprint(page.links)
+        new = [u for u in dict.fromkeys(page.links) if u not in self.known]
+        if not exploring and self.pending_probed:
+            waiting = [u for u in dict.fromkeys(page.links) if u in self.pending_probed]
+            for link in waiting:
+                del self.pending_probed[link]
+                self.pending.append((link, url))
+        old = self.pages.get(url)
+        if old is None:
+            self.pages[url] = first_visit(t, fp)
+        else:
+            self.pages[url] = record_visit(old, t, fp, len(new), self.settings.revisit)
+            self.m.revisits += 1
+        for link in new:
+            self.known.add(link)
+            if exploring:
+                self.pending_probed[link] = url
+            else:
+                self.pending.append((link, url))
+        if exploring:
+            self.m.probes += 1
+        else:
+            self.scheduled_revisits += 1
+        if self.policy is not Policy.FIXED:
+            freq = self.frequency.get(url, 0.0)
+            if freq > 0:
+                self._schedule_due(url, due_ms(t, freq))
+            else:
+                self._schedule_probe(url)
+        return t + self.download_ms
+
+    def _count(self, url: str, t: int, exploring: bool) -> None:
+        start = self.measure_from if self._measuring else self.site.start_ms
+        self.m.fleet.count_download(url, t, start)
+        self.downloads += 1
+        self.explored += exploring
+
+    def _fingerprint(self, links: tuple[str, ...]) -> int:
+        fp = self._fingerprints.get(links)
+        if fp is None:
+            fp = self._fingerprints[links] = outlink_fingerprint(links)
+        return fp
+
+    # -- which page to revisit -------------------------------------------------------------
+
+    def _plan(self, t: int) -> None:
+        """Frequencies for every page with an estimate, from the policy's rule, under the
+        budget of revisit downloads the last plan's share of downloads leaves."""
+        s = self.settings
+        rule = {
+            Policy.PROPORTIONAL: (change_rate, proportional_frequencies),
+            Policy.OPTIMAL_FRESHNESS: (change_rate, optimal_freshness_frequencies),
+            Policy.DISCOVERY: (discovery_rate, square_root_frequencies),
+        }[self.policy]
+        rates = {}
+        for url, page in self.pages.items():
+            rate = rule[0](page, s.revisit)
+            if rate is not None and rate > 0:
+                rates[url] = rate
+        self.frequency = rule[1](rates, self._revisit_share(t) / self.download_ms)
+        self.due.clear()
+        self.probe_due.clear()
+        self._due_heap.clear()
+        self._probe_heap.clear()
+        for url, page in self.pages.items():
+            freq = self.frequency.get(url, 0.0)
+            due = due_ms(page.last_visit_ms, freq)
+            if due is not None:
+                self._schedule_due(url, due)
+            else:
+                self._schedule_probe(url)
+
+    def _revisit_share(self, t: int) -> float:
+        """The budget: the share of the last day's downloads that were revisits other than
+        probes (the rest went to new links and exploration); 1 − exploration at first."""
+        marks = self._budget_marks
+        marks.append((t, self.downloads, self.scheduled_revisits))
+        while len(marks) > 2 and marks[1][0] <= t - DAY_MS:
+            marks.popleft()
+        downloads = marks[-1][1] - marks[0][1]
+        if downloads <= 0:
+            return 1.0 - self.settings.exploration
+        return max(0.05, (marks[-1][2] - marks[0][2]) / downloads)
+
+    def _schedule_due(self, url: str, due: int) -> None:
+        self.due[url] = due
+        self.probe_due.pop(url, None)
+        heapq.heappush(self._due_heap, (due, url))
+
+    def _schedule_probe(self, url: str) -> None:
+        due = probe_due_ms(self.pages[url], self.settings.revisit)
+        self.probe_due[url] = due
+        self.due.pop(url, None)
+        heapq.heappush(self._probe_heap, (due, url))
+
+    def _pop(self, heap: list[tuple[int, str]], current: dict[str, int]) -> str:
+        _peek(heap, current)
+        _, url = heapq.heappop(heap)
+        del current[url]
+        return url
+
+    # -- the copies' freshness --------------------------------------------------------------
+
+    def _sample_copies(self, t: int) -> None:
+        """Every `COPY_STEP_MS`: the share of the site's hub pages (home and every section
+        page) whose last downloaded version is the version in force (never downloaded:
+        not fresh)."""
+        while self._measuring and self.next_copy_sample <= t:
+            s = self.next_copy_sample
+            fresh = 0
+            for url in self._copy_hubs:
+                page = self.pages.get(url)
+                if page is not None:
+                    live = self._fingerprint(self.site.links(url, s))
+                    fresh += page.fingerprint == live
+            self.m.copy_fresh.append(fresh / len(self._copy_hubs))
+            self.next_copy_sample = s + COPY_STEP_MS
+
+
+def _peek(heap: list[tuple[int, str]], current: dict[str, int]) -> tuple[int, str] | None:
+    """The heap's first entry still current (entries a later schedule replaced are dropped)."""
+    while heap:
+        due, url = heap[0]
+        if current.get(url) == due:
+            return heap[0]
+        heapq.heappop(heap)
+    return None
+
+
+def run_revisits(
+    site: NewsSite,
+    topic: Sequence[str],
+    policy: Policy,
+    download_ms: int,
+    settings: RevisitPolicySettings | None = None,
+    measure_from_ms: int | None = None,
+    progress: Progress | None = None,
+) -> RevisitMetrics:
+    """One run of `policy` over the whole site, one download every `download_ms`, counted
+    from `measure_from_ms` (default: the start)."""
+    s = settings or RevisitPolicySettings()
+    crawl = RevisitCrawl(site, topic, policy, s, download_ms, measure_from_ms)
+    t = site.start_ms
+    reported = t
+    while t < site.end_ms:
+        t = crawl.step(t)
+        if progress is not None and t - reported >= HOUR_MS:
+            progress(t - reported)
+            reported = t
+    if progress is not None:
+        progress(t - reported)
+    return crawl.m

@@ -1,0 +1,205 @@
+"""The revisit policies on the news site: a synthetic recording in seconds, a day of the real
+one, and the report windows at one rate (slow)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from news_recording import write_recording
+
+from frontierflow.connectors.news import iso_ms
+from frontierflow.pipelines.cli import main
+from frontierflow.pipelines.evaluation.forager_fleet import ForagerSetup, build_site, run_baseline
+from frontierflow.pipelines.evaluation.news_site import HOME
+from frontierflow.pipelines.evaluation.revisit_eval import (
+    REPORT_STARTS,
+    TUNING_END,
+    RevisitEvaluation,
+    with_constants,
+)
+from frontierflow.pipelines.evaluation.revisits import (
+    Policy,
+    RevisitCrawl,
+    RevisitMetrics,
+    RevisitPolicySettings,
+    run_revisits,
+    topic_hubs,
+)
+from frontierflow.state.revisits import HOUR_MS
+
+LEARNED = [Policy.PROPORTIONAL, Policy.OPTIMAL_FRESHNESS, Policy.DISCOVERY]
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> ForagerSetup:
+    write_recording(tmp_path)
+    return ForagerSetup(news=tmp_path, start="2022-03-01T06:00:00Z", days=1.0, topic=("Europe",))
+
+
+def test_the_fixed_schedule_is_the_forager_baseline(setup: ForagerSetup) -> None:
+    """Download for download: the same pages at the same times, the same rewards."""
+    site = build_site(setup)
+    baseline = run_baseline(site, setup)
+    m = run_revisits(site, setup.topic, Policy.FIXED, setup.download_ms).fleet
+    assert (m.downloaded, m.sent, m.relevant) == (8_640, 58, 20)  # one page every 10 s
+    assert (baseline.downloaded, baseline.sent, baseline.relevant) == (8_640, 58, 20)
+    assert m.rewarded_at == baseline.rewarded_at and m.found == baseline.found
+    assert m.bin_downloads == baseline.bin_downloads
+
+
+@pytest.mark.parametrize("policy", list(Policy))
+def test_every_policy_makes_the_same_downloads(setup: ForagerSetup, policy: Policy) -> None:
+    """24 h at one page a minute is 1,440 downloads, each a new link, a first visit of a
+    page the schedule starts from (the fixed list, or the seed) or a revisit."""
+    site = build_site(setup)
+    m = run_revisits(site, setup.topic, policy, 60_000)
+    starts = len(topic_hubs(site, setup.topic)) if policy is Policy.FIXED else 1
+    assert m.fleet.downloaded == 1_440
+    assert m.fetches + m.revisits + starts == 1_440
+    assert 0 < m.fleet.relevant <= m.fleet.sent <= m.fetches
+    assert len(m.copy_fresh) == 96  # every 15 minutes
+
+
+@pytest.mark.parametrize("exploration", [0.0, 0.05, 0.3])
+def test_exploration_keeps_to_its_share(setup: ForagerSetup, exploration: float) -> None:
+    """Probes and the links they bring take at most the share (one download over it at
+    most: the share is checked before each exploring download)."""
+    site = build_site(setup)
+    settings = RevisitPolicySettings(exploration=exploration)
+    crawl = RevisitCrawl(site, setup.topic, Policy.DISCOVERY, settings, 60_000)
+    t = site.start_ms
+    while t < site.end_ms:
+        t = crawl.step(t)
+        assert crawl.explored <= exploration * crawl.downloads + 1
+    assert (crawl.m.probes > 0) == (exploration > 0)
+
+
+def test_the_discovery_rule_learns_where_new_stories_appear(setup: ForagerSetup) -> None:
+    """Every story of the recording is on the home page from its first appearance; the
+    topic's section page shows the same stories of its section. The home page, revisited
+    first, is credited with most of them and gets most of the budget."""
+    site = build_site(setup)
+    crawl = RevisitCrawl(site, setup.topic, Policy.DISCOVERY, RevisitPolicySettings(), 60_000)
+    t = site.start_ms
+    while t < site.end_ms:
+        t = crawl.step(t)
+    frequencies = crawl.frequency
+    assert max(frequencies, key=frequencies.__getitem__) == HOME
+    assert frequencies[HOME] > 0.5 * sum(frequencies.values())
+    home = crawl.pages[HOME]
+    assert home.revisits > 0.5 * crawl.m.revisits and home.relevant > 0
+
+
+def test_the_warm_up_is_not_counted(setup: ForagerSetup) -> None:
+    """Counting from 6 h in: 18 h at one page a minute."""
+    site = build_site(setup)
+    m = run_revisits(
+        site, setup.topic, Policy.DISCOVERY, 60_000, measure_from_ms=site.start_ms + 6 * HOUR_MS
+    )
+    assert m.fleet.downloaded == 1_080 and len(m.copy_fresh) == 72
+
+
+def test_command_writes_summary_and_runs(setup: ForagerSetup, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = ["simulate", "revisits", "--news", str(setup.news), "--topic", "Europe"]
+    args += ["--starts", "2022-03-01T12:00:00Z,2022-03-01T18:00:00Z", "--days", "0.25"]
+    args += ["--warmup-days", "0.25", "--download-ms", "60000,120000", "--workers", "1"]
+    args += ["--constants", "discovery:exploration=0.1", "--out", str(out)]
+    assert main(args) == 0
+    summary = (out / "summary.md").read_text()
+    assert "## one download every 60 s" in summary and "## one download every 120 s" in summary
+    assert "| discovery | `exploration=0.1," in summary
+    rows = list(csv.DictReader((out / "runs.csv").open()))
+    assert len(rows) == 2 * 2 * 4  # windows × rates × policies
+    assert {int(r["downloads"]) for r in rows if r["download_ms"] == "60000"} == {360}
+
+
+def test_tuning_runs_the_grid_on_early_windows_only(setup: ForagerSetup, tmp_path: Path) -> None:
+    out = tmp_path / "tune"
+    args = ["simulate", "revisits", "--news", str(setup.news), "--topic", "Europe"]
+    args += ["--starts", "2022-03-01T12:00:00Z", "--days", "0.25", "--warmup-days", "0.25"]
+    args += ["--download-ms", "120000", "--workers", "1", "--policies", "fixed,discovery"]
+    args += ["--tune", "exploration=0.02:0.2,min_revisits=1:2", "--out", str(out)]
+    assert main(args) == 0
+    rows = list(csv.DictReader((out / "runs.csv").open()))
+    assert len(rows) == 1 + 4  # the fixed schedule once, the discovery rule at every point
+    assert "| 120 s | discovery | `exploration=" in (out / "tuning.md").read_text()
+    with pytest.raises(ValueError, match=f"tuning windows must end before {TUNING_END}"):
+        RevisitEvaluation(
+            news=setup.news, out=out, starts=REPORT_STARTS, grid=(("exploration", ("0.1",)),)
+        )
+
+
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [({"nope": "1"}, "unknown constant"), ({"min_revisits": "none"}, "cannot be none")],
+)
+def test_bad_constants_are_refused(items: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        with_constants(RevisitPolicySettings(), items)
+
+
+def test_constants_are_read_back() -> None:
+    s = with_constants(RevisitPolicySettings(), {"half_life_ms": "none", "probe_ms": "60000"})
+    assert s.revisit.half_life_ms is None and s.revisit.probe_ms == 60_000
+    assert with_constants(s, {"exploration": "0.2"}).exploration == 0.2
+
+
+NEWS = Path(__file__).resolve().parents[4] / "shared" / "data" / "news"
+
+
+@pytest.mark.skipif(not NEWS.is_dir(), reason="the shared news recording is absent")
+def test_a_day_of_the_real_news_site() -> None:
+    """A day after the tuning windows, one page a minute after half a day's warm-up: every
+    policy makes 1,440 downloads; the learned rules revisit the home page most and find the
+    stories sooner than the round robin (the result docs/results/revisits.md reports at
+    length)."""
+    start = "2023-06-03T00:00:00Z"
+    setup = ForagerSetup(news=NEWS, start="2023-06-02T12:00:00Z", days=1.5)
+    site = build_site(setup)
+    got = {
+        p: run_revisits(site, setup.topic, p, 60_000, measure_from_ms=iso_ms(start)) for p in Policy
+    }
+    for m in got.values():
+        assert m.fleet.downloaded == 1_440
+
+    def mean_delay(m: RevisitMetrics) -> float:
+        waits = [
+            t - site.stories[u].published_ms
+            for u, t in m.fleet.rewarded_at.items()
+            if site.stories[u].published_ms >= iso_ms(start)
+        ]
+        return sum(waits) / len(waits)
+
+    delay = {p: mean_delay(m) for p, m in got.items()}
+    assert delay[Policy.DISCOVERY] < delay[Policy.FIXED]
+    assert got[Policy.DISCOVERY].fleet.relevant >= got[Policy.FIXED].fleet.relevant - 2
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not NEWS.is_dir(), reason="the shared news recording is absent")
+def test_the_report_windows_at_five_minutes_a_page(tmp_path: Path) -> None:
+    """The command of docs/results/revisits.md at one rate: four 8-day windows after
+    2023-06-01, every policy at equal downloads (2,304 a window)."""
+    out = tmp_path / "report"
+    assert (
+        main(
+            [
+                "simulate",
+                "revisits",
+                "--news",
+                str(NEWS),
+                "--download-ms",
+                "300000",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    rows = list(csv.DictReader((out / "runs.csv").open()))
+    assert len(rows) == 4 * 4
+    assert {int(r["downloads"]) for r in rows} == {2_304}
+    assert all(r["start"] >= TUNING_END for r in rows)
