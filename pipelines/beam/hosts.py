@@ -11,9 +11,10 @@ when `fetched_at` never decreases along the input.
 - Bounded (`HoldPausedHosts`): per group, its answers in input order give its pauses
   (a small collection: a pause lasts a minute or more), read by every update as a side
   input.
-- Unbounded (`HoldPausedHostsInEventTime`): keyed by host, a window's answers and the
-  changes its updates made, taken together on an event-time timer 1 ms after the
-  per-URL update's.
+- Unbounded (`HoldPausedHostsInEventTime`): keyed by a shard of the host, a window's
+  answers and the changes its updates made, taken together on an event-time timer 1 ms
+  after the per-URL update's. A shard keeps only the groups whose state can still begin
+  or hold a pause (`can_forget`), so its cell stays small however many hosts answer.
 """
 
 from __future__ import annotations
@@ -44,10 +45,17 @@ from frontierflow.pipelines.beam.event_time import (
     with_through,
 )
 from frontierflow.pipelines.beam.io import PositionedEvent
+from frontierflow.pipelines.beam.shard_state import STATE_SHARDS, state_shard
 from frontierflow.schemas.codecs import decode_record, encode_record
 from frontierflow.schemas.records import FetchEvent, FrontierChange, FrontierEntry
 from frontierflow.state.host_pauses import Pause, answer_and_pause, group_pauses, hold_entries
-from frontierflow.state.hosts import HostPolicy, decode_host_state, encode_host_state, group_key
+from frontierflow.state.hosts import (
+    HostPolicy,
+    HostState,
+    decode_host_state,
+    encode_host_state,
+    group_key,
+)
 from frontierflow.state.urls import host_of
 
 HELD_ENTRIES = Metrics.counter("frontierflow", "held_entries")
@@ -129,36 +137,46 @@ HOLD_AFTER_US = APPLY_AFTER_US + 1_000
 a window's answers and the changes its updates made are all in by then."""
 
 PIECES = "pieces"
-"""The tag of `_SplitUpdates`' pieces: a URL's changes of one host, keyed by that host."""
+"""The tag of `_SplitUpdates`' pieces: a URL's changes of one host shard, keyed by it."""
 
 
 class HoldPausedHostsInEventTime(beam.PTransform):
     """(every answer, the per-window `UrlUpdate`s of `beam.stream`) → (their states, their
     changes) with the entries of paused groups held, in event time: each update leaves as
-    its state (at once) and one piece per host of its changes (`UrlUpdate.carries_state`
-    False), which waits, keyed by that host, for its window's answers
-    (`_HoldInEventTime`). A URL's changes all go through its host's key, so a removal
-    never overtakes the entry it replaces; a sink writes each of the two as it comes (not
-    through a Flatten: Prism may deliver a flattened stage's input again, and a change
-    sent twice can land behind a later one)."""
+    its state (at once) and one piece per host shard of its changes
+    (`UrlUpdate.carries_state` False), which waits, keyed by that shard, for its window's
+    answers (`_HoldInEventTime`). Keyed by a shard of the host, not the host, a window
+    touches at most `shards` cells: with a key per host, a page's 30 links on 30 hosts
+    made 30 cells, timers and state writes per page, and that stage held the whole form
+    back. A URL's changes all go through its host's shard, so a removal never overtakes
+    the entry it replaces; a sink writes each of the two as it comes (not through a
+    Flatten: Prism may deliver a flattened stage's input again, and a change sent twice
+    can land behind a later one)."""
 
-    def __init__(self, policy: HostPolicy, windows: ClockWindows, by_arrival: bool) -> None:
+    def __init__(
+        self,
+        policy: HostPolicy,
+        windows: ClockWindows,
+        by_arrival: bool,
+        shards: int = STATE_SHARDS,
+    ) -> None:
         super().__init__()
         self.policy = policy
         self.windows = windows
         self.by_arrival = by_arrival
+        self.shards = shards
 
     def expand(self, pcolls: Any) -> Any:
         answers, updates = pcolls
         keyed = answers | "KeyAnswers" >> beam.ParDo(
-            _KeyAnswers(self.windows, self.by_arrival)
-        ).with_output_types(typehints.KV[str, HostItem])
-        split = updates | "SplitUpdates" >> beam.ParDo(_SplitUpdates()).with_outputs(
+            _KeyAnswers(self.windows, self.by_arrival, self.shards)
+        ).with_output_types(typehints.KV[int, HostItem])
+        split = updates | "SplitUpdates" >> beam.ParDo(_SplitUpdates(self.shards)).with_outputs(
             PIECES, main="states"
         )
         states, pieces = split.states, split[PIECES]
         states.element_type = UrlUpdate
-        pieces.element_type = typehints.KV[str, HostItem]
+        pieces.element_type = typehints.KV[int, HostItem]
         held = (
             (keyed, pieces)
             | "AnswersAndPieces" >> beam.Flatten()
@@ -167,10 +185,10 @@ class HoldPausedHostsInEventTime(beam.PTransform):
                 self.windows.fixed(APPLY_AFTER_US),
                 timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST,
             )
-            | "ByHostAndWindow" >> beam.GroupByKey()
+            | "ByShardAndWindow" >> beam.GroupByKey()
             | "OneBatch"
-            >> beam.MapTuple(lambda host, items: (host, host_batch(items))).with_output_types(
-                typehints.KV[str, typehints.Tuple[int, int, bytes]]
+            >> beam.MapTuple(lambda shard, items: (shard, host_batch(items))).with_output_types(
+                typehints.KV[int, typehints.Tuple[int, int, bytes]]
             )
             | "ToGlobalWindow" >> beam.WindowInto(GlobalWindows())
             | "HoldInEventTime"
@@ -189,13 +207,14 @@ _BATCH = FastPrimitivesCoder()
 
 
 class _KeyAnswers(beam.DoFn):
-    """(position, event) → (its host, (due, position, ANSWER, bytes)), stamped at the due +
-    `APPLY_AFTER_US` (later, never earlier, than the event: its window is that of
+    """(position, event) → (its host's shard, (due, position, ANSWER, bytes)), stamped at the
+    due + `APPLY_AFTER_US` (later, never earlier, than the event: its window is that of
     `beam.stream`'s repeat step)."""
 
-    def __init__(self, windows: ClockWindows, by_arrival: bool) -> None:
+    def __init__(self, windows: ClockWindows, by_arrival: bool, shards: int) -> None:
         self.windows = windows
         self.by_arrival = by_arrival
+        self.shards = shards
 
     def process(
         self, item: tuple[int, FetchEvent], stamp: Any = beam.DoFn.TimestampParam
@@ -204,46 +223,93 @@ class _KeyAnswers(beam.DoFn):
         event_ms = int(stamp.micros) // 1000 if self.by_arrival else event.fetched_at
         due = self.windows.due_micros(event_ms)
         value = (due, position, ANSWER, encode_record(answer_of(event)))
-        yield TimestampedValue((event.host, value), Timestamp(micros=due + APPLY_AFTER_US))
+        shard = state_shard(event.host, self.shards)
+        yield TimestampedValue((shard, value), Timestamp(micros=due + APPLY_AFTER_US))
 
 
 class _SplitUpdates(beam.DoFn):
-    """An update → its state (main output, at once) and, per host of its changes, a piece
-    (`PIECES`, keyed by the host); an update without changes leaves whole."""
+    """An update → its state (main output, at once) and, per host shard of its changes, a
+    piece (`PIECES`, keyed by the shard); an update without changes leaves whole."""
+
+    def __init__(self, shards: int) -> None:
+        self.shards = shards
 
     def process(self, update: UrlUpdate, stamp: Any = beam.DoFn.TimestampParam) -> Iterator[Any]:
         if not update.changes:
             yield update
             return
         yield replace(update, changes=())
-        by_host: dict[str, list[FrontierChange]] = {}
+        by_shard: dict[int, list[FrontierChange]] = {}
         for change in update.changes:
             host = change.host if isinstance(change, FrontierEntry) else host_of(change.url)
-            by_host.setdefault(host, []).append(change)
+            by_shard.setdefault(state_shard(host, self.shards), []).append(change)
         due, position, _ = update.version
-        for host, changes in by_host.items():
+        for shard, changes in by_shard.items():
             piece = UrlUpdate(update.url, None, tuple(changes), update.version, False)
             value = (due, position, PIECE, _UPDATE.encode(piece))
-            yield beam.pvalue.TaggedOutput(PIECES, TimestampedValue((host, value), stamp))
+            yield beam.pvalue.TaggedOutput(PIECES, TimestampedValue((shard, value), stamp))
 
 
 def host_batch(items: Iterable[tuple[int, int, int, bytes]]) -> tuple[int, int, bytes]:
-    """A host's answers and pieces of one window as one held item: (due, first position,
-    the items in (position, kind) order, encoded)."""
+    """A host shard's answers and pieces of one window as one held item: (due, first
+    position, the items in (position, kind) order, encoded)."""
     ordered = sorted(items, key=itemgetter(1, 2))
     return ordered[0][0], ordered[0][1], _BATCH.encode([(p, k, b) for _, p, k, b in ordered])
 
 
+Groups = dict[str, tuple[bytes, list[Pause]]]
+"""A host shard's kept queue groups: group key → (its encoded state, its pauses that can
+still hold an entry)."""
+
+
+def can_forget(state: HostState, through_ms: int) -> bool:
+    """Whether a group's state may be dropped after the window through `through_ms`: no
+    back-off level, no failure run, no pause past the window. Every answer of a later
+    window comes after `through_ms`, and `state.hosts.host_after_fetch` computes a pause
+    only from the level, the failure run and the end of the pause under way (the other
+    fields count pages and delays), so the pauses that answer begins are the same from
+    the dropped state as from none (`pause_begun`: a pause from none ends past its
+    answer, as past the dropped one)."""
+    return state.level == 0 and state.failures == 0 and state.paused_until <= through_ms
+
+
+def fold_window(
+    groups: Groups,
+    answers: Iterable[FetchEvent],
+    through_ms: int,
+    policy: HostPolicy,
+) -> tuple[dict[str, list[Pause]], Groups]:
+    """One window of a host shard: its answers (in input order) fold into their groups'
+    states and the pauses they begin (`answer_and_pause`). Returns the pauses every entry
+    of the window is held by, and the groups kept for the next window: those that
+    `can_forget` cannot drop, with the pauses that end after `through_ms`."""
+    groups = dict(groups)
+    for event in answers:
+        key = group_key(event.crawl_id, event.host)
+        raw, pauses = groups.get(key, (b"", []))
+        # a registered domain's count is the fetchers' (its hosts have keys of their own)
+        states = {key: decode_host_state(raw) if raw else None}
+        updates, pause = answer_and_pause(states.get, event, policy)
+        after = updates[0][1]
+        groups[key] = (encode_host_state(after), [*pauses, pause] if pause else pauses)
+    held_by = {key: ps for key, (_, ps) in groups.items() if ps}
+    kept: Groups = {}
+    for key, (raw, pauses) in groups.items():
+        live = [p for p in pauses if p[1] > through_ms]
+        if live or not can_forget(decode_host_state(raw), through_ms):
+            kept[key] = (raw, live)
+    return held_by, kept
+
+
 class _HoldInEventTime(beam.DoFn):
-    """Per host: its windows' batches held until the watermark passes their due +
-    `HOLD_AFTER_US`; then, window by window, the answers fold into each crawl's group
-    state (`answer_updates`, in position order) and the pauses they begin, and each piece
-    leaves with its entries held by the pause under way when they were emitted
-    (`held_entry`). The cell keeps, per crawl, the group's state and the pauses that can
-    still hold an entry (those ending after the window taken)."""
+    """Per host shard: its windows' batches held until the watermark passes their due +
+    `HOLD_AFTER_US`; then, window by window, the answers fold into their groups' states
+    and the pauses they begin (`fold_window`), and each piece leaves with its entries held
+    by the pause under way when they were emitted (`held_entry`). The cell keeps the
+    groups `fold_window` keeps, and the due taken through."""
 
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # ({crawl: (host state bytes, pauses)}, the due taken through), batches
+        HELD_STATE,  # ({group: (host state bytes, pauses)}, the due taken through), batches
         held_coder(
             with_through(FastPrimitivesCoder()),
             TupleCoder([VarIntCoder(), VarIntCoder(), BytesCoder()]),
@@ -259,7 +325,7 @@ class _HoldInEventTime(beam.DoFn):
 
     def process(
         self,
-        element: tuple[str, tuple[int, int, bytes]],
+        element: tuple[int, tuple[int, int, bytes]],
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
@@ -268,7 +334,6 @@ class _HoldInEventTime(beam.DoFn):
     @on_timer(TIMER)
     def fire(
         self,
-        host: Any = beam.DoFn.KeyParam,
         fired: Any = beam.DoFn.TimestampParam,
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
@@ -276,27 +341,12 @@ class _HoldInEventTime(beam.DoFn):
         value, batches, rest = take_due(fired, held, timer, HOLD_AFTER_US)
         if not batches:
             return
-        groups: dict[str, tuple[bytes, list[Pause]]] = dict(value[0] if value else {})
+        groups: Groups = dict(value[0] if value else {})
         for due, _, batch in batches:
             items = _BATCH.decode(batch)
-            for _, kind, raw in items:
-                if kind == ANSWER:
-                    self._answer(groups, decode_record(FetchEvent, raw))
-            pauses = {group_key(c, host): ps for c, (_, ps) in groups.items() if ps}
+            answers = (decode_record(FetchEvent, raw) for _, kind, raw in items if kind == ANSWER)
+            pauses, groups = fold_window(groups, answers, due // 1000, self.policy)
             for _, kind, raw in items:
                 if kind == PIECE:
                     yield TimestampedValue(hold_update(_UPDATE.decode(raw), pauses), fired)
-            through_ms = due // 1000
-            groups = {
-                crawl: (state, [p for p in pauses if p[1] > through_ms])
-                for crawl, (state, pauses) in groups.items()
-            }
         held.write(((groups, batches[-1][0]), rest))
-
-    def _answer(self, groups: dict[str, tuple[bytes, list[Pause]]], event: FetchEvent) -> None:
-        raw, pauses = groups.get(event.crawl_id, (b"", []))
-        # a registered domain's count is the fetchers' (its hosts have keys of their own)
-        states = {group_key(event.crawl_id, event.host): decode_host_state(raw) if raw else None}
-        updates, pause = answer_and_pause(states.get, event, self.policy)
-        after = updates[0][1]
-        groups[event.crawl_id] = (encode_host_state(after), [*pauses, pause] if pause else pauses)

@@ -27,9 +27,10 @@ stamps its output at that timer (`event_time.REPEAT_AFTER_US`: why 1 ms).
    strategy's own `apply`, in (window, position, index) order; out comes one record per
    URL and window: the state and the latest change per `change_key` (the step core's
    `apply_messages` and `keep_latest`).
-5. `HoldPausedHostsInEventTime` (`beam.hosts`): per host, the window's answers (deferred
-   ones too) fold into its host state, and the window's changes of its URLs leave 5 ms
-   past the due with each entry emitted inside a pause held until the pause ends.
+5. `HoldPausedHostsInEventTime` (`beam.hosts`): per shard of the hosts, the window's
+   answers (deferred ones too) fold into their hosts' states, and the window's changes of
+   their URLs leave 5 ms past the due with each entry emitted inside a pause held until
+   the pause ends.
 
 Staleness bound, by construction: an event of window w sees every page fetched before w
 started and none fetched in w, so with n(w) the pages fetched in w (its crawl) and c the
@@ -379,7 +380,7 @@ class _ApplyInEventTime(beam.DoFn):
 class StreamFrontier(beam.PTransform):
     """Checked `(position, FetchEvent)`s in (deferred answers too); one `UrlUpdate` per URL
     and clock window out (its version: the last message applied), in a list of one; with
-    `hosts`, a list of two: the updates' states, and their changes in pieces per host with
+    `hosts`, a list of two: the updates' states, and their changes in pieces per host shard with
     the entries emitted inside their group's pause held (`beam.hosts`): a sink writes
     each. No step waits for the input to end. Clock windows of `fetched_at`, or of arrival
     with `by_arrival` (`DecideRepeatFetchesByShard`)."""
