@@ -23,12 +23,12 @@ from typing import Any
 from frontierflow.pipelines.embedded.observer import StepReport
 from frontierflow.pipelines.ui.tracking import QueuedByHost, SecondSeries, TopEntries
 from frontierflow.schemas.records import (
-    REPLY_ECHO,
     DeadLetter,
     FrontierChange,
     FrontierEntry,
     Removal,
     ScalingDecision,
+    change_key,
 )
 from frontierflow.state.hosts import HostState
 from frontierflow.state.relevance import Judge
@@ -192,9 +192,7 @@ class LiveSummary:
                     candidates = top.candidates
                 continue
             assert type(change) is FrontierEntry
-            key: Any = change.url
-            if change.via is not None and REPLY_ECHO in change.echo:
-                key = (key, change.via)  # the rule of `change_key`
+            key = change_key(change)
             if key not in tracked:
                 queues.queued(key, change.url, change.host)
             if change.priority > top.floor or key in candidates:
