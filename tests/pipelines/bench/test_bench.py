@@ -272,13 +272,15 @@ def test_raw_ceiling_writes_what_the_pass_through_writes(tmp_path: Path) -> None
 
 def test_cluster_runners_submit_to_the_session_cluster() -> None:
     """`bench beam`'s two cluster rows: parallelism 1 with the workers in the submitting
-    process, parallelism 2 with the worker pool that survives two TaskManagers."""
+    process, parallelism 2 with the worker pool that survives two TaskManagers; both
+    upload no jars (the cluster of `infra/flink/cluster.sh` has the job server's)."""
     p1 = beam_args("flink-cluster", None, "/j.jar", None, "127.0.0.1:8081", None)
     assert p1 == [
         "--runner=FlinkRunner",
         "--flink_master=127.0.0.1:8081",
         "--flink_version=1.19",
         "--flink_job_server_jar=/j.jar",
+        "--pipeline_resources_detector_factory_class=frontierflow.flink.ClusterClassPath",
         "--environment_type=LOOPBACK",
         "--parallelism=1",
     ]
