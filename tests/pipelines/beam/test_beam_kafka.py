@@ -105,7 +105,7 @@ def test_kafka_stream_through_prism_equals_replay(
     offsets. Compared: the latest frontier entry per URL on the compacted topic (priority,
     via, emitted_at, echo, host, cycle) and every URL's latest state on the state topic
     (bytes), against `frontierflow replay` of the events Beam accepted."""
-    records = kafka_client.events(200, seed=43)
+    records = kafka_client.events(120, seed=43)
     base = records[0]["fetched_at"]
     late = {**records[7], "url": "https://late.example.net/x", "fetched_at": base - 5000}
     # fetched in 2096 says the event; Kafka stamps it now: it must not move the watermark
