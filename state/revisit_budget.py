@@ -44,7 +44,8 @@ def proportional_frequencies(rates: Mapping[K, float], budget: float) -> dict[K,
 
 
 def square_root_frequencies(yields: Mapping[K, float], budget: float) -> dict[K, float]:
-    """f_i = B · √y_i / Σ √y_j, for discovery (ours).
+    """f_i = B · √y_i / Σ √y_j, for discovery (ours; new stories are found on a few
+    sources that are revisited, as Lefortier et al. 2013 observed of news).
 
     New stories appear on page i at rate y_i; a page revisited every 1/f_i shows each one
     1/(2 f_i) after it appeared, on average. The mean delay Σ y_i / (2 f_i) / Σ y_i under

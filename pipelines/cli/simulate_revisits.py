@@ -41,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--topic", type=csv_list, default=WORLD_NEWS, help="sections, comma-separated"
     )
     parser.add_argument(
+        "--seed", default=None, help="where the learned policies start (default: the home page)"
+    )
+    parser.add_argument(
         "--constants",
         action="append",
         default=[],
@@ -69,6 +72,7 @@ def _pairs(text: str) -> dict[str, str]:
 
 def evaluation_of(args: argparse.Namespace) -> Any:
     """The `RevisitEvaluation` the options describe (ValueError when they do not make one)."""
+    from frontierflow.pipelines.evaluation.news_site import HOME
     from frontierflow.pipelines.evaluation.revisit_eval import (
         DEFAULT_CONSTANTS,
         WINDOWS,
@@ -101,6 +105,7 @@ def evaluation_of(args: argparse.Namespace) -> Any:
         policies=policies,
         topic=tuple(args.topic),
         constants=constants,
+        seed=args.seed or HOME,
         grid=grid,
         workers=args.workers,
     )

@@ -23,7 +23,7 @@ import numpy as np
 from frontierflow.connectors.news import iso_ms
 from frontierflow.pipelines.evaluation.forager_fleet import WORLD_NEWS, ForagerSetup, build_site
 from frontierflow.pipelines.evaluation.forager_report import freshness_and_age
-from frontierflow.pipelines.evaluation.news_site import DAY_MS, NewsSite
+from frontierflow.pipelines.evaluation.news_site import DAY_MS, HOME, NewsSite
 from frontierflow.pipelines.evaluation.revisits import (
     Policy,
     RevisitMetrics,
@@ -191,6 +191,8 @@ class RevisitEvaluation:
     constants: Mapping[Policy, RevisitPolicySettings] = field(
         default_factory=lambda: dict(DEFAULT_CONSTANTS)
     )
+    seed: str = HOME
+    """Where the learned policies start (the fixed schedule starts from its list)."""
     grid: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """Tuning: every combination of these NAME → values, for each learned policy."""
     workers: int = 2
@@ -218,7 +220,7 @@ class RevisitEvaluation:
 
     def combinations(self, policy: Policy) -> list[dict[str, str]]:
         """The constants each run of `policy` uses: the grid's points, or none (its own)."""
-        if not self.grid or policy is Policy.FIXED:
+        if not self.grid or not policy.learns:
             return [{}]
         names = [name for name, _ in self.grid]
         return [
@@ -252,8 +254,8 @@ def _window(evaluation: RevisitEvaluation, start: str) -> list[RevisitResult]:
     for download_ms, policy in product(e.download_ms, e.policies):
         for combo in e.combinations(policy):
             settings = e.settings_for(policy, combo)
-            m = run_revisits(site, e.topic, policy, download_ms, settings, start_ms)
-            label = "" if policy is Policy.FIXED else describe(settings)
+            m = run_revisits(site, e.topic, policy, download_ms, settings, start_ms, e.seed)
+            label = describe(settings) if policy.learns else ""
             results.append(
                 summarise(site, e.topic, start_ms, (start, download_ms, policy, label), m)
             )
@@ -287,20 +289,16 @@ def evaluate(
 
 
 def best_constants(results: Iterable[RevisitResult]) -> dict[tuple[int, str], str]:
-    """Per (download rate, policy), the constants with the most relevant stories over all
-    windows, ties (within 0.5%) broken by the lower mean delay."""
-    totals: dict[tuple[int, str, str], list[RevisitResult]] = {}
+    """Per (download rate, policy), the constants with the least mean delay among those
+    within 0.5% of the most relevant stories over all windows (then the first in order)."""
+    totals: dict[tuple[int, str], dict[str, list[RevisitResult]]] = {}
     for r in results:
-        totals.setdefault((r.download_ms, r.policy, r.constants), []).append(r)
-    best: dict[tuple[int, str], tuple[float, float, str]] = {}
-    for (rate, policy, constants), rows in totals.items():
-        relevant = float(sum(r.relevant for r in rows))
-        delay = float(np.mean([r.delay_min for r in rows]))
-        current = best.get((rate, policy))
-        if (
-            current is None
-            or relevant > current[0] * 1.005
-            or (relevant >= current[0] * 0.995 and delay < current[1])
-        ):
-            best[(rate, policy)] = (relevant, delay, constants)
-    return {key: value[2] for key, value in best.items()}
+        totals.setdefault((r.download_ms, r.policy), {}).setdefault(r.constants, []).append(r)
+    best = {}
+    for key, by_constants in totals.items():
+        relevant = {c: sum(r.relevant for r in rows) for c, rows in by_constants.items()}
+        delay = {c: float(np.mean([r.delay_min for r in rows])) for c, rows in by_constants.items()}
+        most = max(relevant.values())
+        close = [c for c in by_constants if relevant[c] >= 0.995 * most]
+        best[key] = min(close, key=lambda c: delay[c])
+    return best

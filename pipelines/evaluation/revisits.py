@@ -1,6 +1,7 @@
 """Revisit policies on the news site in simulated time, at equal downloads.
 
-A crawler downloads one page every `download_ms`, from the home page on. Each download is
+A crawler downloads one page every `download_ms`, from a seed (the home page unless told
+otherwise; the fixed schedule from its list). Each download is
 either a page some revisit linked to and the crawl did not know (fetched once, judged by
 the forager evaluation's agent: relevant when on topic, fresh and new), or a revisit
 chosen by the policy, whose new links are fetched next. So every policy makes the same
@@ -8,11 +9,15 @@ downloads, and differs only in which page it revisits when no new link is waitin
 
 - `fixed`: the home page and the topic's section pages in a fixed round robin (the
   forager evaluation's baseline, `run_baseline`, download for download);
+- `seed-only`: the seed at every revisit (a reference: what the learned policies do when
+  they keep to the seed);
 - `proportional`, `optimal-freshness`, `discovery`: every page the crawl has downloaded
-  is a candidate; `state/revisits.py` keeps what its revisits saw and `state/revisit_budget.py`
-  turns the estimates into frequencies every `plan_ms` — in proportion to the change rate,
-  Cho & Garcia-Molina 2003 (TODS)'s optimal-freshness allocation, or in proportion to the
-  square root of the rate of rewarded stories first found there (ours). The page due
+  is a candidate; `state/revisits.py` keeps what its revisits saw and
+  `state/revisit_budget.py` turns the estimates into frequencies every `plan_ms` — in
+  proportion to the change rate, Cho & Garcia-Molina 2003 (TODS)'s optimal-freshness
+  allocation, or in proportion to the square root of the rate of rewarded stories first
+  found there (ours); the rates are learned while the schedule runs, the setting of
+  Kolobov et al. 2019 (NeurIPS). The page due
   first is revisited next. Pages without an estimate, or given no revisits, are probed at
   doubling intervals (`probe_due_ms`), probes and the links they bring taking at most an
   `exploration` share of the downloads.
@@ -62,9 +67,15 @@ COPY_STEP_MS = 15 * 60_000
 
 class Policy(Enum):
     FIXED = "fixed"
+    SEED_ONLY = "seed-only"
     PROPORTIONAL = "proportional"
     OPTIMAL_FRESHNESS = "optimal-freshness"
     DISCOVERY = "discovery"
+
+    @property
+    def learns(self) -> bool:
+        """Whether the policy chooses from estimates (else it follows a list)."""
+        return self not in (Policy.FIXED, Policy.SEED_ONLY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,8 +123,10 @@ class RevisitCrawl:
         settings: RevisitPolicySettings,
         download_ms: int,
         measure_from_ms: int | None = None,
+        seed: str = HOME,
     ) -> None:
         self.site = site
+        self.seed = seed
         self.policy = policy
         self.settings = settings
         self.download_ms = download_ms
@@ -126,7 +139,7 @@ class RevisitCrawl:
         self.pending_probed: dict[str, str] = {}
         """New links from probes (to the page that brought them), in order: exploration,
         within its share. A scheduled revisit that finds one of them takes it over."""
-        self.hubs = topic_hubs(site, topic) if policy is Policy.FIXED else [HOME]
+        self.hubs = topic_hubs(site, topic) if policy is Policy.FIXED else [seed]
         self.known: set[str] = set(self.hubs)
         self.turn = 0
         self.frequency: dict[str, float] = {}
@@ -160,13 +173,13 @@ class RevisitCrawl:
             self.m.fleet.rewarded_at.update(rewarded)
             self._measuring = True
         self._sample_copies(t)
-        if self.policy is not Policy.FIXED and t >= self.next_plan:
+        if self.policy.learns and t >= self.next_plan:
             self._plan(t)
             self.next_plan = t + self.settings.plan_ms
         if self.pending:
             url, via = self.pending.popleft()
             return self._fetch(url, via, t, exploring=False)
-        if self.policy is Policy.FIXED:
+        if not self.policy.learns:
             url = self.hubs[self.turn % len(self.hubs)]
             self.turn += 1
             return self._revisit(url, t, exploring=False)
@@ -185,7 +198,7 @@ class RevisitCrawl:
                 return self._revisit(self._pop(self._probe_heap, self.probe_due), t, True)
         if _peek(self._due_heap, self.due) is not None:
             return self._revisit(self._pop(self._due_heap, self.due), t, exploring=False)
-        return self._revisit(HOME, t, exploring=False)
+        return self._revisit(self.seed, t, exploring=False)
 
     def _fetch(self, url: str, via: str, t: int, exploring: bool) -> int:
         page = self.site.page(url, t)
@@ -193,7 +206,7 @@ class RevisitCrawl:
         self.m.fetches += 1
         done = t + self.download_ms
         self.pages[url] = first_visit(t, self._fingerprint(page.links))
-        if self.policy is not Policy.FIXED:
+        if self.policy.learns:
             self._schedule_probe(url)
         if is_possibly_relevant(page.published_ms, done, False, self.params):
             fm = self.m.fleet
@@ -233,7 +246,7 @@ class RevisitCrawl:
             self.m.probes += 1
         else:
             self.scheduled_revisits += 1
-        if self.policy is not Policy.FIXED:
+        if self.policy.learns:
             freq = self.frequency.get(url, 0.0)
             if freq > 0:
                 self._schedule_due(url, due_ms(t, freq))
@@ -346,12 +359,13 @@ def run_revisits(
     download_ms: int,
     settings: RevisitPolicySettings | None = None,
     measure_from_ms: int | None = None,
+    seed: str = HOME,
     progress: Progress | None = None,
 ) -> RevisitMetrics:
     """One run of `policy` over the whole site, one download every `download_ms`, counted
-    from `measure_from_ms` (default: the start)."""
+    from `measure_from_ms` (default: the start); the learned policies start from `seed`."""
     s = settings or RevisitPolicySettings()
-    crawl = RevisitCrawl(site, topic, policy, s, download_ms, measure_from_ms)
+    crawl = RevisitCrawl(site, topic, policy, s, download_ms, measure_from_ms, seed)
     t = site.start_ms
     reported = t
     while t < site.end_ms:

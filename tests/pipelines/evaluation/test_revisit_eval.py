@@ -112,7 +112,7 @@ def test_command_writes_summary_and_runs(setup: ForagerSetup, tmp_path: Path) ->
     assert "## one download every 60 s" in summary and "## one download every 120 s" in summary
     assert "| discovery | `exploration=0.1," in summary
     rows = list(csv.DictReader((out / "runs.csv").open()))
-    assert len(rows) == 2 * 2 * 4  # windows × rates × policies
+    assert len(rows) == 2 * 2 * 5  # windows × rates × policies
     assert {int(r["downloads"]) for r in rows if r["download_ms"] == "60000"} == {360}
 
 
@@ -200,6 +200,6 @@ def test_the_report_windows_at_five_minutes_a_page(tmp_path: Path) -> None:
         == 0
     )
     rows = list(csv.DictReader((out / "runs.csv").open()))
-    assert len(rows) == 4 * 4
+    assert len(rows) == 4 * 5
     assert {int(r["downloads"]) for r in rows} == {2_304}
     assert all(r["start"] >= TUNING_END for r in rows)
