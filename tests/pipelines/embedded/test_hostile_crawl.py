@@ -73,7 +73,7 @@ def crawl(
                     follow_hosts=follow,
                     workers=4,
                     max_pages=BUDGET // 2,
-                    idle_exit_s=20,
+                    idle_exit_s=8,
                 ),
                 fetcher_kafka,
             )
