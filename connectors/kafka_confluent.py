@@ -368,6 +368,9 @@ class ConfluentWriter(RecordWriter):
         # Whatever is still queued belongs to a step that will not be committed.
         self.producer.purge()
         self.producer.flush(0)
+        # librdkafka's handle lives until the object is collected, and until then it keeps
+        # reconnecting to a broker that is gone: let it go now.
+        del self.producer
 
 
 class ConfluentAdmin(TopicAdmin):
@@ -401,4 +404,4 @@ class ConfluentAdmin(TopicAdmin):
                         raise  # made by another meanwhile is not an error; the rest is
 
     def close(self) -> None:
-        return None  # the admin client holds nothing to release
+        del self.admin  # as the writer's: librdkafka's handle goes with the object
