@@ -325,15 +325,24 @@ class ConfluentWriter(RecordWriter):
         self._partitions: dict[str, int] = {}
 
     def partitions(self, topic: str) -> int:
+        """The topic's partition count, asked again while the broker's metadata does not
+        show it yet (a topic just created: unknown, or without a leader) until
+        `METADATA_TIMEOUT_S` has passed."""
         count = self._partitions.get(topic)
-        if count is None:
+        if count is not None:
+            return count
+        deadline = time.monotonic() + METADATA_TIMEOUT_S
+        while True:
             with _broker_errors():
                 metadata = self.producer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
             found = metadata.topics.get(topic)
-            if found is None or found.error is not None or not found.partitions:
-                raise SinkError(f"topic {topic!r} has no partitions")
-            count = self._partitions[topic] = len(found.partitions)
-        return count
+            if found is not None and found.error is None and found.partitions:
+                count = self._partitions[topic] = len(found.partitions)
+                return count
+            if time.monotonic() > deadline:
+                why = "unknown" if found is None else found.error or "no partitions"
+                raise SinkError(f"topic {topic!r} has no partitions ({why})")
+            time.sleep(RETRY_S)
 
     def send(
         self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None
