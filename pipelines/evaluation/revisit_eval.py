@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from itertools import product
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -143,10 +144,11 @@ def with_constants(base: RevisitPolicySettings, items: Mapping[str, str]) -> Rev
     """`base` with NAME=VALUE constants (names: `CONSTANT_NAMES`; `half_life_ms` may be
     `none`); ValueError for an unknown name or a bad value."""
     revisit = base.revisit
-    outer = {}
+    outer: dict[str, Any] = {}
     for name, text in items.items():
         if name in _RECORD_FIELDS:
-            revisit = replace(revisit, **{name: _value(name, text)})
+            changed: dict[str, Any] = {name: _value(name, text)}
+            revisit = replace(revisit, **changed)
         elif name in _POLICY_FIELDS:
             outer[name] = _value(name, text)
         else:

@@ -247,9 +247,9 @@ class RevisitCrawl:
         else:
             self.scheduled_revisits += 1
         if self.policy.learns:
-            freq = self.frequency.get(url, 0.0)
-            if freq > 0:
-                self._schedule_due(url, due_ms(t, freq))
+            due = due_ms(t, self.frequency.get(url, 0.0))
+            if due is not None:
+                self._schedule_due(url, due)
             else:
                 self._schedule_probe(url)
         return t + self.download_ms
