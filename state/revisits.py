@@ -146,12 +146,19 @@ def discovery_rate(page: PageRevisits, settings: RevisitSettings) -> float | Non
     return page.relevant / page.observed_ms
 
 
-def probe_due_ms(page: PageRevisits, settings: RevisitSettings) -> int:
-    """When a page without a usable estimate is due for a probe: after as long as it had
-    gone unchanged when last seen, within [`probe_ms`, `probe_max_ms`] — an unchanged page
-    is probed at doubling intervals, a page that just changed soon."""
+def probe_wait_ms(page: PageRevisits, settings: RevisitSettings) -> int:
+    """How long a page without a usable estimate (or with a rate of 0) waits after its last
+    visit before a probe: as long as it had gone unchanged when last seen, within
+    [`probe_ms`, `probe_max_ms`] — an unchanged page is probed at doubling intervals, a
+    page that just changed soon. Among probes that are due, the shortest wait goes first:
+    the pages seen changing most recently are the likeliest to have changed again."""
     wait = page.last_visit_ms - page.last_change_ms
-    return page.last_visit_ms + min(settings.probe_max_ms, max(settings.probe_ms, wait))
+    return min(settings.probe_max_ms, max(settings.probe_ms, wait))
+
+
+def probe_due_ms(page: PageRevisits, settings: RevisitSettings) -> int:
+    """When a page's next probe is due (`probe_wait_ms` after its last visit)."""
+    return page.last_visit_ms + probe_wait_ms(page, settings)
 
 
 # --------------------------------------------------------------------------- versions

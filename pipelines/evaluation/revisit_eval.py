@@ -167,12 +167,17 @@ def describe(settings: RevisitPolicySettings) -> str:
     )
 
 
+TUNED = RevisitPolicySettings(
+    revisit=RevisitSettings(half_life_ms=None, min_revisits=4, probe_ms=15 * 60_000),
+    exploration=0.02,
+)
+"""Chosen by `tune` on `TUNING_STARTS` for every learned policy at one download every 10 s
+(at 60 s and 300 s `min_revisits` 2 and 4 tie; docs/results/revisits.md has the grid)."""
 DEFAULT_CONSTANTS: dict[Policy, RevisitPolicySettings] = {
-    Policy.PROPORTIONAL: RevisitPolicySettings(),
-    Policy.OPTIMAL_FRESHNESS: RevisitPolicySettings(),
-    Policy.DISCOVERY: RevisitPolicySettings(),
+    Policy.PROPORTIONAL: TUNED,
+    Policy.OPTIMAL_FRESHNESS: TUNED,
+    Policy.DISCOVERY: TUNED,
 }
-"""Chosen by `tune` on `TUNING_STARTS` (docs/results/revisits.md shows the grid)."""
 
 
 # --- one evaluation -----------------------------------------------------------------------

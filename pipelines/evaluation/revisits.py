@@ -19,8 +19,8 @@ downloads, and differs only in which page it revisits when no new link is waitin
   found there (ours); the rates are learned while the schedule runs, the setting of
   Kolobov et al. 2019 (NeurIPS). The page due
   first is revisited next. Pages without an estimate, or given no revisits, are probed at
-  doubling intervals (`probe_due_ms`), probes and the links they bring taking at most an
-  `exploration` share of the downloads.
+  doubling intervals while they stay unchanged, the shortest wait first (`probe_wait_ms`),
+  probes and the links they bring taking at most an `exploration` share of the downloads.
 """
 
 from __future__ import annotations
@@ -147,6 +147,8 @@ class RevisitCrawl:
         self.probe_due: dict[str, int] = {}
         self._due_heap: list[tuple[int, str]] = []
         self._probe_heap: list[tuple[int, str]] = []
+        self._ready_heap: list[tuple[int, int, str]] = []
+        """Probes already due, the shortest wait first."""
         self.downloads = 0
         """Downloads since the start, warm-up included."""
         self.explored = 0
@@ -193,9 +195,9 @@ class RevisitCrawl:
             if self.pending_probed:
                 url = next(iter(self.pending_probed))
                 return self._fetch(url, self.pending_probed.pop(url), t, exploring=True)
-            probe = _peek(self._probe_heap, self.probe_due)
-            if probe is not None and probe[0] <= t:
-                return self._revisit(self._pop(self._probe_heap, self.probe_due), t, True)
+            probe = self._ready_probe(t)
+            if probe is not None:
+                return self._revisit(probe, t, exploring=True)
         if _peek(self._due_heap, self.due) is not None:
             return self._revisit(self._pop(self._due_heap, self.due), t, exploring=False)
         return self._revisit(self.seed, t, exploring=False)
@@ -287,6 +289,7 @@ class RevisitCrawl:
         self.probe_due.clear()
         self._due_heap.clear()
         self._probe_heap.clear()
+        self._ready_heap.clear()
         for url, page in self.pages.items():
             freq = self.frequency.get(url, 0.0)
             due = due_ms(page.last_visit_ms, freq)
@@ -317,6 +320,21 @@ class RevisitCrawl:
         self.probe_due[url] = due
         self.due.pop(url, None)
         heapq.heappush(self._probe_heap, (due, url))
+
+    def _ready_probe(self, t: int) -> str | None:
+        """Of the probes due by `t`, the one with the shortest wait (`probe_wait_ms`)."""
+        while (head := _peek(self._probe_heap, self.probe_due)) is not None and head[0] <= t:
+            due, url = heapq.heappop(self._probe_heap)
+            wait = due - self.pages[url].last_visit_ms
+            heapq.heappush(self._ready_heap, (wait, due, url))
+        while self._ready_heap:
+            _, due, url = self._ready_heap[0]
+            if self.probe_due.get(url) == due:
+                del self.probe_due[url]
+                heapq.heappop(self._ready_heap)
+                return url
+            heapq.heappop(self._ready_heap)
+        return None
 
     def _pop(self, heap: list[tuple[int, str]], current: dict[str, int]) -> str:
         _peek(heap, current)

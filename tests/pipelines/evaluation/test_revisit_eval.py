@@ -15,6 +15,7 @@ from frontierflow.pipelines.evaluation.forager_fleet import ForagerSetup, build_
 from frontierflow.pipelines.evaluation.news_site import HOME
 from frontierflow.pipelines.evaluation.revisit_eval import (
     REPORT_STARTS,
+    TUNED,
     TUNING_END,
     RevisitEvaluation,
     with_constants,
@@ -159,9 +160,7 @@ def test_a_day_of_the_real_news_site() -> None:
     start = "2023-06-03T00:00:00Z"
     setup = ForagerSetup(news=NEWS, start="2023-06-02T12:00:00Z", days=1.5)
     site = build_site(setup)
-    got = {
-        p: run_revisits(site, setup.topic, p, 60_000, measure_from_ms=iso_ms(start)) for p in Policy
-    }
+    got = {p: run_revisits(site, setup.topic, p, 60_000, TUNED, iso_ms(start)) for p in Policy}
     for m in got.values():
         assert m.fleet.downloaded == 1_440
 
