@@ -147,11 +147,10 @@ def discovery_rate(page: PageRevisits, settings: RevisitSettings) -> float | Non
 
 
 def probe_wait_ms(page: PageRevisits, settings: RevisitSettings) -> int:
-    """How long a page without a usable estimate (or with a rate of 0) waits after its last
-    visit before a probe: as long as it had gone unchanged when last seen, within
-    [`probe_ms`, `probe_max_ms`] — an unchanged page is probed at doubling intervals, a
-    page that just changed soon. Among probes that are due, the shortest wait goes first:
-    the pages seen changing most recently are the likeliest to have changed again."""
+    """How long a page without a usable estimate (or given no revisits) waits after its
+    last visit before its next probe: as long as it had gone unchanged when last seen,
+    within [`probe_ms`, `probe_max_ms`] — an unchanged page is probed at doubling
+    intervals, a page that just changed soon."""
     wait = page.last_visit_ms - page.last_change_ms
     return min(settings.probe_max_ms, max(settings.probe_ms, wait))
 

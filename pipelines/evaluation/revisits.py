@@ -17,10 +17,12 @@ downloads, and differs only in which page it revisits when no new link is waitin
   proportion to the change rate, Cho & Garcia-Molina 2003 (TODS)'s optimal-freshness
   allocation, or in proportion to the square root of the rate of rewarded stories first
   found there (ours); the rates are learned while the schedule runs, the setting of
-  Kolobov et al. 2019 (NeurIPS). The page due
-  first is revisited next. Pages without an estimate, or given no revisits, are probed at
-  doubling intervals while they stay unchanged, the shortest wait first (`probe_wait_ms`),
-  probes and the links they bring taking at most an `exploration` share of the downloads.
+  Kolobov et al. 2019 (NeurIPS). The page due first is revisited next. Pages without an
+  estimate, or given no revisits, are probed at doubling intervals while they stay
+  unchanged (`probe_due_ms`), the earliest due first, within an `exploration` share of the
+  downloads. A probe only looks: the links it shows
+  are fetched when a scheduled revisit shows them, and a rewarded story is credited to the
+  page it was first seen on.
 """
 
 from __future__ import annotations
@@ -136,9 +138,9 @@ class RevisitCrawl:
         self.pages: dict[str, PageRevisits] = {}
         self.pending: deque[tuple[str, str]] = deque()
         """New links from the seed and the scheduled revisits, fetched before anything else."""
-        self.pending_probed: dict[str, str] = {}
-        """New links from probes (to the page that brought them), in order: exploration,
-        within its share. A scheduled revisit that finds one of them takes it over."""
+        self.first_seen: dict[str, str] = {}
+        """The page each link was first seen on (by a revisit or a probe): it is credited
+        when the link turns out to be a rewarded story."""
         self.hubs = topic_hubs(site, topic) if policy is Policy.FIXED else [seed]
         self.known: set[str] = set(self.hubs)
         self.turn = 0
@@ -147,8 +149,6 @@ class RevisitCrawl:
         self.probe_due: dict[str, int] = {}
         self._due_heap: list[tuple[int, str]] = []
         self._probe_heap: list[tuple[int, str]] = []
-        self._ready_heap: list[tuple[int, int, str]] = []
-        """Probes already due, the shortest wait first."""
         self.downloads = 0
         """Downloads since the start, warm-up included."""
         self.explored = 0
@@ -188,21 +188,19 @@ class RevisitCrawl:
         return self._explore_or_revisit(t)
 
     def _explore_or_revisit(self, t: int) -> int:
-        """Exploration (a link a probe brought, else a probe that is due) while it is within
-        its share of the downloads; else the scheduled page due first, even if not yet due
-        (every download slot is used); else, before any page has a frequency, the seed."""
+        """A probe that is due while probes are within their share of the downloads; else
+        the scheduled page due first, even if not yet due (every download slot is used);
+        else, before any page has a frequency, the seed."""
         if self.explored < self.settings.exploration * max(1, self.downloads):
-            if self.pending_probed:
-                url = next(iter(self.pending_probed))
-                return self._fetch(url, self.pending_probed.pop(url), t, exploring=True)
-            probe = self._ready_probe(t)
-            if probe is not None:
-                return self._revisit(probe, t, exploring=True)
+            probe = _peek(self._probe_heap, self.probe_due)
+            if probe is not None and probe[0] <= t:
+                return self._revisit(self._pop(self._probe_heap, self.probe_due), t, True)
         if _peek(self._due_heap, self.due) is not None:
             return self._revisit(self._pop(self._due_heap, self.due), t, exploring=False)
         return self._revisit(self.seed, t, exploring=False)
 
     def _fetch(self, url: str, via: str, t: int, exploring: bool) -> int:
+        """Downloads a new link (judged; credited to the page it was first seen on)."""
         page = self.site.page(url, t)
         self._count(url, t, exploring)
         self.m.fetches += 1
@@ -218,32 +216,33 @@ class RevisitCrawl:
                 fm.relevant += 1
                 fm.rewarded_at[url] = done
                 fm.bin_relevant[-1] += 1
-                if via in self.pages:
-                    self.pages[via] = credit_relevant(self.pages[via])
+                credited = self.first_seen.get(url, via)
+                if credited in self.pages:
+                    self.pages[credited] = credit_relevant(self.pages[credited])
         return done
 
     def _revisit(self, url: str, t: int, exploring: bool) -> int:
+        """Downloads a page again: a scheduled revisit queues its links the crawl has not
+        fetched; a probe only looks (what it shows is remembered as first seen there, and
+        fetched when a scheduled revisit shows it), so a probe costs one download."""
         page = self.site.page(url, t)
         self._count(url, t, exploring)
         fp = self._fingerprint(page.links)
-        new = [u for u in dict.fromkeys(page.links) if u not in self.known]
-        if not exploring and self.pending_probed:
-            waiting = [u for u in dict.fromkeys(page.links) if u in self.pending_probed]
-            for link in waiting:
-                del self.pending_probed[link]
-                self.pending.append((link, url))
+        links = dict.fromkeys(page.links)
+        unseen = [u for u in links if u not in self.known and u not in self.first_seen]
+        for link in unseen:
+            self.first_seen[link] = url
         old = self.pages.get(url)
         if old is None:
             self.pages[url] = first_visit(t, fp)
         else:
-            self.pages[url] = record_visit(old, t, fp, len(new), self.settings.revisit)
+            self.pages[url] = record_visit(old, t, fp, len(unseen), self.settings.revisit)
             self.m.revisits += 1
-        for link in new:
-            self.known.add(link)
-            if exploring:
-                self.pending_probed[link] = url
-            else:
-                self.pending.append((link, url))
+        if not exploring:
+            for link in links:
+                if link not in self.known:
+                    self.known.add(link)
+                    self.pending.append((link, url))
         if exploring:
             self.m.probes += 1
         else:
@@ -289,7 +288,6 @@ class RevisitCrawl:
         self.probe_due.clear()
         self._due_heap.clear()
         self._probe_heap.clear()
-        self._ready_heap.clear()
         for url, page in self.pages.items():
             freq = self.frequency.get(url, 0.0)
             due = due_ms(page.last_visit_ms, freq)
@@ -320,21 +318,6 @@ class RevisitCrawl:
         self.probe_due[url] = due
         self.due.pop(url, None)
         heapq.heappush(self._probe_heap, (due, url))
-
-    def _ready_probe(self, t: int) -> str | None:
-        """Of the probes due by `t`, the one with the shortest wait (`probe_wait_ms`)."""
-        while (head := _peek(self._probe_heap, self.probe_due)) is not None and head[0] <= t:
-            due, url = heapq.heappop(self._probe_heap)
-            wait = due - self.pages[url].last_visit_ms
-            heapq.heappush(self._ready_heap, (wait, due, url))
-        while self._ready_heap:
-            _, due, url = self._ready_heap[0]
-            if self.probe_due.get(url) == due:
-                del self.probe_due[url]
-                heapq.heappop(self._ready_heap)
-                return url
-            heapq.heappop(self._ready_heap)
-        return None
 
     def _pop(self, heap: list[tuple[int, str]], current: dict[str, int]) -> str:
         _peek(heap, current)

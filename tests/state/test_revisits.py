@@ -29,6 +29,7 @@ from frontierflow.state.revisits import (
     first_visit,
     outlink_fingerprint,
     probe_due_ms,
+    probe_wait_ms,
     record_visit,
 )
 from frontierflow.state.storage.codec import StateCodecError
@@ -120,6 +121,7 @@ def test_probes_double_while_a_page_stays_unchanged() -> None:
     page = record_visit(page, HOUR_MS, 7, 0, settings)
     assert probe_due_ms(page, settings) == 2 * HOUR_MS
     page = record_visit(page, 2 * HOUR_MS, 7, 0, settings)
+    assert probe_wait_ms(page, settings) == 2 * HOUR_MS
     assert probe_due_ms(page, settings) == 4 * HOUR_MS
     page = record_visit(page, 4 * HOUR_MS, 8, 0, settings)
     assert probe_due_ms(page, settings) == 5 * HOUR_MS
