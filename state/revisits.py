@@ -5,7 +5,7 @@ hub page's set of outlinks, differs from the version seen before), when a change
 seen, and what the revisits found (links new to the crawl, and of those the stories the
 judge rewarded). From it come a page's change rate (the estimator of Cho & Garcia-Molina
 2003, TOIT) and its discovery rate; `state/revisit_budget.py` shares a budget of revisits
-among pages by those rates. Pure transitions, the clock passed in, a 69-byte encoding.
+among pages by those rates. Pure transitions, the clock passed in, a 73-byte encoding.
 """
 
 from __future__ import annotations
@@ -68,9 +68,12 @@ class PageRevisits:
     found: float = 0.0
     """Links new to the crawl that revisits of this page found."""
     relevant: float = 0.0
-    """Of those, the stories the judge rewarded (`credit_relevant`)."""
+    """Stories the judge rewarded among the links this page's revisits brought
+    (`link_fetched`)."""
     revisits: int = 0
     """Revisits at full weight (for `RevisitSettings.min_revisits`)."""
+    waiting: int = 0
+    """Links first seen at the last visit that the crawl has not fetched yet."""
 
     def since_change_ms(self, now_ms: int) -> int:
         """Time since the last change seen."""
@@ -106,12 +109,20 @@ def record_visit(
         found=page.found * w + new_links,
         relevant=page.relevant * w,
         revisits=page.revisits + 1,
+        waiting=new_links,
     )
 
 
-def credit_relevant(page: PageRevisits, stories: int = 1) -> PageRevisits:
-    """`stories` the judge rewarded among the new links a revisit of this page found."""
-    return replace(page, relevant=page.relevant + stories)
+def link_fetched(page: PageRevisits, rewarded: bool) -> PageRevisits:
+    """A revisit of this page brought a link the crawl then fetched; `rewarded` when the
+    judge rewarded it (the page is credited with what its revisits led to)."""
+    return replace(page, relevant=page.relevant + (1.0 if rewarded else 0.0))
+
+
+def seen_link_fetched(page: PageRevisits) -> PageRevisits:
+    """A link first seen at this page's last visit was fetched (through this page or
+    another): it no longer waits."""
+    return replace(page, waiting=max(0, page.waiting - 1))
 
 
 def _weight(age_ms: int, settings: RevisitSettings) -> float:
@@ -138,12 +149,17 @@ def change_rate(page: PageRevisits, settings: RevisitSettings) -> float | None:
     return r / (page.observed_ms / n)
 
 
-def discovery_rate(page: PageRevisits, settings: RevisitSettings) -> float | None:
-    """Rewarded stories first found through this page, per millisecond watched; None
-    before `min_revisits` revisits."""
+def discovery_rate(
+    page: PageRevisits, settings: RevisitSettings, hit_rate: float = 0.0
+) -> float | None:
+    """Rewarded stories per millisecond watched: those this page's revisits brought, plus
+    what its last visit showed first and nothing has fetched since, at `hit_rate` each
+    (the crawl's share of rewarded stories among the new links it fetched) and as if every
+    visit showed as many (waiting · n / T). So a page only probed so far is valued by what
+    it alone shows. None before `min_revisits` revisits. Ours."""
     if page.revisits < settings.min_revisits or page.observed_ms <= 0:
         return None
-    return page.relevant / page.observed_ms
+    return (page.relevant + hit_rate * page.waiting * page.visits) / page.observed_ms
 
 
 def probe_wait_ms(page: PageRevisits, settings: RevisitSettings) -> int:
@@ -180,9 +196,9 @@ def content_fingerprint(content: bytes) -> int:
 # --------------------------------------------------------------------------- encoding
 
 _VERSION = 1
-_LAYOUT = struct.Struct(">BqqQdddddI")
+_LAYOUT = struct.Struct(">BqqQdddddII")
 """version, last visit, last change, fingerprint, visits, changes, observed, found,
-relevant, revisits: 69 bytes, big-endian."""
+relevant, revisits, waiting: 73 bytes, big-endian."""
 
 
 def encode_page_revisits(page: PageRevisits) -> bytes:
@@ -199,6 +215,7 @@ def encode_page_revisits(page: PageRevisits) -> bytes:
             page.found,
             page.relevant,
             page.revisits,
+            page.waiting,
         )
     except struct.error as exc:
         raise StateCodecError(f"cannot encode {page!r}: {exc}") from exc
@@ -208,9 +225,7 @@ def decode_page_revisits(data: bytes) -> PageRevisits:
     """`encode_page_revisits` back; `StateCodecError` for anything else."""
     if len(data) != _LAYOUT.size:
         raise StateCodecError(f"a page's revisits are {_LAYOUT.size} bytes, got {len(data)}")
-    version, last, change, fp, visits, changes, observed, found, relevant, revisits = (
-        _LAYOUT.unpack(data)
-    )
+    version, *fields = _LAYOUT.unpack(data)
     if version != _VERSION:
         raise StateCodecError(f"page revisits version {version} is not {_VERSION}")
-    return PageRevisits(last, change, fp, visits, changes, observed, found, relevant, revisits)
+    return PageRevisits(*fields)

@@ -41,7 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--topic", type=csv_list, default=WORLD_NEWS, help="sections, comma-separated"
     )
     parser.add_argument(
-        "--seed", default=None, help="where the learned policies start (default: the home page)"
+        "--seeds",
+        type=csv_list,
+        default=None,
+        help="where the learned policies start, one run each (default: the home page)",
     )
     parser.add_argument(
         "--constants",
@@ -105,7 +108,7 @@ def evaluation_of(args: argparse.Namespace) -> Any:
         policies=policies,
         topic=tuple(args.topic),
         constants=constants,
-        seed=args.seed or HOME,
+        seeds=tuple(args.seeds) if args.seeds else (HOME,),
         grid=grid,
         workers=args.workers,
     )

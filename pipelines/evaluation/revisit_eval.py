@@ -74,6 +74,8 @@ class RevisitResult:
     start: str
     download_ms: int
     policy: str
+    seed: str
+    """Where the policy started ("" for the fixed schedule, which starts from its list)."""
     constants: str
     downloads: int
     revisits: int
@@ -93,10 +95,11 @@ def summarise(
     site: NewsSite,
     topic: Sequence[str],
     start_ms: int,
-    run: tuple[str, int, Policy, str],
+    run: tuple[str, int, Policy, str, str],
     m: RevisitMetrics,
 ) -> RevisitResult:
-    """`m` of the run (`start`, `download_ms`, policy, constants) as a `RevisitResult`."""
+    """`m` of the run (`start`, `download_ms`, policy, seed, constants) as a
+    `RevisitResult`."""
     fm = m.fleet
     freshness, _ = freshness_and_age(site, topic, fm, start_ms)
     delays = [
@@ -104,11 +107,12 @@ def summarise(
         for u, t in fm.rewarded_at.items()
         if site.stories[u].published_ms >= start_ms
     ]
-    start, download_ms, policy, constants = run
+    start, download_ms, policy, seed, constants = run
     return RevisitResult(
         start=start,
         download_ms=download_ms,
         policy=policy.value,
+        seed=seed,
         constants=constants,
         downloads=fm.downloaded,
         revisits=m.revisits,
@@ -198,8 +202,9 @@ class RevisitEvaluation:
     constants: Mapping[Policy, RevisitPolicySettings] = field(
         default_factory=lambda: dict(DEFAULT_CONSTANTS)
     )
-    seed: str = HOME
-    """Where the learned policies start (the fixed schedule starts from its list)."""
+    seeds: tuple[str, ...] = (HOME,)
+    """Where the learned policies (and `seed-only`) start, one run each; the fixed schedule
+    starts from its list."""
     grid: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """Tuning: every combination of these NAME → values, for each learned policy."""
     workers: int = 2
@@ -217,6 +222,8 @@ class RevisitEvaluation:
             raise ValueError("an evaluation needs at least one policy")
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
+        if not self.seeds:
+            raise ValueError("an evaluation needs at least one seed")
         if self.grid:
             end = iso_ms(TUNING_END)
             late = [s for s in self.starts if iso_ms(s) + self.days * DAY_MS > end]
@@ -238,9 +245,13 @@ class RevisitEvaluation:
         base = self.constants.get(policy, RevisitPolicySettings())
         return with_constants(base, combo)
 
+    def seeds_for(self, policy: Policy) -> tuple[str, ...]:
+        """The fixed schedule runs once (it starts from its list), the others per seed."""
+        return ("",) if policy is Policy.FIXED else self.seeds
+
     def runs(self) -> int:
         """Runs the evaluation makes (for a progress bar)."""
-        per_window = sum(len(self.combinations(p)) for p in self.policies)
+        per_window = sum(len(self.combinations(p)) * len(self.seeds_for(p)) for p in self.policies)
         return len(self.starts) * len(self.download_ms) * per_window
 
 
@@ -259,17 +270,16 @@ def _window(evaluation: RevisitEvaluation, start: str) -> list[RevisitResult]:
     site = build_site(setup)
     results = []
     for download_ms, policy in product(e.download_ms, e.policies):
-        for combo in e.combinations(policy):
+        for seed, combo in product(e.seeds_for(policy), e.combinations(policy)):
             settings = e.settings_for(policy, combo)
-            m = run_revisits(site, e.topic, policy, download_ms, settings, start_ms, e.seed)
+            m = run_revisits(site, e.topic, policy, download_ms, settings, start_ms, seed or HOME)
             label = describe(settings) if policy.learns else ""
-            results.append(
-                summarise(site, e.topic, start_ms, (start, download_ms, policy, label), m)
-            )
+            run = (start, download_ms, policy, seed, label)
+            results.append(summarise(site, e.topic, start_ms, run, m))
             r = results[-1]
             log.info(
-                "%s %d ms %s: %d relevant, delay %.1f min",
-                start, download_ms, policy.value, r.relevant, r.delay_min,
+                "%s %d ms %s from %s: %d relevant, delay %.1f min",
+                start, download_ms, policy.value, seed or "its list", r.relevant, r.delay_min,
             )  # fmt: skip
     return results
 
@@ -297,7 +307,8 @@ def evaluate(
 
 def best_constants(results: Iterable[RevisitResult]) -> dict[tuple[int, str], str]:
     """Per (download rate, policy), the constants with the least mean delay among those
-    within 0.5% of the most relevant stories over all windows (then the first in order)."""
+    within 0.5% of the most relevant stories over all windows and seeds (then the first
+    in order)."""
     totals: dict[tuple[int, str], dict[str, list[RevisitResult]]] = {}
     for r in results:
         totals.setdefault((r.download_ms, r.policy), {}).setdefault(r.constants, []).append(r)

@@ -39,14 +39,15 @@ def _mean_std(rows: Sequence[RevisitResult], attr: str) -> tuple[float, float]:
 def summary_table(results: Sequence[RevisitResult], download_ms: int) -> list[str]:
     """Rows: policies (and their constants when several were run); cells: mean over the
     windows, ± the standard deviation for relevant and the mean delay."""
-    groups: dict[tuple[str, str], list[RevisitResult]] = {}
+    groups: dict[tuple[str, str, str], list[RevisitResult]] = {}
     for r in results:
         if r.download_ms == download_ms:
-            groups.setdefault((r.policy, r.constants), []).append(r)
-    several = len({p for p, _ in groups}) < len(groups)
+            groups.setdefault((r.policy, r.seed, r.constants), []).append(r)
+    several = len({(p, s) for p, s, _ in groups}) < len(groups)
+    seeds = len({s for _, s, _ in groups if s}) > 1
     head = "| policy | " + " | ".join(label for label, _, _ in COLUMNS) + " |"
     lines = [head, "|---|" + "---:|" * len(COLUMNS)]
-    for (policy, constants), rows in groups.items():
+    for (policy, seed, constants), rows in groups.items():
         cells = []
         for _, attr, fmt in COLUMNS:
             mean, std = _mean_std(rows, attr)
@@ -54,7 +55,9 @@ def summary_table(results: Sequence[RevisitResult], download_ms: int) -> list[st
             if attr in ("relevant", "delay_min") and len(rows) > 1:
                 cell += " ± " + fmt.format(std)
             cells.append(cell)
-        name = f"{policy} ({constants})" if several and constants else policy
+        name = f"{policy} from {seed}" if seeds and seed else policy
+        if several and constants:
+            name += f" ({constants})"
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 
@@ -75,6 +78,7 @@ def write_reports(
         f"- windows: {', '.join(s[:10] for s in e.starts)}; {e.days:g} days each after a "
         f"{e.warmup_days:g}-day warm-up",
         f"- topic: {', '.join(e.topic)}",
+        f"- seeds of the learned policies and seed-only: {', '.join(e.seeds)}",
         "- mean over the windows (± standard deviation)",
         "",
     ]

@@ -20,9 +20,9 @@ downloads, and differs only in which page it revisits when no new link is waitin
   Kolobov et al. 2019 (NeurIPS). The page due first is revisited next. Pages without an
   estimate, or given no revisits, are probed at doubling intervals while they stay
   unchanged (`probe_due_ms`), the earliest due first, within an `exploration` share of the
-  downloads. A probe only looks: the links it shows
-  are fetched when a scheduled revisit shows them, and a rewarded story is credited to the
-  page it was first seen on.
+  downloads. A probe only looks: the links it shows are fetched when a scheduled revisit
+  shows them; until then those it showed first count for it at the crawl's hit rate
+  (`discovery_rate`).
 """
 
 from __future__ import annotations
@@ -53,12 +53,13 @@ from frontierflow.state.revisits import (
     PageRevisits,
     RevisitSettings,
     change_rate,
-    credit_relevant,
     discovery_rate,
     first_visit,
+    link_fetched,
     outlink_fingerprint,
     probe_due_ms,
     record_visit,
+    seen_link_fetched,
 )
 
 Progress = Callable[[int], None]
@@ -138,9 +139,11 @@ class RevisitCrawl:
         self.pages: dict[str, PageRevisits] = {}
         self.pending: deque[tuple[str, str]] = deque()
         """New links from the seed and the scheduled revisits, fetched before anything else."""
-        self.first_seen: dict[str, str] = {}
-        """The page each link was first seen on (by a revisit or a probe): it is credited
-        when the link turns out to be a rewarded story."""
+        self.fetched_new = 0
+        self.rewarded_new = 0
+        """New links fetched, and of them rewarded, since the start (the hit rate)."""
+        self.first_seen: dict[str, tuple[str, int]] = {}
+        """The page each link was first seen on (by a revisit or a probe), and when."""
         self.hubs = topic_hubs(site, topic) if policy is Policy.FIXED else [seed]
         self.known: set[str] = set(self.hubs)
         self.turn = 0
@@ -200,7 +203,7 @@ class RevisitCrawl:
         return self._revisit(self.seed, t, exploring=False)
 
     def _fetch(self, url: str, via: str, t: int, exploring: bool) -> int:
-        """Downloads a new link (judged; credited to the page it was first seen on)."""
+        """Downloads a new link (judged; credited to the page whose revisit brought it)."""
         page = self.site.page(url, t)
         self._count(url, t, exploring)
         self.m.fetches += 1
@@ -208,17 +211,22 @@ class RevisitCrawl:
         self.pages[url] = first_visit(t, self._fingerprint(page.links))
         if self.policy.learns:
             self._schedule_probe(url)
+        rewarded = False
         if is_possibly_relevant(page.published_ms, done, False, self.params):
             fm = self.m.fleet
             fm.sent += 1
-            relevant, _ = self.judge.judge(url, page, 0, done)
-            if relevant:
+            rewarded, _ = self.judge.judge(url, page, 0, done)
+            if rewarded:
                 fm.relevant += 1
                 fm.rewarded_at[url] = done
                 fm.bin_relevant[-1] += 1
-                credited = self.first_seen.get(url, via)
-                if credited in self.pages:
-                    self.pages[credited] = credit_relevant(self.pages[credited])
+        self.fetched_new += 1
+        self.rewarded_new += rewarded
+        if via in self.pages:
+            self.pages[via] = link_fetched(self.pages[via], rewarded)
+        first, seen_at = self.first_seen.get(url, ("", 0))
+        if first in self.pages and self.pages[first].last_visit_ms == seen_at:
+            self.pages[first] = seen_link_fetched(self.pages[first])
         return done
 
     def _revisit(self, url: str, t: int, exploring: bool) -> int:
@@ -231,7 +239,7 @@ class RevisitCrawl:
         links = dict.fromkeys(page.links)
         unseen = [u for u in links if u not in self.known and u not in self.first_seen]
         for link in unseen:
-            self.first_seen[link] = url
+            self.first_seen[link] = (url, t)
         old = self.pages.get(url)
         if old is None:
             self.pages[url] = first_visit(t, fp)
@@ -273,17 +281,22 @@ class RevisitCrawl:
         """Frequencies for every page with an estimate, from the policy's rule, under the
         budget of revisit downloads the last plan's share of downloads leaves."""
         s = self.settings
-        rule = {
-            Policy.PROPORTIONAL: (change_rate, proportional_frequencies),
-            Policy.OPTIMAL_FRESHNESS: (change_rate, optimal_freshness_frequencies),
-            Policy.DISCOVERY: (discovery_rate, square_root_frequencies),
+        share = {
+            Policy.PROPORTIONAL: proportional_frequencies,
+            Policy.OPTIMAL_FRESHNESS: optimal_freshness_frequencies,
+            Policy.DISCOVERY: square_root_frequencies,
         }[self.policy]
         rates = {}
+        # the share of rewarded stories among the new links fetched (Laplace's rule)
+        hit_rate = (self.rewarded_new + 1) / (self.fetched_new + 2)
         for url, page in self.pages.items():
-            rate = rule[0](page, s.revisit)
+            if self.policy is Policy.DISCOVERY:
+                rate = discovery_rate(page, s.revisit, hit_rate)
+            else:
+                rate = change_rate(page, s.revisit)
             if rate is not None and rate > 0:
                 rates[url] = rate
-        self.frequency = rule[1](rates, self._revisit_share(t) / self.download_ms)
+        self.frequency = share(rates, self._revisit_share(t) / self.download_ms)
         self.due.clear()
         self.probe_due.clear()
         self._due_heap.clear()

@@ -22,15 +22,16 @@ from frontierflow.state.revisits import (
     RevisitSettings,
     change_rate,
     content_fingerprint,
-    credit_relevant,
     decode_page_revisits,
     discovery_rate,
     encode_page_revisits,
     first_visit,
+    link_fetched,
     outlink_fingerprint,
     probe_due_ms,
     probe_wait_ms,
     record_visit,
+    seen_link_fetched,
 )
 from frontierflow.state.storage.codec import StateCodecError
 
@@ -130,14 +131,21 @@ def test_probes_double_while_a_page_stays_unchanged() -> None:
 
 
 def test_discovery_rate_counts_rewarded_stories_per_time_watched() -> None:
-    """Two revisits 2 h apart found 3 and 1 new links; 2 of them were rewarded: 2 stories
-    in 4 h watched = 0.5 per hour."""
+    """Two revisits 2 h apart first saw 3 and 2 new links. The 3 of the first were fetched
+    through the page, 2 of them rewarded; 1 of the second's was fetched through another
+    page. 2 stories in 4 h watched = 0.5 per hour; at a hit rate of 0.25 the one link still
+    waiting adds 0.25 · 1 · 2 visits / 4 h = 0.125 per hour."""
     page = record_visit(first_visit(0, 0), 2 * HOUR_MS, 1, 3, PLAIN)
-    page = credit_relevant(page, 2)
-    page = record_visit(page, 4 * HOUR_MS, 2, 1, PLAIN)
-    assert (page.found, page.relevant) == (4.0, 2.0)
+    assert page.waiting == 3
+    for rewarded in (True, True, False):
+        page = seen_link_fetched(link_fetched(page, rewarded))
+    page = seen_link_fetched(record_visit(page, 4 * HOUR_MS, 2, 2, PLAIN))
+    assert (page.found, page.relevant, page.waiting) == (5.0, 2.0, 1)
     rate = discovery_rate(page, PLAIN)
     assert rate is not None and rate * HOUR_MS == pytest.approx(0.5)
+    rate = discovery_rate(page, PLAIN, hit_rate=0.25)
+    assert rate is not None and rate * HOUR_MS == pytest.approx(0.625)
+    assert seen_link_fetched(first_visit(0, 0)).waiting == 0  # never below 0
 
 
 def test_fingerprints() -> None:
@@ -148,11 +156,11 @@ def test_fingerprints() -> None:
 
 
 def test_encoding_round_trip_and_errors() -> None:
-    page = PageRevisits(5, 3, 2**64 - 1, 1.75, 1.25, 6.3e6, 4.0, 2.0, 3)
+    page = PageRevisits(5, 3, 2**64 - 1, 1.75, 1.25, 6.3e6, 4.0, 2.0, 3, 7)
     data = encode_page_revisits(page)
-    assert len(data) == 69
+    assert len(data) == 73
     assert decode_page_revisits(data) == page
-    with pytest.raises(StateCodecError, match="69 bytes"):
+    with pytest.raises(StateCodecError, match="73 bytes"):
         decode_page_revisits(data[:-1])
     with pytest.raises(StateCodecError, match="version 2"):
         decode_page_revisits(b"\x02" + data[1:])

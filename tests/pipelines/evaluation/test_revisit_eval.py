@@ -12,7 +12,7 @@ from news_recording import write_recording
 from frontierflow.connectors.news import iso_ms
 from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.evaluation.forager_fleet import ForagerSetup, build_site, run_baseline
-from frontierflow.pipelines.evaluation.news_site import HOME
+from frontierflow.pipelines.evaluation.news_site import HOME, section_url
 from frontierflow.pipelines.evaluation.revisit_eval import (
     REPORT_STARTS,
     TUNED,
@@ -115,6 +115,21 @@ def test_command_writes_summary_and_runs(setup: ForagerSetup, tmp_path: Path) ->
     rows = list(csv.DictReader((out / "runs.csv").open()))
     assert len(rows) == 2 * 2 * 5  # windows × rates × policies
     assert {int(r["downloads"]) for r in rows if r["download_ms"] == "60000"} == {360}
+
+
+def test_several_seeds_run_every_policy_but_the_fixed_schedule_from_each(
+    setup: ForagerSetup, tmp_path: Path
+) -> None:
+    out = tmp_path / "seeds"
+    args = ["simulate", "revisits", "--news", str(setup.news), "--topic", "Europe"]
+    args += ["--starts", "2022-03-01T12:00:00Z", "--days", "0.25", "--warmup-days", "0.25"]
+    args += ["--download-ms", "60000", "--workers", "1", "--out", str(out)]
+    args += ["--seeds", f"{HOME},{section_url('Europe')}"]
+    assert main(args) == 0
+    rows = list(csv.DictReader((out / "runs.csv").open()))
+    assert len(rows) == 1 + 4 * 2
+    assert {r["seed"] for r in rows if r["policy"] == "fixed"} == {""}
+    assert f"| discovery from {section_url('Europe')} |" in (out / "summary.md").read_text()
 
 
 def test_tuning_runs_the_grid_on_early_windows_only(setup: ForagerSetup, tmp_path: Path) -> None:
