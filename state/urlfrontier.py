@@ -72,14 +72,25 @@ class UrlRecord:
     """For REVISIT: seconds of UTC epoch time from which it is served again."""
     waiting_for: str | None = None
     """The parent whose report this URL's first priority waits for (see PendingOutlinks)."""
+    not_before: int = 0
+    """Epoch ms before which it is not handed out: the `not_before` of the frontier's latest
+    entry for it (its host paused, a revisit scheduled); 0: none."""
 
     def servable(self, now_s: float) -> bool:
         """Whether GetURLs may hand it out at `now_s` (locks and queues aside)."""
-        if self.priority is None:
+        if self.priority is None or self.not_before > now_s * 1000:
             return False
         if self.status is UrlStatus.QUEUED:
             return True
         return self.status is UrlStatus.REVISIT and self.refetch_at <= now_s
+
+    def refetchable_from(self) -> int:
+        """When a fetched URL may be fetched again, in seconds of UTC epoch time, as
+        `refetchable_from_date` says it (0: never): the later of the client's date and the
+        frontier's `not_before`, rounded up to a second."""
+        if self.status is not UrlStatus.REVISIT:
+            return 0
+        return max(self.refetch_at, -(-self.not_before // 1000))
 
 
 def encode_url_record(record: UrlRecord) -> bytes:
@@ -95,6 +106,7 @@ def encode_url_record(record: UrlRecord) -> bytes:
             "t": record.created,
             "r": record.refetch_at,
             "w": record.waiting_for,
+            "n": record.not_before,
         }
     )
 
@@ -113,6 +125,7 @@ def decode_url_record(data: bytes) -> UrlRecord:
             created=int(d["t"]),
             refetch_at=int(d["r"]),
             waiting_for=d["w"],
+            not_before=int(d.get("n", 0)),  # absent from records written before it
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise StateCodecError(f"bad UrlRecord: {exc}") from exc

@@ -13,7 +13,10 @@ Rules, the reference fetcher's (`connectors/fetcher/loop.py`):
   208 and no download; a page fetched is remembered, later plain entries for it dropped;
 - each entry handed to Scrapy gets exactly one FetchEvent, its download goes on the
   `fetched` topic, an answered reply request's frontier record is removed;
-- the budget counts entries handed to Scrapy; retries of one entry are the same entry.
+- the budget counts entries handed to Scrapy; retries of one entry are the same entry;
+- an entry held until later (its `not_before`, its host's pause or delay) is handed over
+  when that time comes: the link asks the engine for a scheduling round then, rather than
+  leave it to the engine's next heartbeat (every 5 s).
 Everything here runs on Twisted's reactor thread; the reader thread only hands over.
 """
 
@@ -122,6 +125,10 @@ class FrontierLink:
         self.reader_error: BaseException | None = None
         self._last_busy = time.monotonic()
         self._reactor: Any = None
+        self._wake_call: Any = None
+        """The reactor's delayed call of `_wake` at the time the best held entry is due."""
+        self.clock: Callable[[], float] = time.time
+        """Wall-clock seconds since the epoch (a test sets its own)."""
         self._engine: Any = None
         """Scrapy's engine, from `open` on (the crawler has none before the crawl starts)."""
         self.opened = False
@@ -149,6 +156,8 @@ class FrontierLink:
         if not self.opened:
             return
         self.opened = False
+        if self._wake_call is not None and self._wake_call.active():
+            self._wake_call.cancel()
         self._reader_stop.set()
         if self._reader_thread is not None:
             self._reader_thread.join(timeout=30)
@@ -211,6 +220,21 @@ class FrontierLink:
         if slot is not None:
             slot.nextcall.schedule()
 
+    def _wake_at(self, at: float | None) -> None:
+        """Have `_wake` called at `at` (wall-clock seconds; None: only new entries or an
+        answer can free one, and they wake the engine themselves). One call is kept: the
+        earliest asked for."""
+        if at is None or self._reactor is None:
+            return
+        delay = max(0.0, at - self.clock())
+        due = self._reactor.seconds() + delay
+        call = self._wake_call
+        if call is not None and call.active():
+            if call.getTime() <= due:
+                return
+            call.cancel()
+        self._wake_call = self._reactor.callLater(delay, self._wake)
+
     # ----------------------------------------------------------------- scheduling
 
     def budget_spent(self) -> bool:
@@ -240,8 +264,9 @@ class FrontierLink:
         if not self.opened or not self.reader.caught_up or self.reader_error is not None:
             return None
         while not self.budget_spent():
-            job, _ = self.queues.take(time.time())
+            job, wake = self.queues.take(self.clock())
             if job is None:
+                self._wake_at(wake)
                 return None
             entry = job.entry
             if not job.download:
@@ -296,7 +321,7 @@ class FrontierLink:
             log.warning("%s: %s (status %d): %s", entry.url, reason, outcome.status, outcome.reason)
         observed = token in self.observed and event.status in PAUSE_STATUSES
         self.observed.discard(token)
-        self.queues.release(entry, time.time(), event, partition, observed)
+        self.queues.release(entry, self.clock(), event, partition, observed)
         self._wake()
         return event
 

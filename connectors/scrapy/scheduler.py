@@ -13,7 +13,6 @@ and is served before anything new. Seed a crawl with `frontierflow seed`.
 from __future__ import annotations
 
 import logging
-import time
 from collections import deque
 from typing import Any
 
@@ -71,7 +70,7 @@ class FrontierScheduler(BaseScheduler):
     def next_request(self) -> Request | None:
         """A retry first, unless its host is paused (it waits, and the host's other entries
         with it), then the best entry of the frontier."""
-        now = time.time()
+        now = self.link.clock()
         for _ in range(len(self.retries)):
             request = self.retries.popleft()
             if not self.link.owns(request):

@@ -159,15 +159,15 @@ def url_info(url: str, crawl_id: str, record: UrlRecord) -> pb.URLInfo:
 
 def url_item(url: str, crawl_id: str, record: UrlRecord) -> pb.URLItem:
     """A stored URL as GetURLStatus and ListURLs answer it: known once fetched (with its
-    refetch date), discovered before."""
+    refetch date: the client's, or the frontier's `not_before` if later), discovered
+    before."""
     info = url_info(url, crawl_id, record)
     if record.status is UrlStatus.QUEUED:
         return pb.URLItem(
             discovered=pb.DiscoveredURLItem(info=info), ID=url, creation_date=record.created
         )
-    refetch = record.refetch_at if record.status is UrlStatus.REVISIT else 0
     return pb.URLItem(
-        known=pb.KnownURLItem(info=info, refetchable_from_date=refetch),
+        known=pb.KnownURLItem(info=info, refetchable_from_date=record.refetchable_from()),
         ID=url,
         creation_date=record.created,
     )

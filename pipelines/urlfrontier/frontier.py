@@ -377,7 +377,7 @@ class Frontier:
 
     def _expects_report(self, record: UrlRecord, now: float) -> bool:
         return record.status is UrlStatus.QUEUED or (
-            record.status is UrlStatus.REVISIT and record.refetch_at <= now
+            record.status is UrlStatus.REVISIT and record.refetchable_from() <= now
         )
 
     def _seed_unscored(self, crawl_id: str, urls: Sequence[str]) -> None:

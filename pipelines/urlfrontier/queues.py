@@ -27,6 +27,8 @@ class Slot(NamedTuple):
     status: UrlStatus
     refetch_at: int
     created: int
+    not_before: int = 0
+    """Epoch ms: not handed out before (`UrlRecord.not_before`)."""
 
 
 @dataclass(slots=True)
@@ -88,7 +90,9 @@ class QueueIndex:
         if record is None:
             return
         queue = self.crawls.setdefault(crawl_id, {}).setdefault(record.queue, Queue())
-        slot = Slot(record.priority, record.status, record.refetch_at, record.created)
+        slot = Slot(
+            record.priority, record.status, record.refetch_at, record.created, record.not_before
+        )
         queue.slots[url] = slot
         self.queue_of[(crawl_id, url)] = record.queue
         queue.done += slot.status is UrlStatus.DONE
@@ -178,6 +182,8 @@ class QueueIndex:
                 continue  # pushed again when its lock ends
             seen.add(url)
             keep.append(item)
+            if slot.not_before > now * 1000:
+                continue  # held: the frontier's entry says not before then
             if slot.status is UrlStatus.QUEUED or slot.refetch_at <= now:
                 out.append(url)
         for item in keep:

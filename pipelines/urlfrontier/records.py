@@ -165,8 +165,11 @@ class FrontierRecords:
 
     def on_changes(self, txn: Transaction, changes: Sequence[FrontierChange]) -> None:
         """The strategy's frontier changes of a step, written into the step's transaction:
-        an entry sets its URL's priority, echo, via and cycle. A removal (the URL was
-        fetched) changes nothing: the report that caused it set the status."""
+        an entry sets its URL's priority, echo, via, cycle and `not_before` (GetURLs does
+        not hand the URL out before it); an entry with a `not_before` for a URL fetched for
+        good (DONE) brings it back as a REVISIT from then — the frontier's revisit, as a
+        client's `refetchable_from_date` would. A removal (the URL was fetched) changes
+        nothing: the report that caused it set the status."""
         for change in changes:
             if not isinstance(change, FrontierEntry):
                 continue
@@ -176,6 +179,8 @@ class FrontierRecords:
                 self.unknown_entries += 1
                 continue
             record = decode_url_record(raw)
+            not_before = change.not_before or 0
+            again = not_before > 0 and record.status is UrlStatus.DONE
             updated = replace(
                 record,
                 priority=change.priority,
@@ -183,6 +188,8 @@ class FrontierRecords:
                 via=change.via,
                 cycle=max(record.cycle, change.cycle),
                 waiting_for=None,
+                not_before=not_before,
+                status=UrlStatus.REVISIT if again else record.status,
             )
             txn.put(URLS_FAMILY, key, encode_url_record(updated))
             self._touched[key] = None

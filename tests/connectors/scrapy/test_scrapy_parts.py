@@ -341,3 +341,46 @@ def test_scrapys_own_retry_of_a_429_waits_for_the_pause() -> None:
     assert event is not None and event.will_retry
     state = link.queues.states[group_key("c", "a.test")]
     assert (state.pauses, state.level) == (1, 1)
+
+
+class _Slot:
+    """Stands in for Scrapy's engine slot: counts the scheduling rounds asked for."""
+
+    def __init__(self) -> None:
+        self.rounds = 0
+        self.nextcall = self
+
+    def schedule(self) -> None:
+        self.rounds += 1
+
+
+def test_an_entry_not_before_its_time_is_handed_over_when_it_comes() -> None:
+    """An entry whose `not_before` lies ahead (a paused host, a scheduled revisit) is not
+    handed to Scrapy before then, and the link asks the engine for a scheduling round at
+    that time rather than at the engine's next heartbeat."""
+    from twisted.internet.task import Clock
+
+    crawler = get_crawler(Spider, BASE)
+    link, _ = _opened_link(crawler)
+    reactor, engine = Clock(), type("Engine", (), {"_slot": type("S", (), {})()})()
+    slot = _Slot()
+    engine._slot = slot
+    link._reactor, link._engine = reactor, engine
+    now = [1_000.0]
+    link.clock = lambda: now[0]
+    link.queues.offer(_entry("http://a.test/later", 9.0, not_before=1_090_000))
+    assert link.next_request() is None
+    (call,) = reactor.getDelayedCalls()
+    assert call.getTime() == 90.0  # 1,090 s − 1,000 s on the reactor's clock
+    link.queues.offer(_entry("http://b.test/sooner", 1.0, not_before=1_010_000))
+    assert link.next_request() is None
+    assert sorted(c.getTime() for c in reactor.getDelayedCalls() if c.active()) == [10.0]
+    now[0], rounds = 1_010.0, slot.rounds
+    reactor.advance(10.0)
+    assert slot.rounds == rounds + 1
+    served = link.next_request()
+    assert served is not None and served.url == "http://b.test/sooner"
+    assert link.next_request() is None  # a.test/later is not due before 1,090 s
+    now[0] = 1_090.0
+    later = link.next_request()
+    assert later is not None and later.url == "http://a.test/later"

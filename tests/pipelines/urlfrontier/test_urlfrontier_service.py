@@ -10,6 +10,7 @@ with O outlinks at (1 − δ_t)·0.3 + log10 O (Golshani & ZarehBidoki 2012, eq.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from frontierflow.pipelines.embedded.hosts import host_store_key
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.pipelines.urlfrontier.frontier import Frontier, FrontierSettings
 from frontierflow.pipelines.urlfrontier.service import MAX_MESSAGE_BYTES, serve
+from frontierflow.schemas.records import FrontierEntry
 from frontierflow.state.hosts import decode_host_state, group_key
 from frontierflow.state.storage.rocksdb import RocksDBStore
 from frontierflow.state.storage.store import META_FAMILY
@@ -34,6 +36,7 @@ from frontierflow.state.urlfrontier import (
     QueueSettings,
     UrlRecord,
     crawl_key,
+    decode_url_record,
     encode_queue_settings,
     encode_url_record,
 )
@@ -208,6 +211,45 @@ def test_revisit_is_a_new_cycle(opic: Served) -> None:
     put(opic, known(A))  # the same report again: not counted
     assert opic.frontier.engine.crawled("DEFAULT") == 2
     assert get(opic) == []
+
+
+def _entry_with_not_before(url: str, not_before_s: float) -> FrontierEntry:
+    """A frontier entry held until `not_before_s` (a paused host, a scheduled revisit), as
+    the service in front of a live job reads it from the frontier topic."""
+    host = url.split("/")[2]
+    return FrontierEntry(
+        url, host, 2.0, "opic", "DEFAULT", 0, None, int(T0 * 1000), {"opic.cash": "2"},
+        not_before=int(not_before_s * 1000),
+    )  # fmt: skip
+
+
+def test_an_entrys_not_before_holds_its_url_and_is_its_refetch_date(opic: Served) -> None:
+    put(opic, discovered(A), discovered(B))
+    opic.frontier.records.write([], [_entry_with_not_before(A, T0 + 100)])
+    assert get(opic) == [B]
+    opic.clock.now = T0 + 99.999
+    assert get(opic, key="a.example") == []
+    opic.clock.now = T0 + 100
+    assert get(opic, key="a.example") == [A]
+    assert put(opic, known(A)) == [OK]  # fetched; the client asks for no refetch
+    status = opic.stub.GetURLStatus(pb.URLStatusRequest(url=A))
+    assert status.WhichOneof("item") == "known" and status.known.refetchable_from_date == 0
+    # the frontier's word that it is to be fetched again, at T0 + 500.5 s: a refetch date
+    opic.frontier.records.write([], [_entry_with_not_before(A, T0 + 500.5)])
+    status = opic.stub.GetURLStatus(pb.URLStatusRequest(url=A))
+    assert status.known.refetchable_from_date == int(T0) + 501  # rounded up to a second
+    opic.clock.now = T0 + 500.4
+    assert get(opic, key="a.example") == []
+    opic.clock.now = T0 + 500.5
+    assert get(opic, key="a.example") == [A]
+
+
+def test_a_url_record_keeps_its_not_before_and_an_older_one_reads_without() -> None:
+    record = UrlRecord(queue="a", priority=1.0, not_before=1_700_000_100_000)
+    assert decode_url_record(encode_url_record(record)) == record
+    older = json.loads(encode_url_record(record))
+    del older["n"]  # as a version without the field wrote it
+    assert decode_url_record(json.dumps(older).encode()).not_before == 0
 
 
 def test_outlinks_of_a_silent_parent_are_seeded_after_the_timeout(opic: Served) -> None:
