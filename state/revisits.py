@@ -80,9 +80,10 @@ class PageRevisits:
         return now_ms - self.last_change_ms
 
 
-def first_visit(now_ms: int, fingerprint: int) -> PageRevisits:
-    """The record of a page downloaded for the first time."""
-    return PageRevisits(now_ms, now_ms, fingerprint)
+def first_visit(now_ms: int, fingerprint: int, new_links: int = 0) -> PageRevisits:
+    """The record of a page downloaded for the first time, showing `new_links` links the
+    crawl did not know (they wait, as at a revisit)."""
+    return PageRevisits(now_ms, now_ms, fingerprint, waiting=new_links)
 
 
 def record_visit(
@@ -169,6 +170,14 @@ def probe_wait_ms(page: PageRevisits, settings: RevisitSettings) -> int:
     intervals, a page that just changed soon."""
     wait = page.last_visit_ms - page.last_change_ms
     return min(settings.probe_max_ms, max(settings.probe_ms, wait))
+
+
+def probe_value(page: PageRevisits) -> float:
+    """Links new to the crawl a probe of the page may show: (found + 1) / (visits + 1), the
+    mean of its revisits with one more that found one (ours: Laplace's rule of succession
+    for counts, so a page never revisited ranks 1, one whose revisits show new links every
+    time ranks by how many, one that shows none falls toward 0)."""
+    return (page.found + 1.0) / (page.visits + 1.0)
 
 
 def probe_due_ms(page: PageRevisits, settings: RevisitSettings) -> int:

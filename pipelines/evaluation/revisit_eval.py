@@ -61,8 +61,11 @@ class RevisitResult:
 
     - downloads, of which revisits (probes among them) and fetches of new links;
     - sent: fresh stories downloaded (each is sent to the agent once); relevant: those it
-      rewarded (on topic, new, ≤ 24 h old); sent efficiency = relevant / sent;
+      rewarded (on topic, new, ≤ 24 h old; the forager evaluation's count, which includes
+      stories of the warm-up rewarded in the window); sent efficiency = relevant / sent;
       relevant per 1,000 downloads;
+    - published: on-topic stories that first appeared in the window; found: those of them
+      rewarded before its end (what a policy finds of what it could find);
     - delay: minutes from a story's first appearance to its reward (mean and median, stories
       first seen in the window); freshness: the forager evaluation's (share of the last
       24 h's on-topic stories already rewarded, every 15 minutes);
@@ -83,12 +86,19 @@ class RevisitResult:
     fetches: int
     sent: int
     relevant: int
+    published: int
+    found: int
     sent_efficiency: float
     relevant_per_1000: float
     delay_min: float
     median_delay_min: float
     freshness: float
     copy_freshness: float
+
+    @property
+    def found_share(self) -> float:
+        """found / published (1 when nothing was published)."""
+        return self.found / self.published if self.published else 1.0
 
 
 def summarise(
@@ -102,10 +112,14 @@ def summarise(
     `RevisitResult`."""
     fm = m.fleet
     freshness, _ = freshness_and_age(site, topic, fm, start_ms)
+    wanted = frozenset(topic)
+    published = [
+        u for u, st in site.stories.items() if st.section in wanted and st.published_ms >= start_ms
+    ]
     delays = [
-        (t - site.stories[u].published_ms) / 60_000
-        for u, t in fm.rewarded_at.items()
-        if site.stories[u].published_ms >= start_ms
+        (fm.rewarded_at[u] - site.stories[u].published_ms) / 60_000
+        for u in published
+        if u in fm.rewarded_at
     ]
     start, download_ms, policy, seed, constants = run
     return RevisitResult(
@@ -120,6 +134,8 @@ def summarise(
         fetches=m.fetches,
         sent=fm.sent,
         relevant=fm.relevant,
+        published=len(published),
+        found=len(delays),
         sent_efficiency=fm.relevant / max(1, fm.sent),
         relevant_per_1000=1000 * fm.relevant / max(1, fm.downloaded),
         delay_min=float(np.mean(delays)) if delays else math.nan,
@@ -307,16 +323,22 @@ def evaluate(
 
 def best_constants(results: Iterable[RevisitResult]) -> dict[tuple[int, str], str]:
     """Per (download rate, policy), the constants with the least mean delay among those
-    within 0.5% of the most relevant stories over all windows and seeds (then the first
-    in order)."""
+    within 0.5% of the most stories found over all windows and seeds (then the first in
+    order)."""
     totals: dict[tuple[int, str], dict[str, list[RevisitResult]]] = {}
     for r in results:
         totals.setdefault((r.download_ms, r.policy), {}).setdefault(r.constants, []).append(r)
     best = {}
     for key, by_constants in totals.items():
-        relevant = {c: sum(r.relevant for r in rows) for c, rows in by_constants.items()}
-        delay = {c: float(np.mean([r.delay_min for r in rows])) for c, rows in by_constants.items()}
-        most = max(relevant.values())
-        close = [c for c in by_constants if relevant[c] >= 0.995 * most]
+        found = {c: sum(r.found for r in rows) for c, rows in by_constants.items()}
+        delay = {c: _mean_delay(rows) for c, rows in by_constants.items()}
+        most = max(found.values())
+        close = [c for c in by_constants if found[c] >= 0.995 * most]
         best[key] = min(close, key=lambda c: delay[c])
     return best
+
+
+def _mean_delay(rows: Sequence[RevisitResult]) -> float:
+    """The mean of the runs' mean delays; infinite when no run found anything."""
+    delays = [r.delay_min for r in rows if not math.isnan(r.delay_min)]
+    return float(np.mean(delays)) if delays else math.inf

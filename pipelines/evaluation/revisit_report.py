@@ -5,6 +5,7 @@ for each policy and rate)."""
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Sequence
 from dataclasses import astuple, fields
 from pathlib import Path
@@ -18,44 +19,57 @@ from frontierflow.pipelines.evaluation.revisit_eval import (
 )
 
 COLUMNS = (
-    ("relevant", "relevant", "{:.1f}"),
+    ("found", "found", "{:.1f}"),
+    ("of published", "found_share", "{:.1%}"),
     ("mean delay (min)", "delay_min", "{:.2f}"),
     ("median delay (min)", "median_delay_min", "{:.2f}"),
+    ("relevant", "relevant", "{:.1f}"),
     ("freshness", "freshness", "{:.3f}"),
-    ("sent eff", "sent_efficiency", "{:.3f}"),
-    ("relevant / 1,000 downloads", "relevant_per_1000", "{:.2f}"),
     ("copy freshness", "copy_freshness", "{:.3f}"),
+    ("sent eff", "sent_efficiency", "{:.3f}"),
     ("downloads", "downloads", "{:.0f}"),
     ("revisits", "revisits", "{:.0f}"),
     ("probes", "probes", "{:.0f}"),
 )
+SPREAD = ("found_share", "delay_min")
+"""Columns shown with their standard deviation over the runs."""
 
 
 def _mean_std(rows: Sequence[RevisitResult], attr: str) -> tuple[float, float]:
+    """Over the runs that have a value (a run that found nothing has no delay)."""
     values = np.array([float(getattr(r, attr)) for r in rows])
+    values = values[~np.isnan(values)]
+    if not len(values):
+        return math.nan, 0.0
     return float(values.mean()), float(values.std(ddof=1)) if len(values) > 1 else 0.0
 
 
-def summary_table(results: Sequence[RevisitResult], download_ms: int) -> list[str]:
-    """Rows: policies (and their constants when several were run); cells: mean over the
-    windows, ± the standard deviation for relevant and the mean delay."""
+def summary_table(
+    results: Sequence[RevisitResult],
+    download_ms: int,
+    by_seed: bool = False,
+    columns: Sequence[tuple[str, str, str]] = COLUMNS,
+) -> list[str]:
+    """Rows: policies (and their constants when several were run; their seeds with
+    `by_seed`); cells: mean over the runs (windows, and seeds unless `by_seed`), ± the
+    standard deviation for `SPREAD`."""
     groups: dict[tuple[str, str, str], list[RevisitResult]] = {}
     for r in results:
         if r.download_ms == download_ms:
-            groups.setdefault((r.policy, r.seed, r.constants), []).append(r)
-    several = len({(p, s) for p, s, _ in groups}) < len(groups)
-    seeds = len({s for _, s, _ in groups if s}) > 1
-    head = "| policy | " + " | ".join(label for label, _, _ in COLUMNS) + " |"
-    lines = [head, "|---|" + "---:|" * len(COLUMNS)]
+            seed = r.seed if by_seed else ""
+            groups.setdefault((r.policy, seed, r.constants), []).append(r)
+    several = len({p for p, _, _ in groups}) < len({(p, c) for p, _, c in groups})
+    head = "| policy | " + " | ".join(label for label, _, _ in columns) + " |"
+    lines = [head, "|---|" + "---:|" * len(columns)]
     for (policy, seed, constants), rows in groups.items():
         cells = []
-        for _, attr, fmt in COLUMNS:
+        for _, attr, fmt in columns:
             mean, std = _mean_std(rows, attr)
             cell = fmt.format(mean)
-            if attr in ("relevant", "delay_min") and len(rows) > 1:
+            if attr in SPREAD and len(rows) > 1:
                 cell += " ± " + fmt.format(std)
             cells.append(cell)
-        name = f"{policy} from {seed}" if seeds and seed else policy
+        name = f"{policy} from {seed}" if seed else policy
         if several and constants:
             name += f" ({constants})"
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
@@ -79,11 +93,14 @@ def write_reports(
         f"{e.warmup_days:g}-day warm-up",
         f"- topic: {', '.join(e.topic)}",
         f"- seeds of the learned policies and seed-only: {', '.join(e.seeds)}",
-        "- mean over the windows (± standard deviation)",
+        "- mean over the runs: every window, and every seed of the policies that have one "
+        "(± standard deviation)",
         "",
     ]
     for rate in e.download_ms:
         lines += [f"## one download every {rate / 1000:g} s", "", *summary_table(results, rate), ""]
+        if len(e.seeds) > 1:
+            lines += ["### by seed", "", *summary_table(results, rate, True, COLUMNS[:3]), ""]
     if e.grid:
         lines += ["## constants chosen (most relevant, then least mean delay)", ""]
         lines += ["| download every | policy | constants |", "|---:|---|---|"]

@@ -19,17 +19,18 @@ downloads, and differs only in which page it revisits when no new link is waitin
   found there (ours); the rates are learned while the schedule runs, the setting of
   Kolobov et al. 2019 (NeurIPS). The page due first is revisited next. Pages without an
   estimate, or given no revisits, are probed at doubling intervals while they stay
-  unchanged (`probe_due_ms`), the earliest due first, within an `exploration` share of the
-  downloads. A probe only looks: the links it shows are fetched when a scheduled revisit
-  shows them; until then those it showed first count for it at the crawl's hit rate
-  (`discovery_rate`).
+  unchanged (`probe_due_ms`), within an `exploration` share of the downloads; of the
+  probes due, the page whose visits showed the most links new to the crawl goes first
+  (`probe_value`). A probe only looks: the links it shows are fetched when a scheduled
+  revisit shows them; until then those it showed first count for it at the crawl's hit
+  rate (`discovery_rate`), as do those a page showed at its first download.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -58,6 +59,7 @@ from frontierflow.state.revisits import (
     link_fetched,
     outlink_fingerprint,
     probe_due_ms,
+    probe_value,
     record_visit,
     seen_link_fetched,
 )
@@ -152,6 +154,8 @@ class RevisitCrawl:
         self.probe_due: dict[str, int] = {}
         self._due_heap: list[tuple[int, str]] = []
         self._probe_heap: list[tuple[int, str]] = []
+        self._ready: list[tuple[float, int, str]] = []
+        """Probes due, the most promising first (`_next_probe`)."""
         self.downloads = 0
         """Downloads since the start, warm-up included."""
         self.explored = 0
@@ -195,9 +199,9 @@ class RevisitCrawl:
         the scheduled page due first, even if not yet due (every download slot is used);
         else, before any page has a frequency, the seed."""
         if self.explored < self.settings.exploration * max(1, self.downloads):
-            probe = _peek(self._probe_heap, self.probe_due)
-            if probe is not None and probe[0] <= t:
-                return self._revisit(self._pop(self._probe_heap, self.probe_due), t, True)
+            probe = self._next_probe(t)
+            if probe is not None:
+                return self._revisit(probe, t, exploring=True)
         if _peek(self._due_heap, self.due) is not None:
             return self._revisit(self._pop(self._due_heap, self.due), t, exploring=False)
         return self._revisit(self.seed, t, exploring=False)
@@ -208,7 +212,8 @@ class RevisitCrawl:
         self._count(url, t, exploring)
         self.m.fetches += 1
         done = t + self.download_ms
-        self.pages[url] = first_visit(t, self._fingerprint(page.links))
+        unseen = self._first_seen_at(url, page.links, t)
+        self.pages[url] = first_visit(t, self._fingerprint(page.links), len(unseen))
         if self.policy.learns:
             self._schedule_probe(url)
         rewarded = False
@@ -237,12 +242,10 @@ class RevisitCrawl:
         self._count(url, t, exploring)
         fp = self._fingerprint(page.links)
         links = dict.fromkeys(page.links)
-        unseen = [u for u in links if u not in self.known and u not in self.first_seen]
-        for link in unseen:
-            self.first_seen[link] = (url, t)
+        unseen = self._first_seen_at(url, links, t)
         old = self.pages.get(url)
         if old is None:
-            self.pages[url] = first_visit(t, fp)
+            self.pages[url] = first_visit(t, fp, len(unseen))
         else:
             self.pages[url] = record_visit(old, t, fp, len(unseen), self.settings.revisit)
             self.m.revisits += 1
@@ -262,6 +265,14 @@ class RevisitCrawl:
             else:
                 self._schedule_probe(url)
         return t + self.download_ms
+
+    def _first_seen_at(self, url: str, links: Iterable[str], t: int) -> list[str]:
+        """The links the crawl neither knows nor has seen before, now seen first on `url`."""
+        seen = self.first_seen
+        unseen = [u for u in dict.fromkeys(links) if u not in self.known and u not in seen]
+        for link in unseen:
+            self.first_seen[link] = (url, t)
+        return unseen
 
     def _count(self, url: str, t: int, exploring: bool) -> None:
         start = self.measure_from if self._measuring else self.site.start_ms
@@ -301,6 +312,7 @@ class RevisitCrawl:
         self.probe_due.clear()
         self._due_heap.clear()
         self._probe_heap.clear()
+        self._ready.clear()
         for url, page in self.pages.items():
             freq = self.frequency.get(url, 0.0)
             due = due_ms(page.last_visit_ms, freq)
@@ -331,6 +343,19 @@ class RevisitCrawl:
         self.probe_due[url] = due
         self.due.pop(url, None)
         heapq.heappush(self._probe_heap, (due, url))
+
+    def _next_probe(self, t: int) -> str | None:
+        """Of the probes due by `t`, the page whose probe may show the most links new to the
+        crawl (`probe_value`; the earliest due among equals)."""
+        while (head := _peek(self._probe_heap, self.probe_due)) is not None and head[0] <= t:
+            due, url = heapq.heappop(self._probe_heap)
+            heapq.heappush(self._ready, (-probe_value(self.pages[url]), due, url))
+        while self._ready:
+            _, due, url = heapq.heappop(self._ready)
+            if self.probe_due.get(url) == due:
+                del self.probe_due[url]
+                return url
+        return None
 
     def _pop(self, heap: list[tuple[int, str]], current: dict[str, int]) -> str:
         _peek(heap, current)

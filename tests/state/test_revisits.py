@@ -29,6 +29,7 @@ from frontierflow.state.revisits import (
     link_fetched,
     outlink_fingerprint,
     probe_due_ms,
+    probe_value,
     probe_wait_ms,
     record_visit,
     seen_link_fetched,
@@ -128,6 +129,17 @@ def test_probes_double_while_a_page_stays_unchanged() -> None:
     assert probe_due_ms(page, settings) == 5 * HOUR_MS
     late = record_visit(first_visit(0, 1), 30 * HOUR_MS, 1, 0, settings)
     assert probe_due_ms(late, settings) == 40 * HOUR_MS  # capped at probe_max_ms
+
+
+def test_probe_value_is_the_mean_of_new_links_per_revisit_with_one_more() -> None:
+    """Never revisited: (0 + 1)/(0 + 1) = 1. Revisits that found 6 and 0 new links:
+    (6 + 1)/(2 + 1) = 7/3. Three that found none: 1/4. The links of a first download wait
+    but are not revisits' finds."""
+    first = first_visit(0, 0, new_links=12)
+    assert first.waiting == 12 and probe_value(first) == 1.0
+    page = record_visit(record_visit(first, HOUR_MS, 1, 6, PLAIN), 2 * HOUR_MS, 1, 0, PLAIN)
+    assert probe_value(page) == pytest.approx(7 / 3)
+    assert probe_value(visited([False] * 3, HOUR_MS)) == pytest.approx(1 / 4)
 
 
 def test_discovery_rate_counts_rewarded_stories_per_time_watched() -> None:
