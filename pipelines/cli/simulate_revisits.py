@@ -17,7 +17,7 @@ from frontierflow.pipelines.cli.groups import Command
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from frontierflow.pipelines.evaluation.forager_fleet import WORLD_NEWS
     from frontierflow.pipelines.evaluation.revisit_eval import CONSTANT_NAMES
-    from frontierflow.pipelines.evaluation.revisits import Policy
+    from frontierflow.pipelines.evaluation.revisits import REVISIT_POLICIES, Policy
 
     parser.add_argument("--news", type=Path, default=Path("../shared/data/news"))
     parser.add_argument(
@@ -35,7 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--download-ms", type=csv_list, default=("10000",), help="one download every N ms; a list"
     )
     parser.add_argument(
-        "--policies", type=csv_list, default=tuple(p.value for p in Policy), help="comma-separated"
+        "--policies",
+        type=csv_list,
+        default=tuple(p.value for p in REVISIT_POLICIES),
+        help=f"comma-separated, of: {', '.join(p.value for p in Policy)} (default: all but "
+        "the two fleets)",
     )
     parser.add_argument(
         "--topic", type=csv_list, default=WORLD_NEWS, help="sections, comma-separated"

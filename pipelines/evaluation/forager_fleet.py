@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 from frontierflow.connectors.news import iso_ms, read_snapshot_times, read_stays
 from frontierflow.pipelines.evaluation.news_site import (
@@ -135,14 +136,30 @@ class StoryJudge:
         return answer.relevant, answer.reinforcement
 
 
+class PathStarts(Protocol):
+    """Where a forager's path starts, when something other than its weblog chooses
+    (`pipelines/evaluation/revisit_fleet.py`: the discovery rule's schedule)."""
+
+    def start(self, chosen: str, t: int) -> str:
+        """The URL a path starting at `t` begins at; `chosen` is the forager's own choice."""
+        ...
+
+    def step(self, url: str, links: tuple[str, ...], t: int, rewarded: int) -> None:
+        """A forager downloaded `url` (showing `links`) and its links; `rewarded` of the
+        step's documents were rewarded."""
+        ...
+
+
 def run_fleet(
     site: NewsSite,
     setup: ForagerSetup,
     variant: Variant,
     seed: int,
     progress: Progress | None = None,
+    path_starts: PathStarts | None = None,
 ) -> FleetMetrics:
-    """One closed-loop run of a fleet of `variant` foragers (see the module docstring)."""
+    """One closed-loop run of a fleet of `variant` foragers (see the module docstring);
+    with `path_starts`, paths begin where it says."""
     params, agent = setup.params, setup.agent
     start, end, dl = site.start_ms, site.end_ms, setup.download_ms
     seeds = site.seeds(params.start_list)
@@ -162,7 +179,10 @@ def run_fleet(
         before = t
         while t < slice_end:  # a started step is finished (long version, §4.1)
             f, url = select_next(f, seed, params)
+            if path_starts is not None and not f.path.visited:
+                url = path_starts.start(url, t)
             page = site.page(url, t)
+            step_t, rewarded = t, 0
             m.count_download(url, t, start)
             t += dl
             docs = [(url, page)]
@@ -188,10 +208,13 @@ def run_fleet(
                 fleet = score_send(fleet, current, relevant, agent)
                 reward += reinforcement
                 if relevant:
+                    rewarded += 1
                     m.relevant += 1
                     m.rewarded_at[doc_url] = t
                     m.bin_relevant[min(len(m.bin_relevant) - 1, (t - start) // BIN_MS)] += 1
             f = add_reward(f, reward)
+            if path_starts is not None:
+                path_starts.step(url, page.links, step_t, rewarded)
         foragers[current] = f
         fleet, decision, child = manage_forager(fleet, current, agent)
         if decision is Decision.MULTIPLY and child is not None:

@@ -25,7 +25,9 @@ from frontierflow.connectors.news import iso_ms
 from frontierflow.pipelines.evaluation.forager_fleet import WORLD_NEWS, ForagerSetup, build_site
 from frontierflow.pipelines.evaluation.forager_report import freshness_and_age
 from frontierflow.pipelines.evaluation.news_site import DAY_MS, HOME, NewsSite
+from frontierflow.pipelines.evaluation.revisit_fleet import run_fleet_revisits
 from frontierflow.pipelines.evaluation.revisits import (
+    REVISIT_POLICIES,
     Policy,
     RevisitMetrics,
     RevisitPolicySettings,
@@ -114,7 +116,9 @@ def summarise(
     freshness, _ = freshness_and_age(site, topic, fm, start_ms)
     wanted = frozenset(topic)
     published = [
-        u for u, st in site.stories.items() if st.section in wanted and st.published_ms >= start_ms
+        u
+        for u, st in site.stories.items()
+        if st.section in wanted and start_ms <= st.published_ms < site.end_ms
     ]
     delays = [
         (fm.rewarded_at[u] - site.stories[u].published_ms) / 60_000
@@ -136,7 +140,7 @@ def summarise(
         relevant=fm.relevant,
         published=len(published),
         found=len(delays),
-        sent_efficiency=fm.relevant / max(1, fm.sent),
+        sent_efficiency=fm.relevant / fm.sent if fm.sent else math.nan,
         relevant_per_1000=1000 * fm.relevant / max(1, fm.downloaded),
         delay_min=float(np.mean(delays)) if delays else math.nan,
         median_delay_min=float(np.median(delays)) if delays else math.nan,
@@ -197,6 +201,7 @@ DEFAULT_CONSTANTS: dict[Policy, RevisitPolicySettings] = {
     Policy.PROPORTIONAL: TUNED,
     Policy.OPTIMAL_FRESHNESS: TUNED,
     Policy.DISCOVERY: TUNED,
+    Policy.FLEET_LEARNED: TUNED,
 }
 
 
@@ -213,7 +218,7 @@ class RevisitEvaluation:
     days: float = 8.0
     warmup_days: float = 2.0
     download_ms: tuple[int, ...] = (10_000,)
-    policies: tuple[Policy, ...] = tuple(Policy)
+    policies: tuple[Policy, ...] = REVISIT_POLICIES
     topic: tuple[str, ...] = WORLD_NEWS
     constants: Mapping[Policy, RevisitPolicySettings] = field(
         default_factory=lambda: dict(DEFAULT_CONSTANTS)
@@ -262,8 +267,14 @@ class RevisitEvaluation:
         return with_constants(base, combo)
 
     def seeds_for(self, policy: Policy) -> tuple[str, ...]:
-        """The fixed schedule runs once (it starts from its list), the others per seed."""
-        return ("",) if policy is Policy.FIXED else self.seeds
+        """The fixed schedule runs once (it starts from its list), the others per seed; a
+        fleet starts from its own list, as many runs as there are seeds, each with its
+        random seed (0, 1, …)."""
+        if policy is Policy.FIXED:
+            return ("",)
+        if policy.is_fleet:
+            return tuple(str(k) for k in range(len(self.seeds)))
+        return self.seeds
 
     def runs(self) -> int:
         """Runs the evaluation makes (for a progress bar)."""
@@ -288,7 +299,14 @@ def _window(evaluation: RevisitEvaluation, start: str) -> list[RevisitResult]:
     for download_ms, policy in product(e.download_ms, e.policies):
         for seed, combo in product(e.seeds_for(policy), e.combinations(policy)):
             settings = e.settings_for(policy, combo)
-            m = run_revisits(site, e.topic, policy, download_ms, settings, start_ms, seed or HOME)
+            if policy.is_fleet:
+                m = run_fleet_revisits(
+                    site, e.topic, policy, download_ms, settings, start_ms, int(seed)
+                )
+            else:
+                m = run_revisits(
+                    site, e.topic, policy, download_ms, settings, start_ms, seed or HOME
+                )
             label = describe(settings) if policy.learns else ""
             run = (start, download_ms, policy, seed, label)
             results.append(summarise(site, e.topic, start_ms, run, m))

@@ -17,6 +17,7 @@ from frontierflow.pipelines.evaluation.revisit_eval import (
     RevisitResult,
     best_constants,
 )
+from frontierflow.pipelines.evaluation.revisits import Policy
 
 COLUMNS = (
     ("found", "found", "{:.1f}"),
@@ -31,6 +32,8 @@ COLUMNS = (
     ("revisits", "revisits", "{:.0f}"),
     ("probes", "probes", "{:.0f}"),
 )
+FLEET_COLUMNS = (*COLUMNS[:6], COLUMNS[-3])
+"""A fleet's run has no copies sampled, no sends counted in the window and no revisits."""
 SPREAD = ("found_share", "delay_min")
 """Columns shown with their standard deviation over the runs."""
 
@@ -97,10 +100,17 @@ def write_reports(
         "(± standard deviation)",
         "",
     ]
+    revisits = [r for r in results if not Policy(r.policy).is_fleet]
+    fleets = [r for r in results if Policy(r.policy).is_fleet]
     for rate in e.download_ms:
-        lines += [f"## one download every {rate / 1000:g} s", "", *summary_table(results, rate), ""]
-        if len(e.seeds) > 1:
-            lines += ["### by seed", "", *summary_table(results, rate, True, COLUMNS[:3]), ""]
+        lines += [f"## one download every {rate / 1000:g} s", ""]
+        if revisits:
+            lines += [*summary_table(revisits, rate), ""]
+        if revisits and len(e.seeds) > 1:
+            lines += ["### by seed", "", *summary_table(revisits, rate, True, COLUMNS[:3]), ""]
+        if fleets:
+            lines += ["### the weblog fleet, and the same fleet on the learned schedule", ""]
+            lines += [*summary_table(fleets, rate, columns=FLEET_COLUMNS), ""]
     if e.grid:
         lines += ["## constants chosen (most relevant, then least mean delay)", ""]
         lines += ["| download every | policy | constants |", "|---:|---|---|"]

@@ -76,11 +76,23 @@ class Policy(Enum):
     PROPORTIONAL = "proportional"
     OPTIMAL_FRESHNESS = "optimal-freshness"
     DISCOVERY = "discovery"
+    FLEET = "fleet"
+    """The weblog forager fleet (`revisit_fleet`), not a revisit policy: beside them."""
+    FLEET_LEARNED = "fleet-learned"
+    """The same fleet, its paths started on the discovery rule's schedule."""
 
     @property
     def learns(self) -> bool:
         """Whether the policy chooses from estimates (else it follows a list)."""
-        return self not in (Policy.FIXED, Policy.SEED_ONLY)
+        return self not in (Policy.FIXED, Policy.SEED_ONLY, Policy.FLEET)
+
+    @property
+    def is_fleet(self) -> bool:
+        return self in (Policy.FLEET, Policy.FLEET_LEARNED)
+
+
+REVISIT_POLICIES = tuple(p for p in Policy if not p.is_fleet)
+"""What `frontierflow simulate revisits` runs unless told otherwise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,6 +415,8 @@ def run_revisits(
 ) -> RevisitMetrics:
     """One run of `policy` over the whole site, one download every `download_ms`, counted
     from `measure_from_ms` (default: the start); the learned policies start from `seed`."""
+    if policy.is_fleet:
+        raise ValueError(f"{policy.value} is a fleet (revisit_fleet.run_fleet_revisits)")
     s = settings or RevisitPolicySettings()
     crawl = RevisitCrawl(site, topic, policy, s, download_ms, measure_from_ms, seed)
     t = site.start_ms
