@@ -16,7 +16,7 @@ from frontierflow.pipelines.cli.groups import Command
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from frontierflow.pipelines.evaluation.forager_fleet import WORLD_NEWS
-    from frontierflow.pipelines.evaluation.revisit_eval import CONSTANT_NAMES
+    from frontierflow.pipelines.evaluation.revisit_constants import CONSTANT_NAMES
     from frontierflow.pipelines.evaluation.revisits import REVISIT_POLICIES, Policy
 
     parser.add_argument("--news", type=Path, default=Path("../shared/data/news"))
@@ -55,7 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="[POLICY:]NAME=VALUE,…",
-        help=f"the learned policies' constants ({', '.join(CONSTANT_NAMES)}); repeatable",
+        help=f"the learned policies' constants ({', '.join(CONSTANT_NAMES)}) over those "
+        "tuned at each download rate; repeatable",
     )
     parser.add_argument(
         "--tune",
@@ -80,24 +81,19 @@ def _pairs(text: str) -> dict[str, str]:
 def evaluation_of(args: argparse.Namespace) -> Any:
     """The `RevisitEvaluation` the options describe (ValueError when they do not make one)."""
     from frontierflow.pipelines.evaluation.news_site import HOME
-    from frontierflow.pipelines.evaluation.revisit_eval import (
-        DEFAULT_CONSTANTS,
-        WINDOWS,
-        RevisitEvaluation,
-        with_constants,
-    )
+    from frontierflow.pipelines.evaluation.revisit_eval import WINDOWS, RevisitEvaluation
     from frontierflow.pipelines.evaluation.revisits import Policy
 
     policies = tuple(Policy(p) for p in args.policies)
-    constants = dict(DEFAULT_CONSTANTS)
+    constants: dict[Policy, dict[str, str]] = {}
     for text in args.constants:
         head, sep, rest = text.partition(":")
         if sep and "=" not in head:
             targets, text = [Policy(head.strip())], rest
         else:
-            targets = [p for p in constants]
+            targets = [p for p in Policy if p.learns]
         for policy in targets:
-            constants[policy] = with_constants(constants[policy], _pairs(text))
+            constants.setdefault(policy, {}).update(_pairs(text))
     grid: tuple[tuple[str, tuple[str, ...]], ...] = ()
     if args.tune is not None:
         grid = tuple((name, tuple(v.split(":"))) for name, v in _pairs(args.tune).items())

@@ -13,11 +13,10 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import product
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -25,6 +24,11 @@ from frontierflow.connectors.news import iso_ms
 from frontierflow.pipelines.evaluation.forager_fleet import WORLD_NEWS, ForagerSetup, build_site
 from frontierflow.pipelines.evaluation.forager_report import freshness_and_age
 from frontierflow.pipelines.evaluation.news_site import DAY_MS, HOME, NewsSite
+from frontierflow.pipelines.evaluation.revisit_constants import (
+    describe,
+    tuned_constants,
+    with_constants,
+)
 from frontierflow.pipelines.evaluation.revisit_fleet import run_fleet_revisits
 from frontierflow.pipelines.evaluation.revisits import (
     REVISIT_POLICIES,
@@ -33,7 +37,6 @@ from frontierflow.pipelines.evaluation.revisits import (
     RevisitPolicySettings,
     run_revisits,
 )
-from frontierflow.state.revisits import RevisitSettings
 
 log = logging.getLogger(__name__)
 
@@ -149,62 +152,6 @@ def summarise(
     )
 
 
-# --- constants ------------------------------------------------------------------------------
-
-_POLICY_FIELDS = frozenset(f.name for f in fields(RevisitPolicySettings)) - {"revisit"}
-_RECORD_FIELDS = frozenset(f.name for f in fields(RevisitSettings))
-CONSTANT_NAMES = tuple(sorted(_POLICY_FIELDS | _RECORD_FIELDS))
-
-
-def _value(name: str, text: str) -> float | int | None:
-    if text.strip().lower() == "none":
-        if name != "half_life_ms":
-            raise ValueError(f"{name} cannot be none")
-        return None
-    return float(text) if name == "exploration" else int(text)
-
-
-def with_constants(base: RevisitPolicySettings, items: Mapping[str, str]) -> RevisitPolicySettings:
-    """`base` with NAME=VALUE constants (names: `CONSTANT_NAMES`; `half_life_ms` may be
-    `none`); ValueError for an unknown name or a bad value."""
-    revisit = base.revisit
-    outer: dict[str, Any] = {}
-    for name, text in items.items():
-        if name in _RECORD_FIELDS:
-            changed: dict[str, Any] = {name: _value(name, text)}
-            revisit = replace(revisit, **changed)
-        elif name in _POLICY_FIELDS:
-            outer[name] = _value(name, text)
-        else:
-            raise ValueError(f"unknown constant {name!r}; known: {', '.join(CONSTANT_NAMES)}")
-    return replace(base, revisit=revisit, **outer)
-
-
-def describe(settings: RevisitPolicySettings) -> str:
-    """The constants as NAME=VALUE,… (what `with_constants` reads back)."""
-    r = settings.revisit
-    half = "none" if r.half_life_ms is None else str(r.half_life_ms)
-    return (
-        f"exploration={settings.exploration:g},plan_ms={settings.plan_ms},"
-        f"half_life_ms={half},min_revisits={r.min_revisits},probe_ms={r.probe_ms},"
-        f"probe_max_ms={r.probe_max_ms}"
-    )
-
-
-TUNED = RevisitPolicySettings(
-    revisit=RevisitSettings(half_life_ms=None, min_revisits=4, probe_ms=15 * 60_000),
-    exploration=0.02,
-)
-"""Chosen by `tune` on `TUNING_STARTS` for every learned policy at one download every 10 s
-(at 60 s and 300 s `min_revisits` 2 and 4 tie; docs/results/revisits.md has the grid)."""
-DEFAULT_CONSTANTS: dict[Policy, RevisitPolicySettings] = {
-    Policy.PROPORTIONAL: TUNED,
-    Policy.OPTIMAL_FRESHNESS: TUNED,
-    Policy.DISCOVERY: TUNED,
-    Policy.FLEET_LEARNED: TUNED,
-}
-
-
 # --- one evaluation -----------------------------------------------------------------------
 
 
@@ -220,9 +167,9 @@ class RevisitEvaluation:
     download_ms: tuple[int, ...] = (10_000,)
     policies: tuple[Policy, ...] = REVISIT_POLICIES
     topic: tuple[str, ...] = WORLD_NEWS
-    constants: Mapping[Policy, RevisitPolicySettings] = field(
-        default_factory=lambda: dict(DEFAULT_CONSTANTS)
-    )
+    constants: Mapping[Policy, Mapping[str, str]] = field(default_factory=dict)
+    """NAME=VALUE constants of a learned policy over those tuned at each download rate
+    (`revisit_constants.tuned_constants`)."""
     seeds: tuple[str, ...] = (HOME,)
     """Where the learned policies (and `seed-only`) start, one run each; the fixed schedule
     starts from its list."""
@@ -250,8 +197,9 @@ class RevisitEvaluation:
             late = [s for s in self.starts if iso_ms(s) + self.days * DAY_MS > end]
             if late:
                 raise ValueError(f"tuning windows must end before {TUNING_END}: {late}")
-            for combo in self.combinations(Policy.DISCOVERY):
-                with_constants(RevisitPolicySettings(), combo)  # ValueError before any work
+        # a bad constant fails here, before any work
+        for items in (*self.constants.values(), *self.combinations(Policy.DISCOVERY)):
+            with_constants(RevisitPolicySettings(), items)
 
     def combinations(self, policy: Policy) -> list[dict[str, str]]:
         """The constants each run of `policy` uses: the grid's points, or none (its own)."""
@@ -262,9 +210,12 @@ class RevisitEvaluation:
             dict(zip(names, values, strict=True)) for values in product(*(v for _, v in self.grid))
         ]
 
-    def settings_for(self, policy: Policy, combo: Mapping[str, str]) -> RevisitPolicySettings:
-        base = self.constants.get(policy, RevisitPolicySettings())
-        return with_constants(base, combo)
+    def settings_for(
+        self, policy: Policy, combo: Mapping[str, str], download_ms: int
+    ) -> RevisitPolicySettings:
+        """The constants tuned at `download_ms`, then this evaluation's, then `combo`."""
+        base = tuned_constants(download_ms).get(policy, RevisitPolicySettings())
+        return with_constants(with_constants(base, self.constants.get(policy, {})), combo)
 
     def seeds_for(self, policy: Policy) -> tuple[str, ...]:
         """The fixed schedule runs once (it starts from its list), the others per seed; a
@@ -298,7 +249,7 @@ def _window(evaluation: RevisitEvaluation, start: str) -> list[RevisitResult]:
     results = []
     for download_ms, policy in product(e.download_ms, e.policies):
         for seed, combo in product(e.seeds_for(policy), e.combinations(policy)):
-            settings = e.settings_for(policy, combo)
+            settings = e.settings_for(policy, combo, download_ms)
             if policy.is_fleet:
                 m = run_fleet_revisits(
                     site, e.topic, policy, download_ms, settings, start_ms, int(seed)

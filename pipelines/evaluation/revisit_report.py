@@ -112,16 +112,17 @@ def write_reports(
             lines += ["### the weblog fleet, and the same fleet on the learned schedule", ""]
             lines += [*summary_table(fleets, rate, columns=FLEET_COLUMNS), ""]
     if e.grid:
-        lines += ["## constants chosen (most relevant, then least mean delay)", ""]
+        lines += ["## constants chosen (most stories found, then least mean delay)", ""]
         lines += ["| download every | policy | constants |", "|---:|---|---|"]
         for (rate, policy), constants in sorted(best_constants(results).items()):
             if constants:
                 lines.append(f"| {rate / 1000:g} s | {policy} | `{constants}` |")
         lines.append("")
     else:
-        lines += ["## constants", "", "| policy | constants |", "|---|---|"]
-        for policy, constants in dict.fromkeys((r.policy, r.constants) for r in results):
+        lines += ["## constants", "", "| download every | policy | constants |", "|---:|---|---|"]
+        used = dict.fromkeys((r.download_ms, r.policy, r.constants) for r in results)
+        for rate, policy, constants in used:
             if constants:
-                lines.append(f"| {policy} | `{constants}` |")
+                lines.append(f"| {rate / 1000:g} s | {policy} | `{constants}` |")
         lines.append("")
     (out / ("tuning.md" if e.grid else "summary.md")).write_text("\n".join(lines))

@@ -13,12 +13,11 @@ from frontierflow.connectors.news import iso_ms
 from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.evaluation.forager_fleet import ForagerSetup, build_site, run_baseline
 from frontierflow.pipelines.evaluation.news_site import HOME, section_url
+from frontierflow.pipelines.evaluation.revisit_constants import tuned_constants, with_constants
 from frontierflow.pipelines.evaluation.revisit_eval import (
     REPORT_STARTS,
-    TUNED,
     TUNING_END,
     RevisitEvaluation,
-    with_constants,
 )
 from frontierflow.pipelines.evaluation.revisits import (
     REVISIT_POLICIES,
@@ -149,7 +148,8 @@ def test_command_writes_summary_and_runs(setup: ForagerSetup, tmp_path: Path) ->
     assert main(args) == 0
     summary = (out / "summary.md").read_text()
     assert "## one download every 60 s" in summary and "## one download every 120 s" in summary
-    assert "| discovery | `exploration=0.1," in summary
+    assert "| 60 s | discovery | `exploration=0.1," in summary
+    assert "| 120 s | discovery | `exploration=0.1," in summary
     rows = list(csv.DictReader((out / "runs.csv").open()))
     assert len(rows) == 2 * 2 * 5  # windows × rates × policies
     assert {int(r["downloads"]) for r in rows if r["download_ms"] == "60000"} == {360}
@@ -213,8 +213,9 @@ def test_a_day_of_the_real_news_site() -> None:
     start = "2023-06-03T00:00:00Z"
     setup = ForagerSetup(news=NEWS, start="2023-06-02T12:00:00Z", days=1.5)
     site = build_site(setup)
+    tuned = tuned_constants(60_000)
     got = {
-        p: run_revisits(site, setup.topic, p, 60_000, TUNED, iso_ms(start))
+        p: run_revisits(site, setup.topic, p, 60_000, tuned.get(p), iso_ms(start))
         for p in REVISIT_POLICIES
     }
     for m in got.values():

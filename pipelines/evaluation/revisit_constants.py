@@ -1,0 +1,82 @@
+"""The learned revisit policies' constants: read as NAME=VALUE, written back the same way,
+and the values `frontierflow simulate revisits --tune` chose on the tuning windows, per
+download rate (docs/results/revisits.md has the grids)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import fields, replace
+from typing import Any
+
+from frontierflow.pipelines.evaluation.revisits import Policy, RevisitPolicySettings
+from frontierflow.state.revisits import RevisitSettings
+
+_POLICY_FIELDS = frozenset(f.name for f in fields(RevisitPolicySettings)) - {"revisit"}
+_RECORD_FIELDS = frozenset(f.name for f in fields(RevisitSettings))
+CONSTANT_NAMES = tuple(sorted(_POLICY_FIELDS | _RECORD_FIELDS))
+
+
+def _value(name: str, text: str) -> float | int | None:
+    if text.strip().lower() == "none":
+        if name != "half_life_ms":
+            raise ValueError(f"{name} cannot be none")
+        return None
+    return float(text) if name == "exploration" else int(text)
+
+
+def with_constants(base: RevisitPolicySettings, items: Mapping[str, str]) -> RevisitPolicySettings:
+    """`base` with NAME=VALUE constants (names: `CONSTANT_NAMES`; `half_life_ms` may be
+    `none`); ValueError for an unknown name or a bad value."""
+    revisit = base.revisit
+    outer: dict[str, Any] = {}
+    for name, text in items.items():
+        if name in _RECORD_FIELDS:
+            changed: dict[str, Any] = {name: _value(name, text)}
+            revisit = replace(revisit, **changed)
+        elif name in _POLICY_FIELDS:
+            outer[name] = _value(name, text)
+        else:
+            raise ValueError(f"unknown constant {name!r}; known: {', '.join(CONSTANT_NAMES)}")
+    return replace(base, revisit=revisit, **outer)
+
+
+def describe(settings: RevisitPolicySettings) -> str:
+    """The constants as NAME=VALUE,… (what `with_constants` reads back)."""
+    r = settings.revisit
+    half = "none" if r.half_life_ms is None else str(r.half_life_ms)
+    return (
+        f"exploration={settings.exploration:g},plan_ms={settings.plan_ms},"
+        f"half_life_ms={half},min_revisits={r.min_revisits},probe_ms={r.probe_ms},"
+        f"probe_max_ms={r.probe_max_ms}"
+    )
+
+
+BASE = RevisitPolicySettings(
+    revisit=RevisitSettings(half_life_ms=None, min_revisits=4, probe_ms=15 * 60_000),
+    exploration=0.02,
+)
+"""Where the tuning starts: the constants it does not vary (`plan_ms`, `probe_ms`,
+`probe_max_ms`) are these."""
+
+
+def _chosen(text: str) -> RevisitPolicySettings:
+    return with_constants(BASE, dict(item.split("=", 1) for item in text.split(",")))
+
+
+TUNED: dict[int, dict[Policy, RevisitPolicySettings]] = {}
+"""Per download rate (ms), the constants `tune` chose for each learned policy on the tuning
+windows (most stories found, then least mean delay); the weblog fleet on the learned
+schedule takes the discovery rule's."""
+
+
+def tuned_constants(download_ms: int) -> dict[Policy, RevisitPolicySettings]:
+    """The constants chosen at `download_ms`, or at the nearest rate tuned (by ratio);
+    `BASE` for every learned policy when none was."""
+    learned = [p for p in Policy if p.learns]
+    if not TUNED:
+        return dict.fromkeys(learned, BASE)
+    rate = min(TUNED, key=lambda r: abs(math.log(r / download_ms)))
+    chosen = dict(TUNED[rate])
+    chosen.setdefault(Policy.FLEET_LEARNED, chosen.get(Policy.DISCOVERY, BASE))
+    return {p: chosen.get(p, BASE) for p in learned}
