@@ -218,10 +218,10 @@ class RevisitEvaluation:
         return with_constants(with_constants(base, self.constants.get(policy, {})), combo)
 
     def seeds_for(self, policy: Policy) -> tuple[str, ...]:
-        """The fixed schedule runs once (it starts from its list), the others per seed; a
+        """The fixed schedules run once (they start from their list), the others per seed; a
         fleet starts from its own list, as many runs as there are seeds, each with its
         random seed (0, 1, …)."""
-        if policy is Policy.FIXED:
+        if policy.has_list:
             return ("",)
         if policy.is_fleet:
             return tuple(str(k) for k in range(len(self.seeds)))

@@ -9,6 +9,8 @@ downloads, and differs only in which page it revisits when no new link is waitin
 
 - `fixed`: the home page and the topic's section pages in a fixed round robin (the
   forager evaluation's baseline, `run_baseline`, download for download);
+- `topic-sections`: the same without the home page (a reference: what watching only the
+  pages that show nothing off the topic finds);
 - `seed-only`: the seed at every revisit (a reference: what the learned policies do when
   they keep to the seed);
 - `proportional`, `optimal-freshness`, `discovery`: every page the crawl has downloaded
@@ -72,6 +74,8 @@ COPY_STEP_MS = 15 * 60_000
 
 class Policy(Enum):
     FIXED = "fixed"
+    TOPIC_SECTIONS = "topic-sections"
+    """The fixed schedule without the home page: the topic's section pages only."""
     SEED_ONLY = "seed-only"
     PROPORTIONAL = "proportional"
     OPTIMAL_FRESHNESS = "optimal-freshness"
@@ -84,7 +88,12 @@ class Policy(Enum):
     @property
     def learns(self) -> bool:
         """Whether the policy chooses from estimates (else it follows a list)."""
-        return self not in (Policy.FIXED, Policy.SEED_ONLY, Policy.FLEET)
+        return self not in (Policy.FIXED, Policy.TOPIC_SECTIONS, Policy.SEED_ONLY, Policy.FLEET)
+
+    @property
+    def has_list(self) -> bool:
+        """Whether the policy starts from its own list of pages (not from a seed)."""
+        return self in (Policy.FIXED, Policy.TOPIC_SECTIONS)
 
     @property
     def is_fleet(self) -> bool:
@@ -158,7 +167,9 @@ class RevisitCrawl:
         """New links fetched, and of them rewarded, since the start (the hit rate)."""
         self.first_seen: dict[str, tuple[str, int]] = {}
         """The page each link was first seen on (by a revisit or a probe), and when."""
-        self.hubs = topic_hubs(site, topic) if policy is Policy.FIXED else [seed]
+        self.hubs = [seed]
+        if policy.has_list:
+            self.hubs = topic_hubs(site, topic)[policy is Policy.TOPIC_SECTIONS :]
         self.known: set[str] = set(self.hubs)
         self.turn = 0
         self.frequency: dict[str, float] = {}
