@@ -108,10 +108,6 @@ class UrlUpdate:
     state: bytes | None
     changes: tuple[FrontierChange, ...]
     version: tuple[int, int, int] = (0, 0, 0)
-    carries_state: bool = True
-    """False for a piece of an update: some of its changes, without its state (`state` is
-    then None and says nothing; the unbounded form's host rule, `beam.hosts`, releases a
-    URL's changes per host apart from its state)."""
 
 
 _LENGTH = struct.Struct(">I")
@@ -130,15 +126,12 @@ def _unframe(data: bytes, at: int) -> tuple[bytes, int]:
 
 
 class UrlUpdateCoder(coders.Coder):
-    """URL, state (a flag: none, bytes follow, or not carried), changes (count + framed
-    change encodings), version."""
+    """URL, state (a flag: none, or bytes follow), changes (count + framed change
+    encodings), version."""
 
     def encode(self, value: UrlUpdate) -> bytes:
         parts = [_framed(value.url.encode())]
-        if not value.carries_state:
-            parts.append(b"\x02")
-        else:
-            parts.append(b"\x00" if value.state is None else b"\x01" + _framed(value.state))
+        parts.append(b"\x00" if value.state is None else b"\x01" + _framed(value.state))
         parts.append(_LENGTH.pack(len(value.changes)))
         parts.extend(_framed(_CHANGE.encode(change)) for change in value.changes)
         parts.append(_VERSION.pack(*value.version))
@@ -159,7 +152,7 @@ class UrlUpdateCoder(coders.Coder):
             change, at = _unframe(encoded, at)
             changes.append(_CHANGE.decode(change))
         version = _VERSION.unpack_from(encoded, at)
-        return UrlUpdate(url.decode(), state, tuple(changes), version, flag != b"\x02")
+        return UrlUpdate(url.decode(), state, tuple(changes), version)
 
     def is_deterministic(self) -> bool:
         return False

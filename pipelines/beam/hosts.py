@@ -11,10 +11,12 @@ when `fetched_at` never decreases along the input.
 - Bounded (`HoldPausedHosts`): per group, its answers in input order give its pauses
   (a small collection: a pause lasts a minute or more), read by every update as a side
   input.
-- Unbounded (`HoldPausedHostsInEventTime`): keyed by a shard of the host, a window's
-  answers and the changes its updates made, taken together on an event-time timer 1 ms
-  after the per-URL update's. A shard keeps only the groups whose state can still begin
-  or hold a pause (`can_forget`), so its cell stays small however many hosts answer.
+- Unbounded (`PausesInEventTime`): keyed by a shard of the host, a window's answers fold
+  into their groups' states on an event-time timer 2 ms past the window's due; the pauses
+  they begin go to every URL state shard of the per-URL update, which holds the entries
+  emitted inside them as it makes them (`beam.stream`). A shard keeps only the groups
+  whose state can still begin or hold a pause (`can_forget`), so its cell stays small
+  however many hosts answer.
 """
 
 from __future__ import annotations
@@ -33,10 +35,12 @@ from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec
 from apache_beam.transforms.window import GlobalWindows, TimestampCombiner, TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
-from frontierflow.pipelines.beam.coders import UrlUpdate, UrlUpdateCoder
+from frontierflow.pipelines.beam.coders import UrlUpdate
 from frontierflow.pipelines.beam.event_time import (
-    APPLY_AFTER_US,
+    CLOCK_AFTER_US,
     HELD_STATE,
+    REPEAT_AFTER_US,
+    ROUTE_AFTER_US,
     ClockWindows,
     cheap_state_cache_accounting,
     held_coder,
@@ -47,7 +51,7 @@ from frontierflow.pipelines.beam.event_time import (
 from frontierflow.pipelines.beam.io import PositionedEvent
 from frontierflow.pipelines.beam.shard_state import STATE_SHARDS, state_shard
 from frontierflow.schemas.codecs import decode_record, encode_record
-from frontierflow.schemas.records import FetchEvent, FrontierChange, FrontierEntry
+from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.host_pauses import Pause, answer_and_pause, group_pauses, hold_entries
 from frontierflow.state.hosts import (
     HostPolicy,
@@ -56,7 +60,6 @@ from frontierflow.state.hosts import (
     encode_host_state,
     group_key,
 )
-from frontierflow.state.urls import host_of
 
 HELD_ENTRIES = Metrics.counter("frontierflow", "held_entries")
 """Entries a Beam form held for their group's pause (`frontierflow_held_entries_total` of
@@ -132,26 +135,25 @@ class HoldPausedHosts(beam.PTransform):
 
 # --- the unbounded form ------------------------------------------------------------------------
 
-HOLD_AFTER_US = APPLY_AFTER_US + 1_000
-"""The host step fires 1 ms past the per-URL update's stamp (`event_time.APPLY_AFTER_US`):
-a window's answers and the changes its updates made are all in by then."""
+PAUSES_AFTER_US = CLOCK_AFTER_US
+"""The pause step fires 2 ms past a window's due, beside the running count: a window's
+answers, stamped 1 ms past it (`REPEAT_AFTER_US`), are all in by then, and the pauses it
+sends leave stamped 3 ms past (`ROUTE_AFTER_US`), with the window's messages to the
+per-URL update, which holds the entries they cover (`beam.stream`)."""
 
-PIECES = "pieces"
-"""The tag of `_SplitUpdates`' pieces: a URL's changes of one host shard, keyed by it."""
+WindowPauses = dict[str, list[Pause]]
+"""The pauses one window's answers began, by queue group key."""
 
 
-class HoldPausedHostsInEventTime(beam.PTransform):
-    """(every answer, the per-window `UrlUpdate`s of `beam.stream`) → (their states, their
-    changes) with the entries of paused groups held, in event time: each update leaves as
-    its state (at once) and one piece per host shard of its changes
-    (`UrlUpdate.carries_state` False), which waits, keyed by that shard, for its window's
-    answers (`_HoldInEventTime`). Keyed by a shard of the host, not the host, a window
-    touches at most `shards` cells: with a key per host, a page's 30 links on 30 hosts
-    made 30 cells, timers and state writes per page, and that stage held the whole form
-    back. A URL's changes all go through its host's shard, so a removal never overtakes
-    the entry it replaces; a sink writes each of the two as it comes (not through a
-    Flatten: Prism may deliver a flattened stage's input again, and a change sent twice
-    can land behind a later one)."""
+class PausesInEventTime(beam.PTransform):
+    """Every answer (deferred ones too) → per clock window and URL state shard, the pauses
+    that window's answers began: (state shard, (due, `PAUSES`, {group: [pause, …]})),
+    stamped 3 ms past the window's due so that they join the window's messages at the
+    per-URL update (`beam.stream.UpdateFrontierInEventTime`), which holds every entry
+    emitted inside a pause there. The group states live here, keyed by a shard of the host
+    (`_PausesOfWindows`): one small answer per page goes through this step, not every
+    change a page makes (a page's ~30 links made ~30 pieces, and this step held the whole
+    form back). Pauses are rare, so each is sent to every URL state shard."""
 
     def __init__(
         self,
@@ -159,57 +161,50 @@ class HoldPausedHostsInEventTime(beam.PTransform):
         windows: ClockWindows,
         by_arrival: bool,
         shards: int = STATE_SHARDS,
+        url_shards: int = STATE_SHARDS,
     ) -> None:
         super().__init__()
         self.policy = policy
         self.windows = windows
         self.by_arrival = by_arrival
         self.shards = shards
+        self.url_shards = url_shards
 
-    def expand(self, pcolls: Any) -> Any:
-        answers, updates = pcolls
-        keyed = answers | "KeyAnswers" >> beam.ParDo(
-            _KeyAnswers(self.windows, self.by_arrival, self.shards)
-        ).with_output_types(typehints.KV[int, HostItem])
-        split = updates | "SplitUpdates" >> beam.ParDo(_SplitUpdates(self.shards)).with_outputs(
-            PIECES, main="states"
-        )
-        states, pieces = split.states, split[PIECES]
-        states.element_type = UrlUpdate
-        pieces.element_type = typehints.KV[int, HostItem]
-        held = (
-            (keyed, pieces)
-            | "AnswersAndPieces" >> beam.Flatten()
+    def expand(self, answers: Any) -> Any:
+        return (
+            answers
+            | "KeyAnswers"
+            >> beam.ParDo(
+                _KeyAnswers(self.windows, self.by_arrival, self.shards)
+            ).with_output_types(typehints.KV[int, AnswerItem])
             | "AtWindowEnd"
             >> beam.WindowInto(
-                self.windows.fixed(APPLY_AFTER_US),
+                self.windows.fixed(REPEAT_AFTER_US),
                 timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST,
             )
             | "ByShardAndWindow" >> beam.GroupByKey()
             | "OneBatch"
-            >> beam.MapTuple(lambda shard, items: (shard, host_batch(items))).with_output_types(
+            >> beam.MapTuple(lambda shard, items: (shard, answer_batch(items))).with_output_types(
                 typehints.KV[int, typehints.Tuple[int, int, bytes]]
             )
             | "ToGlobalWindow" >> beam.WindowInto(GlobalWindows())
-            | "HoldInEventTime"
-            >> beam.ParDo(_HoldInEventTime(self.policy)).with_output_types(UrlUpdate)
+            | "PausesOfWindows" >> beam.ParDo(_PausesOfWindows(self.policy))
+            | "ToEveryUrlShard" >> beam.FlatMap(_to_every_shard, self.url_shards)
         )
-        return states, held
 
 
-HostItem = typehints.Tuple[int, int, int, bytes]
-"""(due, position, kind, bytes): an answer (kind `ANSWER`: the event's bytes without its
-outlinks) or a piece of an update (kind `PIECE`: its `UrlUpdateCoder` bytes), both stamped
-at their window's due + `APPLY_AFTER_US`."""
-ANSWER, PIECE = 0, 1
-_UPDATE = UrlUpdateCoder()
+AnswerItem = typehints.Tuple[int, int, bytes]
+"""(due, position, the event's bytes without its outlinks), stamped 1 ms past the due."""
+PAUSES = -1
+"""The position a window's pauses take among the per-URL update's held batches: before
+every message of their window (`beam.stream.shard_batch`)."""
 _BATCH = FastPrimitivesCoder()
 
 
 class _KeyAnswers(beam.DoFn):
-    """(position, event) → (its host's shard, (due, position, ANSWER, bytes)), stamped at the
-    due + `APPLY_AFTER_US` (later, never earlier, than the event: its window is that of
-    `beam.stream`'s repeat step)."""
+    """(position, event) → (its host's shard, (due, position, bytes)), stamped 1 ms past
+    the due (later, never earlier, than the event: its window is that of `beam.stream`'s
+    repeat step)."""
 
     def __init__(self, windows: ClockWindows, by_arrival: bool, shards: int) -> None:
         self.windows = windows
@@ -222,39 +217,23 @@ class _KeyAnswers(beam.DoFn):
         position, event = item
         event_ms = int(stamp.micros) // 1000 if self.by_arrival else event.fetched_at
         due = self.windows.due_micros(event_ms)
-        value = (due, position, ANSWER, encode_record(answer_of(event)))
+        value = (due, position, encode_record(answer_of(event)))
         shard = state_shard(event.host, self.shards)
-        yield TimestampedValue((shard, value), Timestamp(micros=due + APPLY_AFTER_US))
+        yield TimestampedValue((shard, value), Timestamp(micros=due + REPEAT_AFTER_US))
 
 
-class _SplitUpdates(beam.DoFn):
-    """An update → its state (main output, at once) and, per host shard of its changes, a
-    piece (`PIECES`, keyed by the shard); an update without changes leaves whole."""
-
-    def __init__(self, shards: int) -> None:
-        self.shards = shards
-
-    def process(self, update: UrlUpdate, stamp: Any = beam.DoFn.TimestampParam) -> Iterator[Any]:
-        if not update.changes:
-            yield update
-            return
-        yield replace(update, changes=())
-        by_shard: dict[int, list[FrontierChange]] = {}
-        for change in update.changes:
-            host = change.host if isinstance(change, FrontierEntry) else host_of(change.url)
-            by_shard.setdefault(state_shard(host, self.shards), []).append(change)
-        due, position, _ = update.version
-        for shard, changes in by_shard.items():
-            piece = UrlUpdate(update.url, None, tuple(changes), update.version, False)
-            value = (due, position, PIECE, _UPDATE.encode(piece))
-            yield beam.pvalue.TaggedOutput(PIECES, TimestampedValue((shard, value), stamp))
+def answer_batch(items: Iterable[tuple[int, int, bytes]]) -> tuple[int, int, bytes]:
+    """A host shard's answers of one window as one held item: (due, first position, the
+    answers' bytes in position order, encoded)."""
+    ordered = sorted(items, key=itemgetter(1))
+    return ordered[0][0], ordered[0][1], _BATCH.encode([b for _, _, b in ordered])
 
 
-def host_batch(items: Iterable[tuple[int, int, int, bytes]]) -> tuple[int, int, bytes]:
-    """A host shard's answers and pieces of one window as one held item: (due, first
-    position, the items in (position, kind) order, encoded)."""
-    ordered = sorted(items, key=itemgetter(1, 2))
-    return ordered[0][0], ordered[0][1], _BATCH.encode([(p, k, b) for _, p, k, b in ordered])
+def _to_every_shard(item: tuple[int, WindowPauses], shards: int) -> Iterator[TimestampedValue]:
+    due, pauses = item
+    stamp = Timestamp(micros=due + ROUTE_AFTER_US)
+    for shard in range(shards):
+        yield TimestampedValue((shard, (due, PAUSES, pauses)), stamp)
 
 
 Groups = dict[str, tuple[bytes, list[Pause]]]
@@ -278,12 +257,13 @@ def fold_window(
     answers: Iterable[FetchEvent],
     through_ms: int,
     policy: HostPolicy,
-) -> tuple[dict[str, list[Pause]], Groups]:
+) -> tuple[WindowPauses, Groups]:
     """One window of a host shard: its answers (in input order) fold into their groups'
-    states and the pauses they begin (`answer_and_pause`). Returns the pauses every entry
-    of the window is held by, and the groups kept for the next window: those that
-    `can_forget` cannot drop, with the pauses that end after `through_ms`."""
+    states and the pauses they begin (`answer_and_pause`). Returns the pauses the window's
+    answers began, and the groups kept for the next window: those that `can_forget`
+    cannot drop, with the pauses that end after `through_ms`."""
     groups = dict(groups)
+    begun: WindowPauses = {}
     for event in answers:
         key = group_key(event.crawl_id, event.host)
         raw, pauses = groups.get(key, (b"", []))
@@ -291,22 +271,36 @@ def fold_window(
         states = {key: decode_host_state(raw) if raw else None}
         updates, pause = answer_and_pause(states.get, event, policy)
         after = updates[0][1]
+        if pause:
+            begun.setdefault(key, []).append(pause)
         groups[key] = (encode_host_state(after), [*pauses, pause] if pause else pauses)
-    held_by = {key: ps for key, (_, ps) in groups.items() if ps}
     kept: Groups = {}
     for key, (raw, pauses) in groups.items():
         live = [p for p in pauses if p[1] > through_ms]
         if live or not can_forget(decode_host_state(raw), through_ms):
             kept[key] = (raw, live)
-    return held_by, kept
+    return begun, kept
 
 
-class _HoldInEventTime(beam.DoFn):
-    """Per host shard: its windows' batches held until the watermark passes their due +
-    `HOLD_AFTER_US`; then, window by window, the answers fold into their groups' states
-    and the pauses they begin (`fold_window`), and each piece leaves with its entries held
-    by the pause under way when they were emitted (`held_entry`). The cell keeps the
-    groups `fold_window` keeps, and the due taken through."""
+def keep_pauses(live: WindowPauses, begun: WindowPauses, through_ms: int) -> WindowPauses:
+    """The pauses that can still hold an entry after the window through `through_ms`: those
+    of `live` and `begun` that end after it (an entry of a later window is emitted after
+    `through_ms`, so a pause ended by then holds none)."""
+    kept: WindowPauses = {}
+    for source in (live, begun):
+        for key, pauses in source.items():
+            for pause in pauses:
+                if pause[1] > through_ms and pause not in kept.get(key, ()):
+                    kept.setdefault(key, []).append(pause)
+    return kept
+
+
+class _PausesOfWindows(beam.DoFn):
+    """Per host shard: its windows' answers held until the watermark passes their due +
+    `PAUSES_AFTER_US`; then, window by window, they fold into their groups' states
+    (`fold_window`), and each window that began a pause sends them, (due, {group:
+    [pause, …]}), stamped at the timer. The cell keeps the groups `fold_window` keeps, and
+    the due taken through."""
 
     HELD = ReadModifyWriteStateSpec(
         HELD_STATE,  # ({group: (host state bytes, pauses)}, the due taken through), batches
@@ -315,7 +309,7 @@ class _HoldInEventTime(beam.DoFn):
             TupleCoder([VarIntCoder(), VarIntCoder(), BytesCoder()]),
         ),
     )
-    TIMER = TimerSpec("hosts_due", TimeDomain.WATERMARK)
+    TIMER = TimerSpec("pauses_due", TimeDomain.WATERMARK)
 
     def __init__(self, policy: HostPolicy) -> None:
         self.policy = policy
@@ -329,7 +323,7 @@ class _HoldInEventTime(beam.DoFn):
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        hold_unless_taken(element[1], held, timer, HOLD_AFTER_US)
+        hold_unless_taken(element[1], held, timer, PAUSES_AFTER_US)
 
     @on_timer(TIMER)
     def fire(
@@ -338,15 +332,13 @@ class _HoldInEventTime(beam.DoFn):
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        value, batches, rest = take_due(fired, held, timer, HOLD_AFTER_US)
+        value, batches, rest = take_due(fired, held, timer, PAUSES_AFTER_US)
         if not batches:
             return
         groups: Groups = dict(value[0] if value else {})
         for due, _, batch in batches:
-            items = _BATCH.decode(batch)
-            answers = (decode_record(FetchEvent, raw) for _, kind, raw in items if kind == ANSWER)
-            pauses, groups = fold_window(groups, answers, due // 1000, self.policy)
-            for _, kind, raw in items:
-                if kind == PIECE:
-                    yield TimestampedValue(hold_update(_UPDATE.decode(raw), pauses), fired)
+            answers = (decode_record(FetchEvent, raw) for raw in _BATCH.decode(batch))
+            begun, groups = fold_window(groups, answers, due // 1000, self.policy)
+            if begun:
+                yield TimestampedValue((due, begun), fired)
         held.write(((groups, batches[-1][0]), rest))

@@ -75,7 +75,7 @@ class _SendUpdates(_KafkaWriter):
         partitions = self.output.partitions(frontier)
         for change in update.changes:
             self.output.send(frontier, *frontier_record(change, partitions))
-        if self.state_topic is not None and update.carries_state:
+        if self.state_topic is not None:
             self.output.send(self.state_topic, update.url.encode(), update.state)
 
 

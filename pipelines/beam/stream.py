@@ -27,10 +27,11 @@ stamps its output at that timer (`event_time.REPEAT_AFTER_US`: why 1 ms).
    strategy's own `apply`, in (window, position, index) order; out comes one record per
    URL and window: the state and the latest change per `change_key` (the step core's
    `apply_messages` and `keep_latest`).
-5. `HoldPausedHostsInEventTime` (`beam.hosts`): per shard of the hosts, the window's
-   answers (deferred ones too) fold into their hosts' states, and the window's changes of
-   their URLs leave 5 ms past the due with each entry emitted inside a pause held until
-   the pause ends.
+   With the host rule, beside steps 1–3: `PausesInEventTime` (`beam.hosts`): per shard of
+   the hosts, a window's answers (deferred ones too) fold into their hosts' states 2 ms
+   past the due, and the pauses they begin reach every shard of step 4 with the window's
+   messages, which holds each entry emitted inside a pause until the pause ends (a
+   shard keeps the pauses that can still hold an entry).
 
 Staleness bound, by construction: an event of window w sees every page fetched before w
 started and none fetched in w, so with n(w) the pages fetched in w (its crawl) and c the
@@ -88,7 +89,13 @@ from frontierflow.pipelines.beam.event_time import (
     take_due,
     with_through,
 )
-from frontierflow.pipelines.beam.hosts import HoldPausedHostsInEventTime
+from frontierflow.pipelines.beam.hosts import (
+    PAUSES,
+    PausesInEventTime,
+    WindowPauses,
+    hold_update,
+    keep_pauses,
+)
 from frontierflow.pipelines.beam.io import page_answers
 from frontierflow.pipelines.beam.replay import apply_encoded
 from frontierflow.pipelines.beam.routing import AttachClock
@@ -254,7 +261,10 @@ class UpdateFrontierInEventTime(beam.PTransform):
         self.strategy = strategy
         self.windows = windows
 
-    def expand(self, keyed: Any) -> Any:
+    def expand(self, inputs: Any) -> Any:
+        """`keyed` (the routed messages), or `(keyed, pauses)` to hold the entries emitted
+        inside the pauses (`beam.hosts.PausesInEventTime`)."""
+        keyed = inputs | "WithPauses" >> beam.Flatten() if isinstance(inputs, tuple) else inputs
         return (
             keyed
             | "AtWindowEnd"
@@ -264,15 +274,36 @@ class UpdateFrontierInEventTime(beam.PTransform):
             )
             | "ByShardAndWindow" >> beam.GroupByKey()
             | "OneBatch"
-            >> beam.MapTuple(
-                lambda shard, lists: (shard, shard_batch(m for ms in lists for m in ms))
-            ).with_output_types(typehints.KV[int, typehints.Any])
+            >> beam.MapTuple(lambda shard, items: (shard, window_batch(items))).with_output_types(
+                typehints.KV[int, typehints.Any]
+            )
             | "ToGlobalWindow" >> beam.WindowInto(GlobalWindows())
             | "ApplyInEventTime"
             >> beam.ParDo(_ApplyInEventTime(self.strategy))
             .with_input_types(typehints.KV[int, typehints.Any])
             .with_output_types(UrlUpdate)
         )
+
+
+def window_batch(items: Iterable[Any]) -> tuple[int, int, tuple[Any, WindowPauses]]:
+    """A shard's items of one clock window — lists of (url, message) from the routing, and
+    (due, `PAUSES`, {group: [pause, …]}) from the pause step — as one buffered item: (due,
+    first position, (url → its messages, the pauses the window's answers began))."""
+    messages: list[tuple[str, tuple[Any, ...]]] = []
+    pauses: WindowPauses = {}
+    due = None
+    for item in items:
+        if isinstance(item, tuple):
+            due = item[0]
+            for key, ps in item[2].items():
+                pauses.setdefault(key, []).extend(p for p in ps if p not in pauses.get(key, ()))
+        else:
+            messages.extend(item)
+    if not messages:
+        assert due is not None
+        return due, PAUSES, ({}, pauses)
+    due, position, by_url = shard_batch(messages)
+    return due, position, (by_url, pauses)
 
 
 def shard_batch(
@@ -321,12 +352,14 @@ def once_each(messages: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
 
 class _ApplyInEventTime(beam.DoFn):
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # (the shard's generation, the due taken through), the batches not yet due
+        HELD_STATE,  # ((the shard's generation, the pauses that can still hold an entry),
+        # the due taken through), the batches not yet due
         held_coder(
-            with_through(VarIntCoder()), TupleCoder([VarIntCoder(), VarIntCoder(), BytesCoder()])
+            with_through(TupleCoder([VarIntCoder(), FastPrimitivesCoder()])),
+            TupleCoder([VarIntCoder(), VarIntCoder(), BytesCoder()]),
         ),
     )
-    BATCH = FastPrimitivesCoder()  # a held batch's url → messages
+    BATCH = FastPrimitivesCoder()  # a held batch's (url → messages, pauses begun)
     RECORDS = records_spec()  # the shard's URLs' encoded states (`beam.shard_state`)
     TIMER = TimerSpec("update_due", TimeDomain.WATERMARK)
 
@@ -343,8 +376,8 @@ class _ApplyInEventTime(beam.DoFn):
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        due, position, by_url = element[1]
-        hold_unless_taken((due, position, self.BATCH.encode(by_url)), held, timer, APPLY_AFTER_US)
+        due, position, batch = element[1]
+        hold_unless_taken((due, position, self.BATCH.encode(batch)), held, timer, APPLY_AFTER_US)
 
     @on_timer(TIMER)
     def fire(
@@ -358,20 +391,49 @@ class _ApplyInEventTime(beam.DoFn):
         value, held_batches, rest = take_due(fired, held, timer, APPLY_AFTER_US)
         if not held_batches:
             return
-        batches = [(due, at, self.BATCH.decode(b)) for due, at, b in held_batches]
-        index = self.store.load(shard, value[0] if value else None, records)
+        generation, live = value[0] if value else (None, {})
+        index = self.store.load(shard, generation, records)
         changes: dict[str, bytes | None] = {}
-        for url, messages in due_messages(batches).items():
-            encoded, latest = apply_encoded(
-                self.strategy,
-                url,
-                index.values.get(url),
-                ((crawled, now_ms, m) for *_, crawled, now_ms, m in messages),
-            )
-            changes[url] = encoded
-            yield UrlUpdate(url, encoded, tuple(latest.values()), tuple(messages[-1][:3]))
+        for pauses, batches in pause_runs(
+            [(due, at, *self.BATCH.decode(b)) for due, at, b in held_batches]
+        ):
+            live = keep_pauses(live, pauses, -1)
+            for url, messages in due_messages(batches).items():
+                encoded, latest = apply_encoded(
+                    self.strategy,
+                    url,
+                    changes[url] if url in changes else index.values.get(url),
+                    ((crawled, now_ms, m) for *_, crawled, now_ms, m in messages),
+                )
+                changes[url] = encoded
+                update = UrlUpdate(url, encoded, tuple(latest.values()), tuple(messages[-1][:3]))
+                yield hold_update(update, live)
         generation = self.store.commit(shard, index, changes, records)
-        held.write(((generation, batches[-1][0]), rest))
+        through = held_batches[-1][0]
+        held.write((((generation, keep_pauses(live, {}, through // 1000)), through), rest))
+
+
+def pause_runs(
+    batches: list[tuple[int, int, dict[str, list[tuple[Any, ...]]], WindowPauses]],
+) -> Iterator[tuple[WindowPauses, list[tuple[int, int, dict[str, list[tuple[Any, ...]]]]]]]:
+    """A shard's due batches (due, position, url → messages, pauses begun) in runs that
+    each start at a window that began pauses: (those pauses, the run's batches). An entry
+    is held by the pauses begun in its window or before (never by a later window's,
+    whatever its times), so the batches of one run are applied together, with every pause
+    known at its first window."""
+    run: list[tuple[int, int, dict[str, list[tuple[Any, ...]]]]] = []
+    pauses: WindowPauses = {}
+    for due, at, by_url, begun in batches:
+        if begun and run:
+            yield pauses, run
+            run = []
+        if begun:
+            pauses = begun
+        elif not run:
+            pauses = {}
+        run.append((due, at, by_url))
+    if run:
+        yield pauses, run
 
 
 # --- the whole pipeline ------------------------------------------------------------------------
@@ -380,9 +442,8 @@ class _ApplyInEventTime(beam.DoFn):
 class StreamFrontier(beam.PTransform):
     """Checked `(position, FetchEvent)`s in (deferred answers too); one `UrlUpdate` per URL
     and clock window out (its version: the last message applied), in a list of one; with
-    `hosts`, a list of two: the updates' states, and their changes in pieces per host shard with
-    the entries emitted inside their group's pause held (`beam.hosts`): a sink writes
-    each. No step waits for the input to end. Clock windows of `fetched_at`, or of arrival
+    `hosts`, the entries emitted inside their group's pause held (`beam.hosts`). No step
+    waits for the input to end. Clock windows of `fetched_at`, or of arrival
     with `by_arrival` (`DecideRepeatFetchesByShard`)."""
 
     def __init__(
@@ -406,9 +467,7 @@ class StreamFrontier(beam.PTransform):
         )
         clock = firsts | "Clock" >> WindowedCrawlClock()
         keyed = (firsts, clock) | "AttachClock" >> AttachClock(strategy, STATE_SHARDS)
-        updates = keyed | "Update" >> UpdateFrontierInEventTime(strategy, windows)
         if self.hosts is None:
-            return [updates]
-        hold = HoldPausedHostsInEventTime(self.hosts, windows, self.by_arrival)
-        states, changes = (events, updates) | "Hosts" >> hold
-        return [states, changes]
+            return [keyed | "Update" >> UpdateFrontierInEventTime(strategy, windows)]
+        pauses = events | "Hosts" >> PausesInEventTime(self.hosts, windows, self.by_arrival)
+        return [(keyed, pauses) | "Update" >> UpdateFrontierInEventTime(strategy, windows)]

@@ -23,7 +23,7 @@ from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
 
 def compact_updates(grouped: tuple[str, Iterable[UrlUpdate]]) -> UrlUpdate:
     """A URL's per-window updates → one, as a compacted topic keeps them: the state of the
-    latest that carries one; of the changes, the latest per change key over the updates in
+    latest; of the changes, the latest per change key over the updates in
     version order (a key owns the change keys it emits, so no other URL's updates hold
     them)."""
     url, updates = grouped
@@ -31,9 +31,7 @@ def compact_updates(grouped: tuple[str, Iterable[UrlUpdate]]) -> UrlUpdate:
     latest: LatestChanges = {}
     for update in ordered:
         keep_latest(latest, update.changes)
-    stated = [u for u in ordered if u.carries_state]  # a piece (`beam.hosts`) has no state
-    state = stated[-1].state if stated else None
-    return UrlUpdate(url, state, tuple(latest.values()), ordered[-1].version)
+    return UrlUpdate(url, ordered[-1].state, tuple(latest.values()), ordered[-1].version)
 
 
 def build_stream_replay(
@@ -49,9 +47,9 @@ def build_stream_replay(
     path is the same one `beam.kafka.build_kafka_stream` runs unbounded)."""
     events, dead = pipeline | "Read" >> ReadFetchEventLog(log)
     parts = events | "Frontier" >> StreamFrontier(strategy, windows, hosts=hosts)
+    (updates,) = parts
     results = (
-        parts
-        | "Updates" >> beam.Flatten()
+        updates
         | "KeyByUrl"
         >> beam.Map(lambda u: (u.url, u)).with_output_types(typehints.KV[str, UrlUpdate])
         | "UpdatesByUrl" >> beam.GroupByKey()

@@ -329,6 +329,17 @@ def _beam_run(
             file=sys.stderr,
             flush=True,
         )
+        # the live keys can match while stages still work through the rest (priority
+        # updates of known pages): one page more, produced after the rest, leaves only
+        # once every stage has taken the windows before it, so the paced load meets a
+        # drained job (as `paced_latency` gives the embedded engine)
+        produce_paced(job, rest[0][-1:], 1.0, 1.0)
+        until_fetched(1, int(time.time() * 1000))
+        print(
+            f"Beam form: drained {time.monotonic() - started - seconds:.1f} s later",
+            file=sys.stderr,
+            flush=True,
+        )
         rate = len(rest[0]) / (seconds - startup_s) / 2
         since_ms = int(time.time() * 1000)
         count = produce_paced(job, rest[0], rate, setup.latency_seconds)

@@ -90,11 +90,6 @@ def test_changes_and_updates_round_trip() -> None:
     assert coder.decode(coder.encode(update)) == update
     empty = ours.UrlUpdate("https://b/", None, ())
     assert coder.decode(coder.encode(empty)) == empty
-    piece = ours.UrlUpdate("https://b/", None, (entry,), (1, 2, 3), carries_state=False)
-    assert coder.decode(coder.encode(piece)) == piece
-    assert coder.decode(coder.encode(piece)) != ours.UrlUpdate(
-        "https://b/", None, (entry,), (1, 2, 3)
-    )
 
 
 def test_speed_graph_carries_events_and_decisions_as_records() -> None:
