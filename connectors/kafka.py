@@ -11,7 +11,7 @@ safe. Both read and write through the interface of `connectors.kafka_client`, wi
 library the settings name (`KafkaSettings.client_library`) or the caller: kafka-python
 (`connectors.kafka_python`) or confluent-kafka (`connectors.kafka_confluent`); `open_reader`,
 `open_writer` and `open_admin` open either for every other Kafka user of the project.
-The Beam pipelines write through kafka-python's `AcknowledgedProducer` and the same rule.
+The Beam pipelines' sink writes through `open_writer` too.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import apache_beam as beam
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from frontierflow.connectors.kafka import AcknowledgedProducer, KafkaSettings, frontier_record
+from frontierflow.connectors.kafka import KafkaSettings, frontier_record, open_writer
 from frontierflow.pipelines.beam.coders import UrlUpdate
 
 
@@ -35,15 +35,15 @@ def ensure_compacted_topic(settings: KafkaSettings, topic: str) -> None:
 
 
 class _KafkaWriter(beam.DoFn):
-    """Sends through the job's `AcknowledgedProducer`; every bundle ends with all its records
-    acknowledged (a failure fails the bundle, which the runner retries: the records are
-    upserts by key)."""
+    """Sends through the settings' Kafka client (`connectors.kafka.open_writer`: librdkafka's
+    when installed); every bundle ends with all its records acknowledged (a failure fails
+    the bundle, which the runner retries: the records are upserts by key)."""
 
     def __init__(self, settings: KafkaSettings) -> None:
         self.settings = settings
 
     def setup(self) -> None:
-        self.output = AcknowledgedProducer(self.settings)
+        self.output = open_writer(self.settings)
 
     def finish_bundle(self) -> None:
         self.output.flush()
