@@ -306,10 +306,8 @@ def build_kafka_stream(
     events, dead = pipeline | "ReadKafka" >> read
     frontier = StreamFrontier(strategy, windows, by_arrival=kafka_io is not None, hosts=hosts)
     parts = events | "Frontier" >> frontier
-    for i, part in enumerate(parts):  # states, then the changes: each written as it comes
-        part | ("WriteFrontier" if i == 0 else f"WriteFrontier{i}") >> WriteUpdatesToKafka(
-            settings, state_topic
-        )
+    (updates,) = parts
+    updates | "WriteFrontier" >> WriteUpdatesToKafka(settings, state_topic)
     letters = dead | "DeadToRecords" >> beam.Map(dead_record, t.dead_letter)
     letters | "WriteDead" >> WriteToKafka(settings)
 
