@@ -251,6 +251,25 @@ frontier keeps such entries per (url, via) instead of letting the latest replace
 ALREADY_FETCHED = 208
 """FetchEvent status of an answer without a download (HTTP 208 Already Reported)."""
 
+REVISIT_ECHO = "revisit"
+"""Echo field of a FrontierEntry that asks again for a page already fetched in its cycle (a
+scheduled revisit, `--revisit`): its value is the entry's `not_before` in epoch ms. A
+fetcher downloads such an entry although the page was fetched in the cycle, once per
+value, and copies the field into the FetchEvent like the rest of the echo; the job counts
+that answer as the revisit and any later one with the same value as a repeat."""
+
+
+def revisit_due(echo: dict[str, str]) -> int | None:
+    """The due time a revisit entry's echo (or its answer's) carries; None: not a revisit,
+    or not a number."""
+    value = echo.get(REVISIT_ECHO)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
 
 REPLY_KEY_SEPARATOR = "\x00"
 """Between the URL and the parent's URL in the Kafka key of a reply request."""

@@ -26,6 +26,7 @@ from frontierflow.connectors.kafka_client import RecordWriter
 from frontierflow.schemas.codecs import AvroCodec
 from frontierflow.schemas.records import (
     ALREADY_FETCHED,
+    REVISIT_ECHO,
     DeadLetter,
     FetchEvent,
     FrontierEntry,
@@ -175,11 +176,12 @@ class EventPublisher:
         self.writer.send(topic, frontier_record_key(entry).encode(), None, part)
 
     def record_fetch(self, event: FetchEvent) -> None:
-        """The download on the `fetched` topic (no outlinks, terms or echo), in the
-        partition of its host, for whichever fetcher owns the host next."""
+        """The download on the `fetched` topic (no outlinks, terms or echo but a revisit's
+        due time), in the partition of its host, for whichever fetcher owns the host next."""
         if event.status == ALREADY_FETCHED:
             return
-        slim = replace(event, outlinks=(), terms=None, text=None, echo={})
+        kept = {k: v for k, v in event.echo.items() if k == REVISIT_ECHO}
+        slim = replace(event, outlinks=(), terms=None, text=None, echo=kept)
         topic = self.topics.fetched
         part = host_partition(event.url, self.writer.partitions(topic))
         value = self._event_codec.encode(slim.to_avro())

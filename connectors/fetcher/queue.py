@@ -5,7 +5,9 @@ Which queued entries are live is `schemas.frontier_view`'s rule: the latest per
 so a URL's tombstone leaves its reply requests alone (schemas/README.md, "Reply
 requests"). A host serves one request at a time and not again before its politeness delay
 has passed since the previous one ended. Pages fetched in a crawl cycle are remembered: a
-later entry for one is dropped, a reply request for one is answered without a download.
+later entry for one is dropped, a reply request for one is answered without a download,
+and a revisit entry (its echo's `revisit`: the job asks for the page again from its
+`not_before`) is downloaded once per due time.
 
 What a host's answers say is the frontier's rule, `state.hosts.host_after_fetch`, applied
 here at once to each answer (`release`) and to the downloads recorded on the `fetched`
@@ -53,7 +55,13 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from frontierflow.schemas.frontier_view import FrontierView, Key
-from frontierflow.schemas.records import REPLY_ECHO, FetchEvent, FrontierEntry, change_key
+from frontierflow.schemas.records import (
+    REPLY_ECHO,
+    FetchEvent,
+    FrontierEntry,
+    change_key,
+    revisit_due,
+)
 from frontierflow.state.hosts import (
     DEFAULT_POLICY,
     HostPolicy,
@@ -135,6 +143,8 @@ class HostQueues:
         self._hosts: dict[str, _Host] = {}
         self._seq = itertools.count()
         self._fetched: set[tuple[str, int, str]] = set()
+        self._revisited: dict[tuple[str, str], int] = {}
+        """(crawl id, URL) → the due time of the latest revisit of the page downloaded."""
         self._attempts: dict[tuple[str, int, str], int] = {}
         self._depths: dict[tuple[str, str], int] = {}
         """(crawl id, URL) → its pattern depth, for the pages fetched at depth > 0."""
@@ -171,13 +181,24 @@ class HostQueues:
     def was_fetched(self, entry: FrontierEntry) -> bool:
         return (entry.crawl_id, entry.cycle, entry.url) in self._fetched
 
+    def _done(self, entry: FrontierEntry) -> bool:
+        """Whether a plain entry asks for nothing more: its page was fetched in its cycle,
+        or, for a revisit, that revisit (or a later one) was downloaded."""
+        due = revisit_due(entry.echo)
+        if due is None:
+            return self.was_fetched(entry)
+        return due <= self._revisited.get((entry.crawl_id, entry.url), -1)
+
     def offer(self, entry: FrontierEntry, partition: int | None = None) -> bool:
         """Queue (or replace) an entry; False when it is dropped (a page already fetched in
-        its cycle that is not a reply request)."""
-        if not is_reply_request(entry) and self.was_fetched(entry):
+        its cycle that is not a reply request or a revisit not downloaded yet). A revisit
+        entry is also the frontier's word on the page's last download (`max_lead`)."""
+        if not is_reply_request(entry) and self._done(entry):
             self._entries.tombstone(entry.url)  # the page's reply requests stay
             self._queued_depths.pop(entry.url, None)
             return False
+        if revisit_due(entry.echo) is not None:
+            self._awaiting.pop(entry.url, None)
         key = change_key(entry)
         queued = (entry, partition)
         self._entries.put(key, queued)
@@ -241,12 +262,18 @@ class HostQueues:
 
     def mark_fetched(self, entry: FrontierEntry) -> None:
         self._fetched.add((entry.crawl_id, entry.cycle, entry.url))
+        self._mark_revisited(entry.crawl_id, entry.url, entry.echo)
         self._remember_depth(entry.crawl_id, entry.url, self.depth(entry))
         self._queued_depths.pop(change_key(entry), None)
 
     def mark_url_fetched(self, crawl_id: str, cycle: int, url: str) -> None:
         """A page downloaded earlier (by this or another fetcher) in that cycle."""
         self._fetched.add((crawl_id, cycle, url))
+
+    def _mark_revisited(self, crawl_id: str, url: str, echo: dict[str, str]) -> None:
+        due = revisit_due(echo)
+        if due is not None and due > self._revisited.get((crawl_id, url), -1):
+            self._revisited[(crawl_id, url)] = due
 
     def take(self, now: float) -> tuple[Job | None, float | None]:
         """The best entry that may be fetched now (see the module docstring), with its
@@ -267,7 +294,7 @@ class HostQueues:
             if head is None:
                 continue
             entry = head[3][0]
-            if self.was_fetched(entry):  # a reply request (`_head` drops the others)
+            if is_reply_request(entry) and self.was_fetched(entry):
                 heapq.heappop(host.heap)
                 self._entries.take(head[2], head[3])
                 self._queued_depths.pop(head[2], None)
@@ -365,6 +392,7 @@ class HostQueues:
             self.observe(event)
             if not event.will_retry:
                 self.mark_url_fetched(event.crawl_id, event.cycle, event.url)
+                self._mark_revisited(event.crawl_id, event.url, event.echo)
                 depth = event.depth
                 if depth is None:  # a fetcher that does not count: from its via
                     depth = self._depth_of(event.crawl_id, event.url, event.via)
@@ -405,7 +433,7 @@ class HostQueues:
             item = heap[0]
             if self._entries.is_current(item[2], item[3]):
                 entry = item[3][0]
-                if is_reply_request(entry) or not self.was_fetched(entry):
+                if is_reply_request(entry) or not self._done(entry):
                     return item
                 self._entries.take(item[2], item[3])  # fetched since it was queued
                 self._queued_depths.pop(item[2], None)

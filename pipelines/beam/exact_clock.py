@@ -20,56 +20,89 @@ from typing import Any
 import apache_beam as beam
 from apache_beam import typehints
 
-from frontierflow.pipelines.core.step import is_repeat_fetch
+from frontierflow.pipelines.beam.revisits import RECORDS, VISITS
+from frontierflow.pipelines.core.revisit import page_fetch
+from frontierflow.pipelines.core.step import FetchKind, is_repeat_fetch
 from frontierflow.schemas.records import FetchEvent
+from frontierflow.state.hosts import group_key
+from frontierflow.state.revisit_schedule import (
+    PageSchedule,
+    RevisitPolicy,
+    encode_page_schedule,
+)
 
 CLOCK_BUCKET = 4096
 """Input positions per bucket of the distributed crawl clock (`CountCrawledPages`)."""
 
-Fetch = typehints.Tuple[int, bool, FetchEvent]
-"""(position, repeat, event): a fetch with the step core's repeat verdict."""
+Fetch = typehints.Tuple[int, int, FetchEvent]
+"""(position, kind, event): a fetch with the step core's verdict, a `FetchKind` as an int
+(as a flag: whether it is not counted, `crawl_clock`'s `repeat`)."""
 BucketKey = typehints.Tuple[str, int]
 """(crawl id, position // CLOCK_BUCKET): where a fetch's clock is computed."""
 
 
 class DecideRepeatFetches(beam.PTransform):
     """Per URL, its fetches in input order through the step core's `is_repeat_fetch`:
-    ((crawl id, bucket), (position, repeat, event)) for every first fetch, and, with
-    `keep_repeats` (a strategy that learns from repeats), for every repeat too."""
+    ((crawl id, bucket), (position, kind, event)) for every first fetch, and, with
+    `keep_repeats` (a strategy that learns from repeats), for every repeat too. With a
+    `revisit` policy the verdict is `page_fetch`'s (a revisit is routed, not counted), and
+    out come also the visits and page records of `beam.revisits` (`VISITS`, `RECORDS`):
+    the result is then (fetches, visits, records)."""
 
-    def __init__(self, keep_repeats: bool, bucket: int | None = None) -> None:
+    def __init__(
+        self, keep_repeats: bool, bucket: int | None = None, revisit: RevisitPolicy | None = None
+    ) -> None:
         super().__init__()
         self.keep_repeats = keep_repeats
         self.bucket = CLOCK_BUCKET if bucket is None else bucket
+        self.revisit = revisit
 
     def expand(self, events: Any) -> Any:
-        return (
+        ordered = (
             events
             | "ByPage"
             >> beam.MapTuple(lambda p, e: (e.url, (p, e))).with_output_types(
                 typehints.KV[str, typehints.Tuple[int, FetchEvent]]
             )
             | "PageFetches" >> beam.GroupByKey()
-            | "InOrder"
-            >> beam.FlatMap(decide_repeats, self.keep_repeats, self.bucket).with_output_types(
-                typehints.KV[BucketKey, Fetch]
-            )
         )
+        decide = beam.FlatMap(decide_repeats, self.keep_repeats, self.bucket, self.revisit)
+        if self.revisit is None:
+            return ordered | "InOrder" >> decide.with_output_types(typehints.KV[BucketKey, Fetch])
+        out = ordered | "InOrder" >> decide.with_outputs(VISITS, RECORDS, main="fetches")
+        fetches, visits, records = out.fetches, out[VISITS], out[RECORDS]
+        fetches.element_type = typehints.KV[BucketKey, Fetch]
+        visits.element_type = typehints.KV[str, typehints.Tuple[int, typehints.Any]]
+        records.element_type = typehints.KV[str, bytes]
+        return fetches, visits, records
 
 
 def decide_repeats(
-    grouped: tuple[str, Iterable[tuple[int, FetchEvent]]], keep_repeats: bool, bucket: int
-) -> Iterator[tuple[tuple[str, int], tuple[int, bool, FetchEvent]]]:
-    """One URL's fetches in input order, each with the step core's repeat verdict."""
-    _, fetches = grouped
+    grouped: tuple[str, Iterable[tuple[int, FetchEvent]]],
+    keep_repeats: bool,
+    bucket: int,
+    revisit: RevisitPolicy | None = None,
+) -> Iterator[Any]:
+    """One URL's fetches in input order, each with the step core's verdict; with `revisit`,
+    its visits (tagged `VISITS`) and its final record (`RECORDS`) too."""
+    url, fetches = grouped
     last: int | None = None
+    record: PageSchedule | None = None
     for position, event in sorted(fetches, key=lambda f: f[0]):
-        repeat = is_repeat_fetch(last, event.cycle)
-        if not repeat:
+        if revisit is None:
+            kind = FetchKind.REPEAT if is_repeat_fetch(last, event.cycle) else FetchKind.FIRST
+        else:
+            kind, record, visit = page_fetch(record, last, event, revisit)
+            if visit is not None:
+                host = group_key(visit.crawl_id, visit.host)
+                yield beam.pvalue.TaggedOutput(VISITS, (host, (position, tuple(visit))))
+        if kind is FetchKind.FIRST:
             last = event.cycle
-        elif not keep_repeats:
+        elif kind is FetchKind.REPEAT and not keep_repeats:
             continue
-        yield (event.crawl_id, position // bucket), (position, repeat, event)
+        yield (event.crawl_id, position // bucket), (position, int(kind), event)
+    if record is not None:
+        yield beam.pvalue.TaggedOutput(RECORDS, (url, encode_page_schedule(record)))
 
 
 class CountCrawledPages(beam.PTransform):
@@ -80,7 +113,7 @@ class CountCrawledPages(beam.PTransform):
     def expand(self, fetches: Any) -> Any:
         return (
             fetches
-            | "FirstFetches" >> beam.Filter(lambda kv: not kv[1][1])
+            | "FirstFetches" >> beam.Filter(lambda kv: kv[1][1] == FetchKind.FIRST)
             | "One" >> beam.MapTuple(lambda key, _: (key, 1))
             | "PerBucket" >> beam.CombinePerKey(sum)
             | "AllBuckets" >> beam.combiners.ToDict()

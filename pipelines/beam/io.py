@@ -178,6 +178,24 @@ class WriteResults(beam.PTransform):
         )
 
 
+class WriteKeyedStates(beam.PTransform):
+    """(key, state bytes)s → `<prefix>*.jsonl`, one `{"key", "state"}` (base64) a line."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def expand(self, states: Any) -> Any:
+        return (
+            states
+            | "Lines"
+            >> beam.MapTuple(
+                lambda key, raw: json.dumps({"key": key, "state": base64.b64encode(raw).decode()})
+            )
+            | "Write" >> beam.io.WriteToText(self.prefix, ".jsonl")
+        )
+
+
 def _entry_lines(update: UrlUpdate) -> list[str]:
     return [
         record_to_json(change.to_avro(), "FrontierEntry", validate=False)

@@ -65,6 +65,7 @@ from frontierflow.pipelines.beam.stream import StreamFrontier
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
+from frontierflow.state.revisit_schedule import RevisitPolicy
 
 _MAX_OFFSET = 2**63 - 1
 
@@ -268,11 +269,15 @@ def build_kafka_pipeline(
     strategy: Strategy[Any],
     ends: Mapping[int, int] | None,
     hosts: HostPolicy | None = DEFAULT_POLICY,
+    revisit: RevisitPolicy | None = None,
 ) -> None:
-    """fetch-events → the shared steps → frontier and dead-letter topics."""
+    """fetch-events → the shared steps → frontier and dead-letter topics (with `revisit`,
+    each page's revisit entry too: `beam.revisits`)."""
     t = settings.topics
     events, dead = pipeline | "ReadKafka" >> ReadFromKafkaPartitions(settings, ends=ends)
-    updates = events | "Frontier" >> ReplayFrontier(strategy, hosts=hosts)
+    updates = events | "Frontier" >> ReplayFrontier(strategy, hosts=hosts, revisit=revisit)
+    if revisit is not None:
+        updates, _ = updates  # the revisit states: nothing keeps them between runs
     updates | "WriteFrontier" >> WriteUpdatesToKafka(settings)
     letters = dead | "DeadToRecords" >> beam.Map(dead_record, t.dead_letter)
     letters | "WriteDead" >> WriteToKafka(settings)
@@ -321,13 +326,14 @@ def run_beam_kafka(
     until_current_end: bool = True,
     strategy: Strategy[Any] | None = None,
     hosts: HostPolicy | None = DEFAULT_POLICY,
+    revisit: RevisitPolicy | None = None,
 ) -> None:
     """Run the exact-clock Kafka pipeline; with `until_current_end`, over what the topic
     holds now (it waits for its input to end: the clock is one ordered pass)."""
     strategy = beam_strategy(strategy_name, budget=budget, strategy=strategy)
     ends = end_offsets(settings) if until_current_end else None
     with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
-        build_kafka_pipeline(pipeline, settings, strategy, ends, hosts)
+        build_kafka_pipeline(pipeline, settings, strategy, ends, hosts, revisit)
 
 
 FINISH_BUNDLES = "--finish_bundle_before_checkpointing"

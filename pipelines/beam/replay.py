@@ -55,10 +55,17 @@ from frontierflow.pipelines.beam.echo_fill import (
 )
 from frontierflow.pipelines.beam.exact_clock import CountCrawledPages, DecideRepeatFetches
 from frontierflow.pipelines.beam.hosts import HoldPausedHosts
-from frontierflow.pipelines.beam.io import ReadFetchEventLog, WriteResults, page_answers
+from frontierflow.pipelines.beam.io import (
+    ReadFetchEventLog,
+    WriteKeyedStates,
+    WriteResults,
+    page_answers,
+)
 from frontierflow.pipelines.beam.options import pipeline_options
+from frontierflow.pipelines.beam.revisits import MergeRevisits, ScheduleRevisits
 from frontierflow.pipelines.beam.strategy import beam_strategy
 from frontierflow.pipelines.core.step import (
+    FetchKind,
     LatestChanges,
     apply_messages,
     crawl_clock,
@@ -74,6 +81,7 @@ from frontierflow.pipelines.core.strategy import (
 )
 from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
+from frontierflow.state.revisit_schedule import RevisitPolicy
 
 
 class RouteFetchEvents(beam.PTransform):
@@ -111,7 +119,7 @@ class RouteFetchEvents(beam.PTransform):
 
 
 def route_bucket(
-    grouped: tuple[tuple[str, int], Iterable[tuple[int, bool, FetchEvent]]],
+    grouped: tuple[tuple[str, int], Iterable[tuple[int, int, FetchEvent]]],
     strategy: Strategy[Any],
     pages_before: dict[tuple[str, int], int],
 ) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
@@ -135,15 +143,15 @@ def route_filled_bucket(
 
 def _route_fetches(
     key: tuple[str, int],
-    fetches: Iterable[tuple[int, bool, FetchEvent]],
+    fetches: Iterable[tuple[int, int, FetchEvent]],
     strategy: Strategy[Any],
     pages_before: dict[tuple[str, int], int],
     fills: dict[int, dict[str, str]] | None,
 ) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
     pages = pages_before.get(key, 0)
     by_url: dict[str, list[tuple[Any, ...]]] = {}
-    for position, repeat, event in sorted(fetches, key=lambda f: f[0]):
-        clock = crawl_clock(pages, repeat, event.fetched_at)
+    for position, kind, event in sorted(fetches, key=lambda f: f[0]):
+        clock = crawl_clock(pages, kind != FetchKind.FIRST, event.fetched_at)
         pages = clock.crawled
         now = (clock.crawled, clock.now_ms)
         if fills is not None:
@@ -153,6 +161,7 @@ def _route_fetches(
                 echo = fills.get(position)
                 if echo:
                     event = replace(event, echo=echo)
+        repeat = kind == FetchKind.REPEAT
         for index, (url, message) in enumerate(keyed_messages(strategy, event, repeat)):
             by_url.setdefault(url, []).append((position, index, now, message_tuple(message)))
     yield from by_url.items()
@@ -273,7 +282,10 @@ class ReplayFrontier(beam.PTransform):
     group's pause are held (`beam.hosts`), as the embedded engine holds them. With
     `filling`, the input is (events, fills): the echoes of events without one are taken
     from the fills (((crawl id, bucket), (position, echo))s, `beam.echo_fill`), and out
-    come the updates and the echoes this round finds, (crawl id, position, echo)s."""
+    come the updates and the echoes this round finds, (crawl id, position, echo)s. With a
+    `revisit` policy, each URL's revisit entry is folded into its update (`beam.revisits`)
+    and out come the updates and the revisit states, (key, bytes)s as the embedded engine
+    keeps them."""
 
     def __init__(
         self,
@@ -281,20 +293,29 @@ class ReplayFrontier(beam.PTransform):
         seeds: Seeds | None = None,
         hosts: HostPolicy | None = DEFAULT_POLICY,
         filling: bool = False,
+        revisit: RevisitPolicy | None = None,
     ) -> None:
         super().__init__()
         if filling and seeds is not None and seeds.urls:
             raise ValueError("seeds and the echo fill together are not supported")
+        if filling and revisit is not None:
+            raise ValueError("revisits and the echo fill together are not supported")
+        if revisit is not None and not strategy.revisits_pages:
+            raise ValueError(f"{strategy.name} schedules its own revisits: no --revisit")
         self.strategy = strategy
         self.seeds = seeds
         self.hosts = hosts
         self.filling = filling
+        self.revisit = revisit
 
     def expand(self, pcolls: Any) -> Any:
         strategy = self.strategy
         events, fills = pcolls if self.filling else (pcolls, None)
         pages = page_answers(events)
-        fetches = pages | "Repeats" >> DecideRepeatFetches(strategy.learns_from_repeats)
+        repeats = DecideRepeatFetches(strategy.learns_from_repeats, revisit=self.revisit)
+        fetches = pages | "Repeats" >> repeats
+        if self.revisit is not None:
+            fetches, visits, records = fetches
         pages_before = fetches | "Clock" >> CountCrawledPages()
         if fills is None:
             keyed = (fetches, pages_before) | "Route" >> RouteFetchEvents(strategy)
@@ -308,6 +329,11 @@ class ReplayFrontier(beam.PTransform):
         found = None
         if self.filling:
             updates, found = updates
+        if self.revisit is not None:
+            schedule = ScheduleRevisits(self.revisit, strategy.name)
+            decisions, hosts = visits | "Revisits" >> schedule
+            updates = (updates, decisions) | "WithRevisits" >> MergeRevisits()
+            found = (records, hosts) | "RevisitStates" >> beam.Flatten()
         if self.hosts is not None:
             updates = (events, updates) | "Hosts" >> HoldPausedHosts(self.hosts)
         return updates if found is None else (updates, found)
@@ -340,13 +366,19 @@ def build_replay(
     fills: Fills | None = None,
     seeds: Seeds | None = None,
     hosts: HostPolicy | None = DEFAULT_POLICY,
+    revisit: RevisitPolicy | None = None,
 ) -> None:
     """Read `log`, update the frontier, write `<out>-frontier*.jsonl`, `<out>-state*.jsonl`
     and `<out>-dead-letters*.jsonl`; with `fills` ((crawl id, position) → echo: one round
-    of the echo fill), also `<out>-echo-fills*.jsonl`, the echoes this round found."""
+    of the echo fill), also `<out>-echo-fills*.jsonl`, the echoes this round found; with
+    `revisit`, also `<out>-revisits*.jsonl`, the revisit states."""
     events, dead = pipeline | "Read" >> ReadFetchEventLog(log)
     if fills is None:
-        updates = events | "Frontier" >> ReplayFrontier(strategy, seeds, hosts)
+        frontier = ReplayFrontier(strategy, seeds, hosts, revisit=revisit)
+        updates = events | "Frontier" >> frontier
+        if revisit is not None:
+            updates, states = updates
+            states | "WriteRevisits" >> WriteKeyedStates(out_prefix + "-revisits")
         (updates, dead) | "Write" >> WriteResults(out_prefix)
         return
     frontier = ReplayFrontier(strategy, seeds, hosts, filling=True)
@@ -368,6 +400,7 @@ def run_beam_replay(
     max_fill_rounds: int = MAX_FILL_ROUNDS,
     seeds: Seeds | None = None,
     hosts: HostPolicy | None = DEFAULT_POLICY,
+    revisit: RevisitPolicy | None = None,
 ) -> int:
     """Run the replay pipeline with the given Beam pipeline options and wait for it; returns
     how many times it ran (more than once only to fill echoes).
@@ -377,13 +410,17 @@ def run_beam_replay(
     get the one their strategy derives from state, found in rounds (module docstring): the
     pipeline runs until a round finds the echoes it was given, at most `max_fill_rounds`
     times. `hosts`: the host rule's settings (`state.hosts.HostPolicy`; None: no entry
-    is held)."""
+    is held). `revisit`: when pages are asked for again (None: never; not with `fill_echo`)."""
     strategy = beam_strategy(strategy_name, budget=budget, seed=seed, strategy=strategy)
     options = pipeline_options(beam_args)
     if not fill_echo or strategy.echo_fill is EchoFill.NONE:
         with beam.Pipeline(options=options) as pipeline:
-            build_replay(pipeline, log, strategy, out_prefix, seeds=seeds, hosts=hosts)
+            build_replay(
+                pipeline, log, strategy, out_prefix, seeds=seeds, hosts=hosts, revisit=revisit
+            )
         return 1
+    if revisit is not None:
+        raise ValueError("revisits and the echo fill together are not supported")
 
     def run_round(fills: Fills) -> None:
         with beam.Pipeline(options=options) as pipeline:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from frontierflow.state.forager_agent import AgentParams
     from frontierflow.state.foraging import ForagerParams
     from frontierflow.state.relevance import Topic
+    from frontierflow.state.revisit_schedule import RevisitPolicy
 
 DEFAULT_SPEED_CONTROLLER = "hypothesis"
 NO_SPEED_CONTROLLER = "none"
@@ -79,6 +80,26 @@ def add_engine_args(parser: argparse.ArgumentParser, state_required: bool = True
     parser.add_argument(
         "--speed-window-ms", type=int, default=10_000, help="speed statistics window length"
     )
+
+
+def add_revisit_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """`--revisit`: when the job asks for a page again after downloading it."""
+    parser.add_argument(
+        "--revisit",
+        default="none",
+        metavar="POLICY",
+        help="ask for every page again after each download: 'fixed:INTERVAL' (the download's "
+        "time + INTERVAL, e.g. fixed:1h), 'learned[:EVERY]' (from the page's change rate, "
+        "Cho & Garcia-Molina 2003, within one revisit per EVERY per host, default 1m), or "
+        "'none' (default). Revisits wait for every page the strategy ranks",
+    )
+
+
+def revisit_policy(args: argparse.Namespace) -> RevisitPolicy | None:
+    """`--revisit`'s policy (None: none); ValueError for a bad value."""
+    from frontierflow.state.revisit_schedule import parse_revisit
+
+    return parse_revisit(args.revisit)
 
 
 def add_ui_args(parser: argparse.ArgumentParser) -> None:

@@ -21,7 +21,9 @@ from urllib.parse import urlsplit
 from frontierflow.pipelines.cli.common import (
     add_engine_args,
     add_kafka_args,
+    add_revisit_args,
     client_settings,
+    revisit_policy,
     speed_settings,
     strategy_from_args,
     topic,
@@ -70,6 +72,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "its data in STATE_DIR/kafka",
     )
     cp.add_argument("--crawl-id", default=None, help="default: 'default'")
+    add_revisit_args(cp)
     fetcher = cp.add_argument_group("the fetcher")
     fetcher.add_argument(
         "--delay", type=float, default=1.0, help="seconds between requests to a host (default 1)"
@@ -218,6 +221,7 @@ def crawl_settings(args: argparse.Namespace) -> CrawlSettings:
         kafka_client=client_settings(args.kafka),
         client_library=args.kafka_client,
         speed=speed_settings(args),
+        revisit=revisit_policy(args),
         step_size=args.step_size,
         ui_port=ui_port,
         ui_host=args.ui_host,

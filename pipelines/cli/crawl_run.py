@@ -186,7 +186,12 @@ def _crawl(
     observer = _start_page(settings, stack, display)
     applied: list[EngineStats] = [EngineStats()]
     stop_job = threading.Event()
-    options = LiveOptions(step_size=settings.step_size, poll_timeout_ms=100, speed=settings.speed)
+    options = LiveOptions(
+        step_size=settings.step_size,
+        poll_timeout_ms=100,
+        speed=settings.speed,
+        revisit=settings.revisit,
+    )
     job = _Part(
         "crawl-job",
         lambda: run_live(

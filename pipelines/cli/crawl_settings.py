@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from frontierflow.pipelines.core.strategy import Strategy
     from frontierflow.pipelines.speed.settings import ControllerSettings
     from frontierflow.state.relevance import Topic
+    from frontierflow.state.revisit_schedule import RevisitPolicy
 
 FETCHER_ID = "crawl-fetcher"
 
@@ -37,6 +38,8 @@ class CrawlSettings:
     client_library: str
     """The Kafka client library of the job, the fetcher and the report (`--kafka-client`)."""
     speed: ControllerSettings | None
+    revisit: RevisitPolicy | None
+    """When the job asks for a page again (`--revisit`); None: never."""
     step_size: int
     ui_port: int | None
     """None: no operator's page."""

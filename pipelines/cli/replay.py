@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 from frontierflow.pipelines.cli.common import (
     add_engine_args,
     add_host_policy_args,
+    add_revisit_args,
     add_ui_args,
     host_policy,
     operators_page,
+    revisit_policy,
     speed_settings,
     strategy_from_args,
 )
@@ -37,6 +39,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     add_engine_args(rp, state_required=False)
     add_ui_args(rp)
     add_host_policy_args(rp)
+    add_revisit_args(rp)
     rp.add_argument(
         "--out",
         type=Path,
@@ -153,10 +156,12 @@ def replay(args: argparse.Namespace) -> int:
             seed_ms=args.seed_time_ms,
             commit_every=(REPLAY_COMMIT_EVERY if args.commit_every is None else args.commit_every),
             hosts=host_policy(args),
+            revisit=revisit_policy(args),
         )
     log.info(
-        "replayed %d events (%d duplicates, %d dead letters): %d entries, %d removals",
+        "replayed %d events (%d revisits, %d duplicates, %d dead letters): %d entries, %d removals",
         stats.events,
+        stats.revisits,
         stats.duplicates,
         stats.dead_letters,
         stats.entries,
@@ -196,6 +201,9 @@ def _replay_beam(args: argparse.Namespace) -> int:
         )
     if windows is not None and args.seed_url:
         raise ValueError("--seed-url needs the bounded Beam replay (--clock exact)")
+    revisit = revisit_policy(args)
+    if windows is not None and revisit is not None:
+        raise ValueError("--revisit needs the bounded Beam replay (--clock exact)")
     strategy = strategy_from_args(args)
     if windows is not None:
         from frontierflow.pipelines.beam.stream_replay import run_beam_stream_replay
@@ -225,6 +233,7 @@ def _replay_beam(args: argparse.Namespace) -> int:
             strategy=strategy,
             seeds=Seeds(tuple(args.seed_url), args.seed_crawl_id, args.seed_time_ms),
             hosts=host_policy(args),
+            revisit=revisit,
         )
         log.info("wrote %s-frontier*.jsonl, -state*.jsonl, -dead-letters*.jsonl", args.out)
     if speed is not None:

@@ -14,10 +14,12 @@ from frontierflow.pipelines.cli.common import (
     add_engine_args,
     add_host_policy_args,
     add_kafka_args,
+    add_revisit_args,
     add_ui_args,
     host_policy,
     kafka_settings,
     operators_page,
+    revisit_policy,
     speed_settings,
     strategy_from_args,
 )
@@ -39,6 +41,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     )
     add_ui_args(lp)
     add_host_policy_args(lp)
+    add_revisit_args(lp)
     lp.add_argument(
         "--exit-when-idle", action="store_true", help="stop once fetch-events is read to its end"
     )
@@ -138,6 +141,7 @@ def _run_embedded(args: argparse.Namespace) -> int:
         exit_when_idle=args.exit_when_idle,
         speed=speed_settings(args),
         hosts=host_policy(args),
+        revisit=revisit_policy(args),
     )
     strategy = strategy_from_args(args)
     stop = threading.Event()
@@ -164,6 +168,9 @@ def _run_beam(args: argparse.Namespace) -> int:
             "controller; run it with the embedded engine, or `replay --runner beam` over a log"
         )
     windows = parse_clock(args.clock)
+    revisit = revisit_policy(args)
+    if windows is not None and revisit is not None:
+        raise ValueError("--revisit: not on the unbounded Beam form (--clock windowed:W) yet")
     if windows is None and (
         args.allowed_lateness_ms or args.topic_state is not None or args.kafka_io is not None
     ):
@@ -187,6 +194,7 @@ def _run_beam(args: argparse.Namespace) -> int:
             until_current_end=True,
             strategy=strategy,
             hosts=host_policy(args),
+            revisit=revisit,
         )
     else:
         run_beam_kafka_stream(

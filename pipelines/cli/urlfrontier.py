@@ -7,7 +7,13 @@ import argparse
 import logging
 from typing import TYPE_CHECKING, Any
 
-from frontierflow.pipelines.cli.common import add_kafka_args, add_lafc_args, topic
+from frontierflow.pipelines.cli.common import (
+    add_kafka_args,
+    add_lafc_args,
+    add_revisit_args,
+    revisit_policy,
+    topic,
+)
 
 if TYPE_CHECKING:
     from frontierflow.pipelines.core.strategy import Strategy
@@ -42,6 +48,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of random and LAFC")
     p.add_argument("--topic", default=None, help="for lafc and best-first")
     add_lafc_args(p)
+    add_revisit_args(p)
     p.add_argument(
         "--lock-seconds",
         type=int,
@@ -64,6 +71,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     import signal
     import threading
+    from dataclasses import replace
     from pathlib import Path
 
     from frontierflow.pipelines.cli.common import lafc_settings
@@ -79,24 +87,25 @@ def run(args: argparse.Namespace) -> int:
         topic=topic(args.topic) if args.topic is not None else None,
         lafc=lafc_settings(args, args.seed),
     )
+    revisit = revisit_policy(args)
+    if revisit is not None and args.bootstrap_servers is not None:
+        raise ValueError("--revisit with --bootstrap-servers: give it to the live job instead")
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    with RocksDBStore(Path(args.state_dir), Frontier.families_for(strategy)) as store:
+    families = Frontier.families_for(strategy, revisit is not None)
+    with RocksDBStore(Path(args.state_dir), families) as store:
         settings = FrontierSettings(
             default_lock_s=args.lock_seconds,
             outlink_timeout_s=args.outlink_timeout,
             node=f"{args.host}:{args.port}",
+            revisit=revisit,
         )
         frontier = _frontier(args, strategy, store, settings)
         server, port, flusher = serve(
             frontier, f"{args.host}:{args.port}", max_workers=args.workers
         )
-        frontier.settings = FrontierSettings(
-            default_lock_s=settings.default_lock_s,
-            outlink_timeout_s=settings.outlink_timeout_s,
-            node=f"{args.host}:{port}",
-        )
+        frontier.settings = replace(settings, node=f"{args.host}:{port}")
         log.info(
             "URL Frontier (%s) on %s:%d, state in %s",
             args.strategy,

@@ -6,7 +6,8 @@ crawler or a WARC, its echo is filled from state when it carries none: `echo_fil
 
 1. **count**: a fetch of a page not yet fetched in its cycle is a *first fetch* and counts
    as one more page of its crawl (IECA's clock); any other fetch is a *repeat*
-   (`is_repeat_fetch`) and does not count (`crawl_clock`);
+   (`is_repeat_fetch`) and does not count (`crawl_clock`), unless it answers a scheduled
+   revisit (`fetch_kind`): then it is routed as a first fetch is, and not counted;
 2. **route**: a first fetch becomes the keyed messages of `Strategy.route`, in the order
    of `Routed.messages`; a repeat becomes at most the parent's `Reinforce` with
    `fresh=False`, and only for a strategy that `learns_from_repeats` (`keyed_messages`;
@@ -26,6 +27,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from enum import IntEnum
 from operator import attrgetter
 from typing import Any, TypeVar, cast
 
@@ -88,6 +90,35 @@ def is_repeat_fetch(last_cycle: int | None, cycle: int) -> bool:
     it again would count the page twice and feed its links twice, so it is skipped. The
     last cycle is kept per URL, whatever the crawl."""
     return last_cycle is not None and last_cycle >= cycle
+
+
+class FetchKind(IntEnum):
+    """What a page answer is to the step core (`fetch_kind`). As a flag it is the `repeat`
+    of `crawl_clock`: only a first fetch counts."""
+
+    FIRST = 0
+    """Counted and routed."""
+    REPEAT = 1
+    """Neither (a strategy that `learns_from_repeats` still hears its parent's Reinforce)."""
+    REVISIT = 2
+    """Routed, not counted: a scheduled revisit of a page fetched in its cycle, answered for
+    the first time. The strategy hears the page again (its links as they are now); the
+    crawl's count of distinct pages does not move."""
+
+
+def fetch_kind(
+    last_cycle: int | None, cycle: int, revisit_due: int | None, answered_ms: int | None
+) -> FetchKind:
+    """The repeat rule with revisits: a fetch that `is_repeat_fetch` calls a repeat is a
+    revisit when it answers a revisit entry (`revisit_due`, the entry's due time from its
+    echo: `schemas.records.REVISIT_ECHO`) of the very cycle it was fetched in, later than
+    the last revisit of the page answered (`answered_ms`); else a repeat. Engines that
+    schedule no revisits pass `revisit_due` None."""
+    if not is_repeat_fetch(last_cycle, cycle):
+        return FetchKind.FIRST
+    if revisit_due is not None and last_cycle == cycle and revisit_due > (answered_ms or 0):
+        return FetchKind.REVISIT
+    return FetchKind.REPEAT
 
 
 def crawl_clock(pages_before: int, repeat: bool, fetched_at: int) -> CrawlClock:

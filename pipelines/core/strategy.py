@@ -221,6 +221,10 @@ class Strategy(ABC, Generic[S]):
     judges_pages: ClassVar[bool] = False
     """Whether a first fetch's `Fetched.value` is the page's topic similarity (Akbari
     Torkestani 2012, eqs. 4–5), so an onlooker can tell the harvest rate from it."""
+    revisits_pages: ClassVar[bool] = True
+    """Whether the job may schedule revisits of its pages (`--revisit`): a revisit's answer
+    is routed as the page's first fetch was. False for a strategy that asks for pages
+    again by its own rule."""
     requests_replies: ClassVar[bool] = False
     """Whether an entry it emits may be a reply request (`REPLY_ECHO`), which
     `change_key` keeps per (url, via). Without them every change's key is its URL, and

@@ -42,6 +42,7 @@ from frontierflow.schemas.records import (
     SeedRequest,
 )
 from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
+from frontierflow.state.revisit_schedule import REVISITS_FAMILY, RevisitPolicy
 from frontierflow.state.storage.cache import HotStates
 from frontierflow.state.storage.codec import decode_u64, encode_u64
 from frontierflow.state.storage.format import (
@@ -86,10 +87,13 @@ class Engine(Generic[S]):
         observer: StepObserver | None = None,
         commit_every: int = DEFAULT_COMMIT_EVERY,
         hosts: HostPolicy | None = DEFAULT_POLICY,
+        revisit: RevisitPolicy | None = None,
     ) -> None:
         if commit_every < 1:
             raise ValueError(f"commit interval must be >= 1 step, got {commit_every}")
-        needed = {strategy.family, CRAWLED_FAMILY} | ({SPEED_FAMILY} if speed else set())
+        if revisit is not None and not strategy.revisits_pages:
+            raise ValueError(f"{strategy.name} schedules its own revisits: no --revisit")
+        needed = set(self.families_for(strategy, speed is not None, revisit is not None))
         missing = needed - set(store.families)
         if missing:
             raise ValueError(f"store lacks families {sorted(missing)}")
@@ -97,6 +101,8 @@ class Engine(Generic[S]):
             raise ValueError("the speed controller needs a sink that takes ScalingDecisions")
         self.speed = speed
         self.hosts = hosts
+        self.revisit = revisit
+        """When pages are asked for again after a download (None: never)."""
         """The frontier's host rule (None: hosts are not tracked, no entry is held)."""
         self.paused: dict[str, int] = {} if hosts is None else paused_groups(store)
         """Queue group key → the end of its pause, for the groups ever paused (committed
@@ -136,10 +142,13 @@ class Engine(Generic[S]):
         self.sink.rewind(self.store.get(META_FAMILY, OUTPUT_POSITION))
 
     @staticmethod
-    def families_for(strategy: Strategy[Any], speed: bool = False) -> tuple[str, ...]:
+    def families_for(
+        strategy: Strategy[Any], speed: bool = False, revisit: bool = False
+    ) -> tuple[str, ...]:
         """The column families a store must have to run `strategy` (and the speed
-        controller)."""
-        return with_meta((strategy.family, CRAWLED_FAMILY, *((SPEED_FAMILY,) if speed else ())))
+        controller, and scheduled revisits)."""
+        extra = (*((SPEED_FAMILY,) if speed else ()), *((REVISITS_FAMILY,) if revisit else ()))
+        return with_meta((strategy.family, CRAWLED_FAMILY, *extra))
 
     def input_position(self) -> int:
         """For a one-partition source (a file): the index of the first item not yet
@@ -270,6 +279,9 @@ class Engine(Generic[S]):
         4. tell the observer, if any, what each committed step did.
         """
         step.apply_pending()
+        if step.revisits is not None:
+            step.revisits.merge(step.changes)
+            self.stats.revisits += step.revisits.revisits
         changes = list(step.changes.values())
         if self.hosts is not None:
             changes, held = hold_paused(self.paused, step.pauses, changes)

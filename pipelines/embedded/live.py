@@ -43,6 +43,7 @@ from frontierflow.pipelines.embedded.engine import Engine, EngineStats
 from frontierflow.pipelines.embedded.observer import StepObserver
 from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
+from frontierflow.state.revisit_schedule import RevisitPolicy
 from frontierflow.state.storage.rocksdb import RocksDBStore
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,9 @@ class LiveOptions:
     hosts: HostPolicy | None = DEFAULT_POLICY
     """The host rule's settings (`state.hosts`), the same the fetchers are given; None:
     hosts are not tracked and no entry is held."""
+    revisit: RevisitPolicy | None = None
+    """When pages are asked for again after a download (`state.revisit_schedule`); None:
+    never."""
 
     def __post_init__(self) -> None:
         if self.step_size < 1 or self.poll_timeout_ms < 1:
@@ -191,7 +195,7 @@ def run_live(
         log.info("metrics on http://%s:%d/metrics", options.metrics_host, port)
     client = resolve_client(options.kafka_client or settings.client_library)
     log.info("Kafka client: %s", client)
-    families = Engine.families_for(strategy, speed=options.speed is not None)
+    families = Engine.families_for(strategy, options.speed is not None, options.revisit is not None)
     with RocksDBStore(state_dir, families) as store:
         stats = EngineStats()
         while not stop.is_set():
@@ -231,6 +235,7 @@ def _run_connected(
             speed=options.speed,
             observer=hooks.observer,
             hosts=options.hosts,
+            revisit=options.revisit,
         )
         engine.stats = previous
         source = KafkaFetchEventSource(settings, engine.input_checkpoint(), client)

@@ -20,6 +20,7 @@ from frontierflow.pipelines.embedded.observer import StepObserver
 from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
+from frontierflow.state.revisit_schedule import RevisitPolicy
 from frontierflow.state.storage.rocksdb import RocksDBStore
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ def replay_log(
     observer: StepObserver | None = None,
     commit_every: int = REPLAY_COMMIT_EVERY,
     hosts: HostPolicy | None = DEFAULT_POLICY,
+    revisit: RevisitPolicy | None = None,
 ) -> EngineStats:
     """Replay `log_path` (from where the state directory left off) and return the counters.
 
@@ -66,7 +68,8 @@ def replay_log(
     before the first record's step: the same seeds at the same time). `observer` (an
     operator's page) is told of every committed step. The state is committed every
     `commit_every` steps (see `REPLAY_COMMIT_EVERY`). `hosts`: the host rule's settings
-    (`state.hosts.HostPolicy`; None: no entry is held)."""
+    (`state.hosts.HostPolicy`; None: no entry is held). `revisit`: when pages are asked for
+    again (`state.revisit_schedule`; None: never)."""
     if step_size < 1:
         raise ValueError(f"--step-size must be >= 1, got {step_size}")
     if strategy is None:
@@ -76,7 +79,7 @@ def replay_log(
     if speed is not None:
         decisions_path = decisions or out.with_name(out.name + ".decisions.jsonl")
     sink = FileSink(out, dead_path, decisions=decisions_path)
-    families = Engine.families_for(strategy, speed=speed is not None)
+    families = Engine.families_for(strategy, speed is not None, revisit is not None)
     with RocksDBStore(state_dir, families) as store:
         engine = Engine(
             strategy,
@@ -89,6 +92,7 @@ def replay_log(
             observer=observer,
             commit_every=commit_every,
             hosts=hosts,
+            revisit=revisit,
         )
         start = engine.input_position()
         if start:

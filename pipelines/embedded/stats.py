@@ -11,6 +11,9 @@ class EngineStats:
     """Counters since the engine started (not persisted)."""
 
     events: int = 0
+    """Page answers routed: first fetches and revisits."""
+    revisits: int = 0
+    """Of those, answers to scheduled revisits (`--revisit`)."""
     duplicates: int = 0
     dead_letters: int = 0
     links: int = 0

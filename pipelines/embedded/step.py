@@ -17,6 +17,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 
 from frontierflow.connectors.base import InputItem, Position
 from frontierflow.pipelines.core.step import (
+    FetchKind,
     LatestChanges,
     apply_messages,
     apply_pending,
@@ -39,6 +40,7 @@ from frontierflow.pipelines.core.strategy import (
 )
 from frontierflow.pipelines.embedded.hosts import host_store_key
 from frontierflow.pipelines.embedded.observer import StepObserver
+from frontierflow.pipelines.embedded.revisits import StepRevisits
 from frontierflow.pipelines.embedded.stats import EngineStats
 from frontierflow.pipelines.speed.per_fetcher import (
     counts_for_speed,
@@ -60,6 +62,7 @@ from frontierflow.state.hosts import (
     encode_host_state,
     group_key,
 )
+from frontierflow.state.revisit_schedule import RevisitPolicy
 from frontierflow.state.speed import SpeedState, decode_speed_state, encode_speed_state
 from frontierflow.state.storage.cache import HotStates
 from frontierflow.state.storage.codec import decode_i32, encode_i32, encode_u64
@@ -80,6 +83,7 @@ class StepEngine(Protocol):
     store: StateStore
     stats: EngineStats
     hosts: HostPolicy | None
+    revisit: RevisitPolicy | None
     speed: ControllerSettings | None
     fill_echo: bool
     hot: HotStates[Any]
@@ -127,6 +131,11 @@ class Step(Generic[S]):
         )
         """Topic similarities of the pages first fetched in this step, for an observer;
         None when nobody watches or the strategy judges no page."""
+        policy = engine.revisit
+        self.revisits = (
+            None if policy is None else StepRevisits(policy, self.strategy.name, self.txn)
+        )
+        """The step's scheduled revisits (`--revisit`); None when the engine schedules none."""
 
     def prefetch(self, items: Sequence[InputItem]) -> None:
         """Read every state the step will touch in two batched reads."""
@@ -146,6 +155,8 @@ class Step(Generic[S]):
         raw = self.txn.get_many(CRAWLED_FAMILY, [u.encode() for u in pages])
         for url, value in zip(pages, raw, strict=True):
             self.last_crawled[url] = None if value is None else decode_i32(value)
+        if self.revisits is not None:
+            self.revisits.load(list(pages))
 
     def _load_states(self, keys: list[str]) -> None:
         """Load the states of `keys` not loaded yet: from the engine's cache of committed
@@ -198,15 +209,21 @@ class Step(Generic[S]):
         url = event.url
         if url not in self.last_crawled:
             self._load_crawled(url)
-        repeat = is_repeat_fetch(self.last_crawled[url], event.cycle)
+        last = self.last_crawled[url]
+        if self.revisits is not None:
+            kind = self.revisits.answer(last, event)
+        else:
+            kind = FetchKind.REPEAT if is_repeat_fetch(last, event.cycle) else FetchKind.FIRST
+        repeat = kind is not FetchKind.FIRST  # only a first fetch counts
         pages_before = self.crawled(event.crawl_id)
         clock = crawl_clock(pages_before, repeat, event.fetched_at)
-        routed = queue_messages(self.strategy, event, repeat, clock, self.pending)
+        routed = queue_messages(self.strategy, event, kind is FetchKind.REPEAT, clock, self.pending)
         if routed is None:
             stats.duplicates += 1
         else:
-            self.last_crawled[url] = event.cycle
-            self.crawl_counts[event.crawl_id] = clock.crawled
+            if not repeat:
+                self.last_crawled[url] = event.cycle
+                self.crawl_counts[event.crawl_id] = clock.crawled
             stats.events += 1
             if routed.inlink is not None:
                 stats.links += len(routed.children)
@@ -388,6 +405,8 @@ class Step(Generic[S]):
                     if state is not None
                 ),
             )
+        if self.revisits is not None:
+            self.revisits.write()
         if self.speed_states:
             self.txn.put_many(
                 SPEED_FAMILY,

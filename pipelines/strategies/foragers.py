@@ -85,6 +85,7 @@ class ForagerFleet(Strategy[FleetState]):
 
     family = "fleet"
     routes_links = False
+    revisits_pages = False  # the fleet asks for hub pages again itself (a cycle per request)
 
     def __init__(
         self,

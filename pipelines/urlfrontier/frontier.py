@@ -46,6 +46,7 @@ from frontierflow.state.hosts import (
     group_key,
     set_by_client,
 )
+from frontierflow.state.revisit_schedule import RevisitPolicy
 from frontierflow.state.storage.store import META_FAMILY, StateStore
 from frontierflow.state.urlfrontier import (
     FAMILIES,
@@ -78,6 +79,9 @@ class FrontierSettings:
     events: Limits = field(default_factory=Limits)
     hosts: HostPolicy = DEFAULT_POLICY
     """The host rule applied to each queue's reports (`state.hosts`)."""
+    revisit: RevisitPolicy | None = None
+    """When the engine asks for a reported page again (`--revisit`): its entry's
+    `not_before` makes the page a REVISIT from then; None: never."""
 
     def __post_init__(self) -> None:
         if self.default_lock_s < 1:
@@ -110,9 +114,9 @@ class Frontier:
     docstring. Every public method takes the lock."""
 
     @staticmethod
-    def families_for(strategy: Strategy[Any]) -> tuple[str, ...]:
+    def families_for(strategy: Strategy[Any], revisit: bool = False) -> tuple[str, ...]:
         """The column families the store must have: the engine's and the service's."""
-        return (*Engine.families_for(strategy), *FAMILIES)
+        return (*Engine.families_for(strategy, revisit=revisit), *FAMILIES)
 
     def __init__(
         self,
@@ -397,6 +401,7 @@ class Frontier:
             source_name="urlfrontier",
             limits=self.settings.events,
             hosts=None,  # the service applies the host rule per queue (`_host_ops`)
+            revisit=self.settings.revisit,
         )
 
     def _report(self, event: FetchEvent, ops: list[Op]) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from frontierflow.connectors.fetcher.queue import HostQueues
-from frontierflow.schemas.records import REPLY_ECHO, FetchEvent, FrontierEntry
+from frontierflow.schemas.records import REPLY_ECHO, REVISIT_ECHO, FetchEvent, FrontierEntry
 from frontierflow.state.hosts import HostPolicy
 
 
@@ -266,3 +266,51 @@ def test_max_lead_waits_for_the_frontiers_word_on_the_last_download() -> None:
     assert q._lead_full(12.5) == (False, None)
     with pytest.raises(ValueError):
         HostQueues(delay_s=0.0, max_lead=0)
+
+
+def _revisit(e: FrontierEntry, due_ms: int) -> FrontierEntry:
+    """The job's entry asking for `e`'s page again from `due_ms` (`--revisit`)."""
+    return FrontierEntry(
+        url=e.url, host=e.host, priority=-1e16, strategy="t", crawl_id=e.crawl_id,
+        cycle=e.cycle, via=None, emitted_at=0, echo={REVISIT_ECHO: str(due_ms)},
+        not_before=due_ms,
+    )  # fmt: skip
+
+
+def test_a_revisit_entry_downloads_a_fetched_page_again_once_per_due_time() -> None:
+    q = HostQueues(delay_s=0.0)
+    page = entry("http://a/1", 1.0)
+    q.offer(page)
+    job, _ = q.take(now=0.0)
+    assert job is not None
+    q.release(job.entry, 1.0, answer(job.entry, 200, 1.0))
+    assert not q.offer(page)  # a plain entry for a page fetched in its cycle: dropped
+    first = _revisit(page, 5_000)
+    assert q.offer(first)
+    assert q.take(now=4.0) == (None, 5.0)  # held until its not_before
+    job, _ = q.take(now=5.0)
+    assert job is not None and job.download and job.entry.echo[REVISIT_ECHO] == "5000"
+    event = answer(job.entry, 200, 5.5, echo=job.entry.echo)
+    q.release(job.entry, 5.5, event)
+    assert not q.offer(first)  # that revisit was downloaded: read again, it is dropped
+    assert q.offer(_revisit(page, 9_000))
+    # a fetcher taking the host over learns the revisits done from the `fetched` topic
+    other = HostQueues(delay_s=0.0)
+    other.restore([answer(page, 200, 1.0), event])
+    assert not other.offer(first) and other.offer(_revisit(page, 9_000))
+
+
+def test_a_revisit_entry_is_the_frontiers_word_on_the_download_under_max_lead() -> None:
+    """With revisits the job answers a download with the page's next revisit entry rather
+    than a tombstone: that entry frees the place the download held."""
+    q = HostQueues(delay_s=0.0, max_lead=1, lead_timeout_s=10.0)
+    page, other = entry("http://a/1", 2.0), entry("http://b/1", 1.0)
+    q.offer(page)
+    q.offer(other)
+    job, _ = q.take(now=0.0)
+    assert job is not None and job.entry.url == "http://a/1"
+    q.release(job.entry, 1.0, answer(job.entry, 200, 1.0))
+    assert q.take(now=1.0) == (None, 11.0)
+    q.offer(_revisit(page, 60_000))
+    job, _ = q.take(now=1.5)
+    assert job is not None and job.entry.url == "http://b/1"

@@ -53,6 +53,7 @@ def test_run_exact_clock_reads_to_the_current_end(kafka_calls: Calls) -> None:
     assert kafka_calls[0][1] == (settings,)
     assert isinstance(kw.pop("strategy"), IecaStrategy)
     assert kw.pop("hosts") == DEFAULT_POLICY  # the host rule's options, as the fetchers'
+    assert kw.pop("revisit") is None  # --revisit none, the default
     assert kw == {
         "strategy_name": "ieca",
         "budget": 400,
@@ -174,6 +175,7 @@ def test_replay_beam_runs_the_speed_form_on_the_events_the_engine_counts(
     assert isinstance(kwargs.pop("strategy"), IecaStrategy)  # built from the options
     assert kwargs.pop("hosts") == DEFAULT_POLICY
     assert kwargs.pop("seeds") == Seeds((), "default", 0)  # no --seed-url
+    assert kwargs.pop("revisit") is None  # no --revisit
     assert kwargs == {
         "strategy_name": "ieca",
         "out_prefix": str(out),

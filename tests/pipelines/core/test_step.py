@@ -17,8 +17,11 @@ import pytest
 
 from frontierflow.connectors.base import Position
 from frontierflow.pipelines.core.step import (
+    FetchKind,
     LatestChanges,
     apply_pending,
+    fetch_kind,
+    is_repeat_fetch,
     keep_latest,
     keyed_messages,
     queue_messages,
@@ -198,3 +201,24 @@ def test_queued_messages_are_the_keyed_messages_per_key(
         assert len(shared) == (1 if links else 0)
         if routed is not None:
             assert len(links) == (len(routed.children) if routed.inlink is not None else 0)
+
+
+@pytest.mark.parametrize(
+    ("last_cycle", "cycle", "due", "answered", "kind"),
+    [
+        (None, 0, None, None, FetchKind.FIRST),  # never fetched
+        (0, 1, None, None, FetchKind.FIRST),  # a new cycle
+        (0, 0, None, None, FetchKind.REPEAT),
+        (1, 0, None, None, FetchKind.REPEAT),  # an older cycle's fetch
+        (0, 0, 5_000, None, FetchKind.REVISIT),  # answers a revisit entry
+        (0, 0, 5_000, 4_000, FetchKind.REVISIT),  # a later revisit than the last answered
+        (0, 0, 5_000, 5_000, FetchKind.REPEAT),  # that revisit again
+        (1, 0, 5_000, None, FetchKind.REPEAT),  # a revisit of an older cycle
+        (None, 0, 5_000, None, FetchKind.FIRST),  # the page is unknown: a first fetch
+    ],
+)
+def test_the_repeat_rule_with_revisits(
+    last_cycle: int | None, cycle: int, due: int | None, answered: int | None, kind: FetchKind
+) -> None:
+    assert fetch_kind(last_cycle, cycle, due, answered) is kind
+    assert bool(kind) is is_repeat_fetch(last_cycle, cycle)  # a revisit counts no page

@@ -11,15 +11,13 @@ stops at the first step the fleet begins after the run's end."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import time
 from collections import deque
 from pathlib import Path
 from typing import Any
 
 import pytest
+from job_process import JobProcess
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from news_recording import write_recording
 
@@ -37,19 +35,7 @@ from frontierflow.state.storage.rocksdb import RocksDBStore
 pytestmark = pytest.mark.kafka
 
 DEADLINE_S = 240
-
-
-def _job(bootstrap: str, settings: Any, state_dir: Path, *extra: str) -> list[str]:
-    t = settings.topics
-    return [
-        sys.executable, "-m", "frontierflow.pipelines.cli", "run",
-        "--bootstrap-servers", bootstrap,
-        "--topic-fetch-events", t.fetch_events, "--topic-frontier", t.frontier,
-        "--topic-fetcher-control", t.fetcher_control, "--topic-dead-letter", t.dead_letter,
-        "--topic-seeds", t.seeds, "--topic-fetched", t.fetched,
-        "--state-dir", str(state_dir), "--step-size", "50", "--speed-controller", "none",
-        "--strategy", "forager-wl", "--sections", "Europe", "--seed", "3", *extra,
-    ]  # fmt: skip
+FLEET = ("--strategy", "forager-wl", "--sections", "Europe", "--seed", "3")
 
 
 def test_live_fleet_survives_kill_9_and_ends_as_the_closed_loop(
@@ -71,9 +57,8 @@ def test_live_fleet_survives_kill_9_and_ends_as_the_closed_loop(
     producer.flush()
 
     state_dir = tmp_path / "state"
-    job = subprocess.Popen(
-        _job(kafka_broker.bootstrap, settings, state_dir), stderr=subprocess.PIPE
-    )
+    job = JobProcess(settings, state_dir, *FLEET)
+    job.start()
     consumer = KafkaConsumer(
         bootstrap_servers=kafka_broker.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=20
     )
@@ -89,7 +74,7 @@ def test_live_fleet_survives_kill_9_and_ends_as_the_closed_loop(
     try:
         while True:
             assert time.monotonic() < deadline, f"served {served} of {expected.events}"
-            assert job.poll() is None, job.stderr.read().decode()[-3000:] if job.stderr else ""
+            job.check_running()
             for records in consumer.poll(timeout_ms=100).values():
                 for rec in records:
                     if rec.value is None:  # withdrawn
@@ -111,24 +96,13 @@ def test_live_fleet_survives_kill_9_and_ends_as_the_closed_loop(
             producer.flush()
             served += 1
             if served == kill_at and not killed:
-                job.send_signal(signal.SIGKILL)
-                assert job.wait(timeout=60) == -signal.SIGKILL
-                job = subprocess.Popen(
-                    _job(kafka_broker.bootstrap, settings, state_dir), stderr=subprocess.PIPE
-                )
+                job.kill_and_restart()
                 killed = True
     finally:
-        job.send_signal(signal.SIGTERM)
-        job.wait(timeout=60)
+        job.stop()
         consumer.close()
         producer.close()
-    # whatever the last run left uncommitted, a run to the end of the input applies
-    done = subprocess.run(
-        _job(kafka_broker.bootstrap, settings, state_dir, "--exit-when-idle"),
-        capture_output=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    job.finish()  # whatever the last run left uncommitted, a run to the end of the input
     assert killed and served == expected.events
     with RocksDBStore(state_dir, ("fleet", "crawled", "meta")) as store:
         live = store.get("fleet", fleet_key("news").encode())

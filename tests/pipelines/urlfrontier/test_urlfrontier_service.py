@@ -28,6 +28,7 @@ from frontierflow.pipelines.urlfrontier.frontier import Frontier, FrontierSettin
 from frontierflow.pipelines.urlfrontier.service import MAX_MESSAGE_BYTES, serve
 from frontierflow.schemas.records import FrontierEntry
 from frontierflow.state.hosts import decode_host_state, group_key
+from frontierflow.state.revisit_schedule import parse_revisit
 from frontierflow.state.storage.rocksdb import RocksDBStore
 from frontierflow.state.storage.store import META_FAMILY
 from frontierflow.state.urlfrontier import (
@@ -61,13 +62,13 @@ class Served:
     port: int
 
 
-def _start(tmp_path: Path, strategy: str) -> Iterator[Served]:
+def _start(tmp_path: Path, strategy: str, revisit: str = "none") -> Iterator[Served]:
     strat = build_strategy(strategy, budget=1000)
-    store = RocksDBStore(tmp_path / "state", Frontier.families_for(strat))
+    policy = parse_revisit(revisit)
+    store = RocksDBStore(tmp_path / "state", Frontier.families_for(strat, policy is not None))
     clock = Clock()
-    frontier = Frontier(
-        strat, store, FrontierSettings(default_lock_s=30, outlink_timeout_s=60), clock
-    )
+    settings = FrontierSettings(default_lock_s=30, outlink_timeout_s=60, revisit=policy)
+    frontier = Frontier(strat, store, settings, clock)
     server, port, stop = serve(frontier, "127.0.0.1:0", flush_every_s=3600)
     channel = grpc.insecure_channel(
         f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 64 * 1024 * 1024)]
@@ -89,6 +90,12 @@ def opic(tmp_path: Path) -> Iterator[Served]:
 @pytest.fixture
 def ieca(tmp_path: Path) -> Iterator[Served]:
     yield from _start(tmp_path, "ieca")
+
+
+@pytest.fixture
+def revisited(tmp_path: Path) -> Iterator[Served]:
+    """OPIC with every page asked for again 10 minutes after each report."""
+    yield from _start(tmp_path, "opic", "fixed:10m")
 
 
 def info(url: str, crawl: str = "", key: str = "", **meta: list[str]) -> pb.URLInfo:
@@ -250,6 +257,28 @@ def test_a_url_record_keeps_its_not_before_and_an_older_one_reads_without() -> N
     older = json.loads(encode_url_record(record))
     del older["n"]  # as a version without the field wrote it
     assert decode_url_record(json.dumps(older).encode()).not_before == 0
+
+
+def test_the_engines_revisits_bring_a_reported_page_back(revisited: Served) -> None:
+    """With `--revisit fixed:10m` the engine's entry for a reported page is its refetch
+    date; the report of that fetch is the revisit (its links routed, no page counted)."""
+    s = revisited
+    put(s, discovered(A))
+    assert get(s) == [A]
+    assert put(s, known(A)) == [OK]
+    status = s.stub.GetURLStatus(pb.URLStatusRequest(url=A))
+    assert status.known.refetchable_from_date == int(T0) + 600
+    s.clock.now = T0 + 599
+    assert get(s) == []
+    s.clock.now = T0 + 600
+    assert get(s) == [A]
+    put(s, discovered(A + "new", parent=A))
+    assert put(s, known(A)) == [OK]
+    engine = s.frontier.engine
+    assert (engine.crawled("DEFAULT"), engine.stats.revisits) == (1, 1)
+    assert priority(s, A + "new") == 1.0  # the cash A paid at its revisit (OPIC's echo)
+    status = s.stub.GetURLStatus(pb.URLStatusRequest(url=A))
+    assert status.known.refetchable_from_date == int(T0) + 1200
 
 
 def test_outlinks_of_a_silent_parent_are_seeded_after_the_timeout(opic: Served) -> None:

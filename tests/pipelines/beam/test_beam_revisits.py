@@ -1,0 +1,120 @@
+"""Scheduled revisits give one schedule on every path: a crawl of the news site in simulated
+time (the news-site fetcher of the fleet tests serving the frontier as a fetcher does), its
+FetchEvents replayed by the embedded engine in steps of another size, and by the bounded
+Beam replay, end with the same revisit entries (`not_before` and all), the same revisit
+records per page and per host, and the same strategy states."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from news_recording import write_recording
+
+from frontierflow.pipelines.beam.replay import run_beam_replay
+from frontierflow.pipelines.cli import main
+from frontierflow.pipelines.embedded.replay import replay_log
+from frontierflow.pipelines.evaluation.forager_fleet import ForagerSetup, build_site
+from frontierflow.pipelines.evaluation.live_revisits import crawl_news_site
+from frontierflow.pipelines.strategies import build_strategy
+from frontierflow.schemas.container import write_container
+from frontierflow.schemas.records import REVISIT_ECHO
+from frontierflow.state.revisit_schedule import REVISITS_FAMILY, parse_revisit
+from frontierflow.state.storage.rocksdb import RocksDBStore
+
+LOCAL = ["--runner=FnApiRunner"]
+CLI_BEAM = ["--beam-option=--runner=FnApiRunner", "--speed-controller", "none"]
+
+
+def _latest_entries(path: Path) -> dict[str, dict[str, Any]]:
+    latest: dict[str, dict[str, Any]] = {}
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        latest[entry["url"]] = entry
+    return latest
+
+
+@pytest.mark.parametrize("policy", ["fixed:20m", "learned:2m"])
+def test_the_news_crawls_revisits_are_the_same_on_replay_and_on_beam(
+    tmp_path: Path, policy: str
+) -> None:
+    write_recording(tmp_path)
+    setup = ForagerSetup(news=tmp_path, start="2022-03-01T06:00:00Z", days=0.25)
+    revisit = parse_revisit(policy)
+    crawl = crawl_news_site(
+        build_site(setup), build_strategy("bfs", budget=1000), revisit,
+        download_ms=setup.download_ms,
+    )  # fmt: skip
+    revisits = [e for e in crawl.events if REVISIT_ECHO in e.echo]
+    assert len(crawl.events) > 150 and len(revisits) > 100
+    log = tmp_path / "events.avro"
+    write_container(log, "FetchEvent", [e.to_avro() for e in crawl.events])
+    live = {k: v for k, v in crawl.store.items(REVISITS_FAMILY)}
+    assert len(live) == len({e.url for e in crawl.events}) + 1  # the pages and their host
+
+    out = tmp_path / "embedded.jsonl"
+    replay_log(
+        log, strategy_name="bfs", state_dir=tmp_path / "state", out=out, budget=1000,
+        step_size=37, revisit=revisit,
+    )  # fmt: skip
+    with RocksDBStore(tmp_path / "state", ("bfs", "crawled", REVISITS_FAMILY)) as store:
+        replayed = {k: v for k, v in store.items(REVISITS_FAMILY)}
+        states = {k.decode(): v for k, v in store.items("bfs")}
+    assert replayed == live  # the closed loop's schedule, in steps of 37 events
+    expected = _latest_entries(out)
+    fetched = {e.url for e in crawl.events}
+    assert all(expected[u]["not_before"] for u in fetched)  # each page is due again
+
+    prefix = tmp_path / "beam" / "out"
+    prefix.parent.mkdir()
+    run_beam_replay(
+        log, strategy_name="bfs", out_prefix=str(prefix), budget=1000, beam_args=LOCAL,
+        revisit=revisit,
+    )  # fmt: skip
+    entries: dict[str, dict[str, Any]] = {}
+    for f in prefix.parent.glob("out-frontier*"):
+        entries.update(_latest_entries(f))
+    beam_revisits = {}
+    for f in prefix.parent.glob("out-revisits*"):
+        for line in f.read_text().splitlines():
+            row = json.loads(line)
+            beam_revisits[row["key"].encode()] = base64.b64decode(row["state"])
+    beam_states = {}
+    for f in prefix.parent.glob("out-state*"):
+        for line in f.read_text().splitlines():
+            row = json.loads(line)
+            beam_states[row["url"]] = base64.b64decode(row["state"])
+    assert entries == expected
+    assert beam_revisits == live
+    assert beam_states == states
+
+
+def test_replay_takes_revisit_on_the_engine_and_the_bounded_beam_form(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_recording(tmp_path)
+    setup = ForagerSetup(news=tmp_path, start="2022-03-01T06:00:00Z", days=0.05)
+    crawl = crawl_news_site(
+        build_site(setup), build_strategy("bfs", budget=100), parse_revisit("fixed:20m"),
+        download_ms=setup.download_ms,
+    )  # fmt: skip
+    log = tmp_path / "events.avro"
+    write_container(log, "FetchEvent", [e.to_avro() for e in crawl.events])
+    base = ["replay", str(log), "--strategy", "bfs", "--budget", "100", "--revisit", "fixed:20m"]
+    embedded = tmp_path / "embedded.jsonl"
+    assert main([*base, "--state-dir", str(tmp_path / "s"), "--out", str(embedded)]) == 0
+    beam = tmp_path / "beam" / "out"
+    beam.parent.mkdir()
+    assert main([*base, "--runner", "beam", "--out", str(beam), *CLI_BEAM]) == 0
+    entries: dict[str, dict[str, Any]] = {}
+    for f in beam.parent.glob("out-frontier*"):
+        entries.update(_latest_entries(f))
+    expected = _latest_entries(embedded)
+    assert entries == expected
+    due = {e.url: e.fetched_at + 20 * 60_000 for e in crawl.events}  # the last download's
+    assert {u: e["not_before"] for u, e in expected.items() if u in due} == due
+    assert main([*base, "--runner", "beam", "--clock", "windowed:10", "--out", str(beam)]) == 2
+    assert "--revisit needs the bounded Beam replay" in caplog.text
