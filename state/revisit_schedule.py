@@ -23,11 +23,12 @@ reads, which on a distributed runner is either one key holding the whole crawl o
 input recomputed behind the stream. Per host, the sum is the host's own: the host is a
 key the job keeps already (its politeness and pauses), and what a host can be asked is
 bounded by its politeness anyway. So the budget is one revisit per EVERY per host (at most
-one per the host's reported crawl delay), and a crawl over H hosts spends at most H of
-them per EVERY. The host keeps Σ √λ of its pages as a running total, changed by a page's
-own visits (a page's weight changes only there), and each page's next visit is worked out
-at its visit from the total as it stands then: a streaming form of the rule, exact for a
-host whose other pages' rates did not move since.
+one per the host's reported crawl delay), and the pages with a rate of a crawl over H hosts
+share about H of them per EVERY (probes, which need no estimate, come on top). The host
+keeps Σ √λ of its pages as a running total, changed by a page's own visits (a page's
+weight changes only there), and each page's next visit is worked out at its visit from the
+total as it stands then: a streaming form of the rule, exact for a host whose other pages'
+rates did not move since.
 
 A revisit is answered once: each revisit entry carries its due time in its echo
 (`schemas.records.REVISIT_ECHO`), and the page's record keeps the due of the last revisit
