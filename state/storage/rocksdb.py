@@ -11,21 +11,18 @@ import logging
 import os
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import islice, repeat
 from pathlib import Path
 from types import TracebackType
 from typing import cast
 
 from rocksdict import (
-    BlockBasedOptions,
-    Cache,
+    Checkpoint,
     ColumnFamily,
-    DBCompressionType,
+    IngestExternalFileOptions,
     Options,
     Rdict,
     WriteBatch,
-    WriteOptions,
 )
 
 from frontierflow.state.storage.format import (
@@ -35,6 +32,7 @@ from frontierflow.state.storage.format import (
     stored_format,
     upgrade_changes,
 )
+from frontierflow.state.storage.rocksdb_options import RocksDBOptions, StoreOptions
 from frontierflow.state.storage.store import (
     META_FAMILY,
     BufferedTransaction,
@@ -46,94 +44,12 @@ from frontierflow.state.storage.store import (
 
 logger = logging.getLogger(__name__)
 
-_MIB = 1024 * 1024
 _DEFAULT_FAMILY = "default"
 """RocksDB's own column family, always present; opened implicitly, never listed."""
 
 _ITEMS_CHUNK = 1024
 """`items` reads this many entries per RocksDB iterator, so no native iterator outlives
 a chunk (a live one would keep the database open after `close`)."""
-
-
-@dataclass(frozen=True)
-class RocksDBOptions:
-    """How the store tunes RocksDB; validated once, turned into rocksdict objects on open.
-
-    The write-ahead log is always on: a committed batch survives `kill -9` of the process.
-    `sync_writes` also fsyncs the log on each commit, so it survives a crash of the OS or a
-    power loss, at the cost of one fsync per commit.
-    """
-
-    write_buffer_size: int = 64 * _MIB
-    """Memtable size per column family before it is flushed to an SST file."""
-    max_write_buffer_number: int = 3
-    max_open_files: int = -1
-    """-1 keeps every SST file open (RocksDB's default)."""
-    compression: bool = True
-    """LZ4 on SST blocks; off stores them raw."""
-    sync_writes: bool = False
-    block_cache_size: int = 64 * _MIB
-    """One LRU block cache shared by all column families of the store."""
-    bloom_filter_bits_per_key: int = 10
-    """Bloom filter on SST blocks, so point reads of absent keys rarely touch disk; 0 off."""
-    memtable_bloom_ratio: float = 0.02
-    """A whole-key Bloom filter in each memtable, of this share of `write_buffer_size`
-    (0.02 of 64 MiB: ~10 bits for each of ~1M keys); 0 off. A URL seen for the first time
-    is a read that finds nothing; with the filter it skips the memtable's search (200,000
-    such reads: 0.09–0.14 CPU s against 0.25–0.31 without, in a stand-alone measurement)."""
-
-    def __post_init__(self) -> None:
-        positive = {
-            "write_buffer_size": self.write_buffer_size,
-            "max_write_buffer_number": self.max_write_buffer_number,
-            "block_cache_size": self.block_cache_size,
-        }
-        for name, value in positive.items():
-            if value <= 0:
-                raise ValueError(f"RocksDBOptions.{name} must be positive, got {value}")
-        if self.max_open_files == 0 or self.max_open_files < -1:
-            raise ValueError(
-                f"RocksDBOptions.max_open_files must be -1 or positive, got {self.max_open_files}"
-            )
-        if not 0.0 <= self.memtable_bloom_ratio <= 0.25:
-            raise ValueError(
-                "RocksDBOptions.memtable_bloom_ratio must be in [0, 0.25], "
-                f"got {self.memtable_bloom_ratio}"
-            )
-        if self.bloom_filter_bits_per_key < 0:
-            raise ValueError(
-                "RocksDBOptions.bloom_filter_bits_per_key must be >= 0, "
-                f"got {self.bloom_filter_bits_per_key}"
-            )
-
-    def to_rocksdict(self) -> Options:
-        """Raw-mode `rocksdict.Options` for the database and each of its column families."""
-        options = Options(raw_mode=True)
-        options.create_if_missing(True)
-        options.create_missing_column_families(True)
-        options.set_write_buffer_size(self.write_buffer_size)
-        options.set_max_write_buffer_number(self.max_write_buffer_number)
-        options.set_max_open_files(self.max_open_files)
-        compression = DBCompressionType.lz4() if self.compression else DBCompressionType.none()
-        options.set_compression_type(compression)
-        options.set_block_based_table_factory(self._table_options())
-        if self.memtable_bloom_ratio:
-            options.set_memtable_prefix_bloom_ratio(self.memtable_bloom_ratio)
-            options.set_memtable_whole_key_filtering(True)
-        return options
-
-    def write_options(self) -> WriteOptions:
-        """`rocksdict.WriteOptions` for commits: WAL on, fsync as `sync_writes` says."""
-        write_options = WriteOptions()
-        write_options.sync = self.sync_writes
-        return write_options
-
-    def _table_options(self) -> BlockBasedOptions:
-        table = BlockBasedOptions()
-        table.set_block_cache(Cache(self.block_cache_size))
-        if self.bloom_filter_bits_per_key:
-            table.set_bloom_filter(self.bloom_filter_bits_per_key, False)
-        return table
 
 
 class RocksDBTransaction(BufferedTransaction):
@@ -166,7 +82,8 @@ class RocksDBStore:
         self.families: tuple[str, ...] = with_meta(families)
         self.path = Path(path)
         self.options = options if options is not None else RocksDBOptions()
-        self._write_options = self.options.write_options()
+        self._rocksdict: StoreOptions = self.options.open_options()
+        self._write_options = self._rocksdict.write
         self._db, self._db_families = self._open()
         self._views = {name: self._db.get_column_family(name) for name in self.families}
         self._handles = {name: self._db.get_column_family_handle(name) for name in self.families}
@@ -204,6 +121,47 @@ class RocksDBStore:
         value = self._view(family).property_int_value("rocksdb.estimate-num-keys")
         return int(value or 0)
 
+    def statistics(self) -> dict[str, int]:
+        """RocksDB's tickers since the store was opened (`rocksdb.bytes.written`,
+        `rocksdb.flush.write.bytes`, `rocksdb.compact.write.bytes`, ...): empty unless
+        `RocksDBOptions.statistics`. Readable after `close` too."""
+        text = self._rocksdict.families.get_statistics() or ""
+        tickers: dict[str, int] = {}
+        for line in text.splitlines():
+            name, sep, count = line.partition(" COUNT : ")
+            if sep and " " not in name:
+                tickers[name] = int(count)
+        return tickers
+
+    def property_int(self, family: str, name: str) -> int:
+        """A RocksDB integer property of `family` (`rocksdb.block-cache-usage`,
+        `rocksdb.total-sst-files-size`, ...; 0 when RocksDB has no value)."""
+        return int(self._view(family).property_int_value(name) or 0)
+
+    def ingest(self, family: str, paths: Sequence[Path]) -> None:
+        """Move SST files written with `RocksDBOptions.sst_options` (keys sorted, none in
+        two files' ranges at once) into `family`: they go to the lowest level they fit,
+        with no write through the memtable and the log."""
+        view = self._view(family)
+        if not paths:
+            return
+        ingest_options = IngestExternalFileOptions()
+        ingest_options.set_move_files(True)
+        try:
+            view.ingest_external_file([str(p) for p in paths], ingest_options)
+        except Exception as exc:  # rocksdict raises plain Exception for RocksDB errors
+            raise StoreError(f"cannot ingest {len(paths)} SST files into {family}: {exc}") from exc
+
+    def checkpoint(self, path: str | os.PathLike[str]) -> None:
+        """A consistent copy of the committed state in the new directory `path`: SST files
+        hard-linked when on the same file system, so a copy of a large store is cheap."""
+        self._check_open()
+        self._flush_all()
+        try:
+            Checkpoint(self._db).create_checkpoint(str(path))
+        except Exception as exc:  # rocksdict raises plain Exception for RocksDB errors
+            raise StoreError(f"cannot checkpoint {self.path} to {path}: {exc}") from exc
+
     def transaction(self) -> RocksDBTransaction:
         """A new transaction whose `commit` writes one atomic batch."""
         self._check_open()
@@ -234,9 +192,12 @@ class RocksDBStore:
 
     def _open(self) -> tuple[Rdict, tuple[str, ...]]:
         """The database and every column family it has (`default` excluded)."""
-        db_options = self.options.to_rocksdict()
+        db_options, meta_options = self._rocksdict.families, self._rocksdict.meta
         names = [*self.families, *self._existing_families(db_options)]
-        column_families = {name: db_options for name in dict.fromkeys(names)}
+        column_families = {
+            name: meta_options if name == META_FAMILY else db_options
+            for name in dict.fromkeys(names)
+        }
         column_families.pop(_DEFAULT_FAMILY, None)
         self.path.mkdir(parents=True, exist_ok=True)
         try:

@@ -332,7 +332,7 @@ def test_items_iterator_survives_interleaved_close(store: StateStore) -> None:
 
 def test_sync_writes_store_commits(store_factory: StoreFactory) -> None:
     options = RocksDBOptions(
-        sync_writes=True, compression=False, bloom_filter_bits_per_key=0, memtable_bloom_ratio=0
+        sync_writes=True, compression="none", bloom_filter_bits_per_key=0, memtable_bloom_ratio=0
     )
     store = store_factory("rocksdb", options=options)
     commit(store, "lafc", {b"k": b"v"})
