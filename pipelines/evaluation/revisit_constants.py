@@ -64,7 +64,28 @@ def _chosen(text: str) -> RevisitPolicySettings:
     return with_constants(BASE, dict(item.split("=", 1) for item in text.split(",")))
 
 
-TUNED: dict[int, dict[Policy, RevisitPolicySettings]] = {}
+TUNED: dict[int, dict[Policy, RevisitPolicySettings]] = {
+    10_000: {
+        Policy.PROPORTIONAL: _chosen("exploration=0.01,half_life_ms=none,min_revisits=4"),
+        Policy.OPTIMAL_FRESHNESS: _chosen("exploration=0.01,half_life_ms=none,min_revisits=4"),
+        Policy.DISCOVERY: _chosen("exploration=0.01,half_life_ms=none,min_revisits=1"),
+    },
+    300_000: {
+        Policy.PROPORTIONAL: _chosen("exploration=0.02,half_life_ms=86400000,min_revisits=2"),
+        Policy.OPTIMAL_FRESHNESS: _chosen("exploration=0.02,half_life_ms=86400000,min_revisits=2"),
+        Policy.DISCOVERY: _chosen("exploration=0.01,half_life_ms=86400000,min_revisits=2"),
+    },
+    900_000: {
+        Policy.PROPORTIONAL: _chosen("exploration=0.02,half_life_ms=none,min_revisits=1"),
+        Policy.OPTIMAL_FRESHNESS: _chosen("exploration=0.05,half_life_ms=none,min_revisits=2"),
+        Policy.DISCOVERY: _chosen("exploration=0.05,half_life_ms=86400000,min_revisits=1"),
+    },
+    1_800_000: {
+        Policy.PROPORTIONAL: _chosen("exploration=0.05,half_life_ms=none,min_revisits=1"),
+        Policy.OPTIMAL_FRESHNESS: _chosen("exploration=0.02,half_life_ms=none,min_revisits=1"),
+        Policy.DISCOVERY: _chosen("exploration=0.05,half_life_ms=86400000,min_revisits=1"),
+    },
+}
 """Per download rate (ms), the constants `tune` chose for each learned policy on the tuning
 windows (most stories found, then least mean delay); the weblog fleet on the learned
 schedule takes the discovery rule's."""

@@ -13,7 +13,12 @@ from frontierflow.connectors.news import iso_ms
 from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.evaluation.forager_fleet import ForagerSetup, build_site, run_baseline
 from frontierflow.pipelines.evaluation.news_site import HOME, section_url
-from frontierflow.pipelines.evaluation.revisit_constants import tuned_constants, with_constants
+from frontierflow.pipelines.evaluation.revisit_constants import (
+    TUNED,
+    describe,
+    tuned_constants,
+    with_constants,
+)
 from frontierflow.pipelines.evaluation.revisit_eval import (
     REPORT_STARTS,
     TUNING_END,
@@ -195,6 +200,21 @@ def test_tuning_runs_the_grid_on_early_windows_only(setup: ForagerSetup, tmp_pat
 def test_bad_constants_are_refused(items: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         with_constants(RevisitPolicySettings(), items)
+
+
+def test_the_constants_tuned_at_the_nearest_rate_apply() -> None:
+    """Rates tuned: 10 s, 300 s, 900 s, 1800 s. 600 s is 2× from 300 s and 1.5× from 900 s:
+    900 s's apply; 60 s is 6× from 10 s and 5× from 300 s: 300 s's. The fleet on the learned
+    schedule takes the discovery rule's."""
+    assert set(TUNED) == {10_000, 300_000, 900_000, 1_800_000}
+    assert tuned_constants(600_000) == tuned_constants(900_000)
+    assert tuned_constants(600_000)[Policy.PROPORTIONAL] == TUNED[900_000][Policy.PROPORTIONAL]
+    assert tuned_constants(60_000)[Policy.DISCOVERY] == TUNED[300_000][Policy.DISCOVERY]
+    assert tuned_constants(10_000)[Policy.FLEET_LEARNED] == TUNED[10_000][Policy.DISCOVERY]
+    assert describe(tuned_constants(1_800_000)[Policy.DISCOVERY]) == (
+        "exploration=0.05,plan_ms=3600000,half_life_ms=86400000,min_revisits=1,"
+        "probe_ms=900000,probe_max_ms=604800000"
+    )
 
 
 def test_constants_are_read_back() -> None:
