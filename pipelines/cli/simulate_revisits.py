@@ -1,8 +1,9 @@
 """`frontierflow simulate revisits`: revisit policies on a recorded news site at equal
-downloads — a fixed schedule, revisits in proportion to the change rate (Cho &
-Garcia-Molina 2003, TOIT, estimates it), Cho & Garcia-Molina 2003 (TODS)'s optimal-freshness
-allocation and our discovery rule; with `--tune`, the grid that chooses their constants on
-windows before 2023-06-01."""
+downloads — a fixed schedule (and the same without the home page), revisits in proportion to
+the change rate (Cho & Garcia-Molina 2003, TOIT, estimates it), Cho & Garcia-Molina 2003
+(TODS)'s optimal-freshness allocation and our discovery rule, and on request the weblog forager
+fleet with and without the discovery rule's schedule; with `--tune`, the grid that chooses
+the learned policies' constants on windows before 2023-06-01."""
 
 from __future__ import annotations
 
