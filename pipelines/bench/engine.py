@@ -103,6 +103,25 @@ class LinkPopularity:
         return ranks
 
 
+def bench_event(
+    url: str, i: int, outlinks: list[str], crawl_id: str, distance: float
+) -> dict[str, object]:
+    """The bench's `i`-th FetchEvent as an Avro record: a 200 of 20 kB fetched at
+    `FIRST_FETCH_MS + i`, IECA's distance of the page echoed."""
+    return FetchEvent(
+        url=url,
+        fetched_at=FIRST_FETCH_MS + i,
+        status=200,
+        fetcher_id="bench",
+        host=host_of(url),
+        crawl_id=crawl_id,
+        outlinks=tuple(outlinks),
+        bytes=20_000,
+        fetch_ms=120.0,
+        echo={"ieca.d": repr(distance)},
+    ).to_avro()
+
+
 def generate_log(path: Path, setup: BenchSetup, seed: int = 0) -> int:
     """Write the benchmark's FetchEvents as an Avro container file; return the number of
     distinct URLs in it (fetched pages and outlinks)."""
@@ -133,19 +152,9 @@ def generated_events(
             if seen is not None:
                 seen[page] = True
                 seen[linked] = True
-            url = bench_url(page)
-            yield FetchEvent(
-                url=url,
-                fetched_at=FIRST_FETCH_MS + i,
-                status=200,
-                fetcher_id="bench",
-                host=host_of(url),
-                crawl_id="bench",
-                outlinks=tuple(bench_url(j) for j in linked),
-                bytes=20_000,
-                fetch_ms=120.0,
-                echo={"ieca.d": repr(0.3 + (i % 50) / 10)},
-            ).to_avro()
+            yield bench_event(
+                bench_url(page), i, [bench_url(j) for j in linked], "bench", 0.3 + (i % 50) / 10
+            )
 
 
 def raw_ceiling(log: Path, out: Path, step_size: int) -> tuple[int, int]:

@@ -71,9 +71,34 @@ def _engine_arguments(bp: argparse.ArgumentParser) -> None:
     bp.add_argument(
         "--scale",
         action="store_true",
-        help="IECA + RocksDB only, at each --scale-urls population: events/s, ratio, peak RSS",
+        help="IECA + RocksDB only, over each --scale-urls population of URLs already in "
+        "state: events/s, ratio, peak RSS, bytes per URL, write amplification, restart",
     )
-    bp.add_argument("--scale-urls", type=csv_list, default=("1000000", "10000000"))
+    bp.add_argument(
+        "--scale-urls",
+        type=csv_list,
+        default=("1M", "10M"),
+        help="URLs in state before the timed log (k and M allowed): 1M,10M",
+    )
+    bp.add_argument(
+        "--new-share",
+        type=float,
+        default=0.6,
+        help="with --scale: share of each event's outlinks to URLs never seen (0.6)",
+    )
+    bp.add_argument(
+        "--scale-variants",
+        type=csv_list,
+        default=("default",),
+        help="with --scale: store options to compare, each with a state and a run of its "
+        "own: default, before (as before the tuning for 100M URLs), or default with one "
+        "choice undone (the benchmarks guide lists them)",
+    )
+    bp.add_argument(
+        "--no-restart",
+        action="store_true",
+        help="with --scale: skip the kill -9 and restart of each population's default run",
+    )
     bp.add_argument(
         "--ui",
         action="store_true",
@@ -207,13 +232,16 @@ def bench(args: argparse.Namespace) -> int:
 
 def bench_scale(args: argparse.Namespace) -> int:
     from frontierflow.pipelines.bench.scale import ScaleSetup, parse_populations, run_scale_bench
+    from frontierflow.pipelines.bench.scale_state import ScaleLogSetup
 
+    if args.repeats not in (None, 1):
+        raise ValueError("--scale runs each population once: no --repeats")
     setup = ScaleSetup(
         populations=parse_populations(args.scale_urls),
-        events=args.events or 200_000,
-        outlinks=args.outlinks,
+        log=ScaleLogSetup(args.events or 200_000, args.outlinks, args.new_share),
         step_size=args.step_size,
-        repeats=args.repeats or 1,
+        variants=tuple(args.scale_variants),
+        restart=not args.no_restart,
     )
     print(run_scale_bench(setup, work_dir=args.work_dir))
     return 0

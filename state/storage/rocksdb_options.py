@@ -43,7 +43,7 @@ class RocksDBOptions:
     `sync_writes` also fsyncs the log on each commit, so it survives a crash of the OS or a
     power loss, at the cost of one fsync per commit.
 
-    Memory: with `index_and_filters_in_cache` and `memtables_in_cache` (the defaults),
+    Memory: with `index_and_filters_in_cache` and a `memtable_budget` (the defaults),
     everything RocksDB holds for reads and writes — data blocks, index and filter blocks,
     memtables — is charged to the one block cache of `block_cache_size`, so the store's
     memory is bounded by that number whatever the number of keys (the cache's limit is
@@ -57,10 +57,10 @@ class RocksDBOptions:
     """-1 keeps every SST file open (RocksDB's default)."""
     compression: str = "lz4"
     """Block compression of the SST files above the last level: none, lz4 or zstd."""
-    bottommost_compression: str = "zstd"
+    bottommost_compression: str = "lz4"
     """Block compression of the last level, where most of the data of a large store lies."""
     sync_writes: bool = False
-    block_cache_size: int = 256 * _MIB
+    block_cache_size: int = 512 * _MIB
     """One LRU block cache shared by all column families of the store."""
     bloom_filter_bits_per_key: int = 10
     """Bloom filter on SST blocks, so point reads of absent keys rarely touch disk; 0 off."""
@@ -77,9 +77,11 @@ class RocksDBOptions:
     """Two-level index and partitioned filters: an SST file's index and filter are cut
     into blocks of `metadata_block_size`, so the cache holds the parts that are read."""
     metadata_block_size: int = 4096
-    memtables_in_cache: bool = True
-    """Memtables charged to the block cache (a `WriteBufferManager` of `block_cache_size`),
-    so memtables and cached blocks share one bound."""
+    memtable_budget: int = 128 * _MIB
+    """Memory of all memtables together, charged to the block cache (a
+    `WriteBufferManager`): past it the largest memtable is flushed, so memtables and
+    cached blocks share one bound and the memtables never take more than this of it;
+    0: no budget, each family's memtables outside the cache."""
     max_total_wal_size: int = 128 * _MIB
     """Write-ahead log size at which the families holding its oldest part are flushed;
     0: RocksDB's default (4 × the memtables of all families). What a restart after
@@ -118,6 +120,11 @@ class RocksDBOptions:
                 "RocksDBOptions.bloom_filter_bits_per_key must be >= 0, "
                 f"got {self.bloom_filter_bits_per_key}"
             )
+        if self.memtable_budget < 0 or self.memtable_budget > self.block_cache_size:
+            raise ValueError(
+                "RocksDBOptions.memtable_budget must be in [0, block_cache_size], "
+                f"got {self.memtable_budget}"
+            )
         if self.max_total_wal_size < 0:
             raise ValueError(
                 f"RocksDBOptions.max_total_wal_size must be >= 0, got {self.max_total_wal_size}"
@@ -136,9 +143,9 @@ class RocksDBOptions:
         cache = Cache(self.block_cache_size)
         families = self._options(cache, self.write_buffer_size, bloom=True)
         meta = self._options(cache, self.meta_write_buffer_size, bloom=False)
-        if self.memtables_in_cache:
+        if self.memtable_budget:
             manager = WriteBufferManager.new_write_buffer_manager_with_cache(
-                self.block_cache_size, False, cache
+                self.memtable_budget, False, cache
             )
             for options in (families, meta):
                 options.set_write_buffer_manager(manager)

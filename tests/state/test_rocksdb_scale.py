@@ -125,6 +125,21 @@ def test_only_the_url_families_have_bloom_filters(tmp_path: Path) -> None:
     assert "filter block size=0;" not in ieca
 
 
+def test_memtables_are_charged_to_the_block_cache(tmp_path: Path) -> None:
+    """2 MB of writes in a memtable: with a memtable budget the block cache holds as much
+    (the budget's reservations), without one it holds nothing but what was read."""
+    usage = {}
+    for budget in (0, 64 * 1024 * 1024):
+        options = RocksDBOptions(memtable_budget=budget)
+        with RocksDBStore(tmp_path / f"db-{budget}", FAMILIES, options) as store:
+            _commit(store, "ieca", {f"{i:06d}".encode(): b"x" * 1000 for i in range(2_000)})
+            memtables = store.property_int("ieca", "rocksdb.cur-size-all-mem-tables")
+            usage[budget] = store.property_int("ieca", "rocksdb.block-cache-usage")
+    assert memtables > 2_000_000
+    assert usage[0] < 100_000
+    assert usage[64 * 1024 * 1024] >= memtables
+
+
 def _wal_bytes(path: Path) -> int:
     return sum(e.stat().st_size for e in os.scandir(path) if e.name.endswith(".log"))
 
@@ -154,6 +169,8 @@ def test_the_wal_is_bounded_by_max_total_wal_size(tmp_path: Path) -> None:
         ("compression", "snappy"),
         ("bottommost_compression", "gzip"),
         ("max_total_wal_size", -1),
+        ("memtable_budget", -1),
+        ("memtable_budget", 1024 * 1024 * 1024),
         ("meta_write_buffer_size", 0),
         ("block_size", 0),
         ("metadata_block_size", 0),

@@ -28,7 +28,6 @@ from frontierflow.pipelines.bench.engine import (
     pass_through,
     raw_ceiling,
 )
-from frontierflow.pipelines.bench.scale import ScaleSetup
 from frontierflow.pipelines.cli import main
 from frontierflow.schemas.container import read_container
 
@@ -92,42 +91,6 @@ def test_bench_ui_runs_ieca_again_with_the_page_open(
     assert page[2] == ieca[2] > 0  # the page changes nothing the job writes
     ratio = re.search(r"page open / without: events/s (\d+\.\d{3}), events per CPU", out)
     assert ratio and float(ratio.group(1)) == pytest.approx(page[1] / ieca[1], rel=0.02)
-
-
-def test_scale_mode_reports_each_population(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """Two populations, IECA only: one row each, the largest's rate over the smallest's as
-    printed, and the worker's peak RSS in MB (10^6 bytes) beside the 400 MB target."""
-    argv = ["bench", "--scale", "--scale-urls", "500,5000", "--events", "100"]
-    assert main([*argv, "--step-size", "25", "--work-dir", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    # in log, log MB, events/s, link updates/s, seconds, CPU s, peak RSS MiB, vs smallest,
-    # vs smallest per CPU second
-    small, large = _figures(_cells(out, "500")), _figures(_cells(out, "5,000"))
-    # distinct URLs: at most the population, and at most 100 pages + 100 × 30 outlinks
-    assert 30 < small[0] <= 500
-    assert small[0] < large[0] <= 100 + 100 * 30
-    assert small[7] == small[8] == 1.0
-    assert large[7] == pytest.approx(large[2] / small[2], rel=0.01, abs=0.001)
-    ratio = re.search(
-        r"^events/s at 5,000 URLs / at 500: (\d+\.\d{3}) \(target >= 0\.9: (NOT )?met\); "
-        r"events per CPU second: (\d+\.\d{3})",
-        out,
-        re.M,
-    )
-    assert ratio and float(ratio.group(1)) == large[7]
-    assert float(ratio.group(3)) == large[8]
-    rss = re.search(
-        r"^worker peak RSS at 5,000 URLs: (\d+) MB \(target < 400 MB: (NOT )?met\)", out, re.M
-    )
-    assert rss and int(rss.group(1)) == pytest.approx(large[6] * 1.048576, abs=1.5)
-    assert (rss.group(2) is None) == (int(rss.group(1)) < 400)
-
-
-def test_scale_needs_two_distinct_populations() -> None:
-    with pytest.raises(ValueError, match="at least two URL populations"):
-        ScaleSetup(populations=(1_000,))
-    with pytest.raises(ValueError, match="URL populations repeat"):
-        ScaleSetup(populations=(1_000, 1_000))
 
 
 def test_popularity_draws_equal_numpy_choice() -> None:

@@ -1,0 +1,150 @@
+"""The report of `frontierflow bench --scale`: one row per population and store variant,
+what RocksDB did for the reads, the restart after a kill, and the targets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from frontierflow.pipelines.embedded.replay import REPLAY_COMMIT_EVERY
+
+if TYPE_CHECKING:
+    from frontierflow.pipelines.bench.scale import ScaleSetup
+
+DEFAULT = "default"
+"""The variant of the store options that is `RocksDBOptions()`."""
+
+RATE_TARGET = 0.8
+"""Events/s at the largest population over events/s at the smallest should reach this."""
+RSS_TARGET_MB = 1000.0
+"""The replay's peak RSS at the largest population should stay under this (10^6 bytes)."""
+RESTART_TARGET_S = 10.0
+"""From the start of the process after a kill -9 to its first committed step."""
+
+Figures = dict[str, float]
+
+
+@dataclass
+class ScaleRuns:
+    """What the bench measured, by population and variant."""
+
+    populations: tuple[int, ...]
+    variants: tuple[str, ...]
+    built: dict[tuple[int, str], Figures] = field(default_factory=dict)
+    replayed: dict[tuple[int, str], Figures] = field(default_factory=dict)
+    new_urls: dict[int, int] = field(default_factory=dict)
+    """Distinct URLs the log links to that the state did not hold."""
+    restarts: dict[int, Figures] = field(default_factory=dict)
+
+    def add(self, urls: int, variant: str, figures: dict[str, Figures]) -> None:
+        self.built[urls, variant] = figures["build"]
+        self.replayed[urls, variant] = figures["replay"]
+
+
+def write_amplification(run: Figures) -> float:
+    """Bytes RocksDB wrote to SST files (flushes and compactions) over the bytes the
+    engine's write batches held."""
+    return (run["flushed"] + run["compacted"]) / max(1.0, run["written"])
+
+
+def scale_report(setup: ScaleSetup, runs: ScaleRuns) -> str:
+    log = setup.log
+    small, large = min(runs.populations), max(runs.populations)
+    lines = [
+        f"scale: IECA + RocksDB over N URLs already in state (built in bulk, SST files "
+        f"ingested, not timed), then {log.events:,} FetchEvents of {log.outlinks} outlinks "
+        f"({log.new_links} to new URLs, the rest to known ones by popularity), step "
+        f"{setup.step_size}; one run of each, in turn, each in its own process",
+        f"{'URLs':>12} {'variant':<24}{'in state after':>15}{'build s':>9}{'events/s':>10}"
+        f"{'link upd/s':>11}{'seconds':>9}{'CPU s':>7}{'peak RSS MiB':>13}{'SST B/URL':>10}"
+        f"{'write amp':>10}{'vs smallest':>12}{'(CPU)':>7}",
+    ]
+    rate, per_cpu = {}, {}
+    for key, run in runs.replayed.items():
+        rate[key] = run["events"] / run["seconds"]
+        per_cpu[key] = run["events"] / run["cpu_seconds"]
+    for urls in sorted(runs.populations):
+        for variant in runs.variants:
+            run, key = runs.replayed[urls, variant], (urls, variant)
+            in_state = urls + runs.new_urls[urls]
+            lines.append(
+                f"{urls:>12,} {variant:<24}{in_state:>15,}{runs.built[key]['seconds']:>9.0f}"
+                f"{rate[key]:>10,.0f}{run['links'] / run['seconds']:>11,.0f}"
+                f"{run['seconds']:>9.1f}{run['cpu_seconds']:>7.1f}{run['peak_rss_mib']:>13.0f}"
+                f"{run['sst_bytes'] / in_state:>10.1f}{write_amplification(run):>10.2f}"
+                f"{rate[key] / rate[small, variant]:>12.3f}"
+                f"{per_cpu[key] / per_cpu[small, variant]:>7.3f}"
+            )
+    lines += [
+        "in state after: URLs in the strategy's family once the log is replayed; SST B/URL: "
+        "bytes of all SST files after the run over those URLs; write amp: bytes flushed and "
+        "compacted to SST files over the bytes of the engine's write batches (RocksDB's "
+        "statistics; the write-ahead log, as many bytes again, not counted)",
+        "",
+        "reads and memory of each run (RocksDB's statistics):",
+        f"{'URLs':>12} {'variant':<24}{'filter: no':>12}{'bloom FP %':>11}"
+        f"{'filter miss':>12}{'data miss':>11}{'cache MiB':>10}{'pinned':>8}{'memtables':>10}"
+        f"{'stall s':>8}{'pending MB':>11}",
+    ]
+    for urls in sorted(runs.populations):
+        for variant in runs.variants:
+            run = runs.replayed[urls, variant]
+            false_positives = run["bloom_positive"] - run["bloom_true_positive"]
+            negatives = run["bloom_useful"] + false_positives
+            lines.append(
+                f"{urls:>12,} {variant:<24}{negatives:>12,.0f}"
+                f"{100 * false_positives / max(1.0, negatives):>11.2f}"
+                f"{run['filter_miss']:>12,.0f}{run['data_miss']:>11,.0f}"
+                f"{run['cache_usage'] / 2**20:>10.0f}{run['cache_pinned'] / 2**20:>8.0f}"
+                f"{run['memtables'] / 2**20:>10.0f}{run['stall_micros'] / 1e6:>8.1f}"
+                f"{run['pending_compaction'] / 1e6:>11.0f}"
+            )
+    lines += [
+        "filter: no: SST files a Bloom filter ruled out for a read of a key they do not hold "
+        "(no data block read); bloom FP: of the filter checks for such keys, those that read "
+        "a data block for nothing; filter miss, data miss: filter and data blocks read from files "
+        "(the page cache or the disk) for want of them in the block cache; cache: block "
+        "cache in use at the end (memtables charged to it included), pinned: of which "
+        "pinned index and filter blocks; pending: RocksDB's estimate of compaction left",
+    ]
+    if runs.restarts:
+        lines += [
+            "",
+            f"restart: the {DEFAULT} run again on a copy of the state, SIGKILLed after step "
+            f"{setup.kill_at}'s outputs were flushed (inside a commit interval of "
+            f"{REPLAY_COMMIT_EVERY}), then started again; seconds from the new process's start",
+            f"{'URLs':>12}{'WAL MB':>8}{'to store open':>15}{'to 1st commit':>15}"
+            f"{'keys compared':>15}{'differ':>8}{'frontier blocks':>17}{'differ':>8}",
+        ]
+        for urls in sorted(runs.restarts):
+            r = runs.restarts[urls]
+            lines.append(
+                f"{urls:>12,}{r['wal_bytes'] / 1e6:>8.0f}{r['to_open']:>15.2f}"
+                f"{r['to_first_commit']:>15.2f}{r['keys']:>15,.0f}{r['differences']:>8,.0f}"
+                f"{r['blocks']:>17,.0f}{r['block_differences']:>8,.0f}"
+            )
+    ratio = rate[large, DEFAULT] / rate[small, DEFAULT]
+    cpu_ratio = per_cpu[large, DEFAULT] / per_cpu[small, DEFAULT]
+    rss_mb = runs.replayed[large, DEFAULT]["peak_rss_mib"] * 2**20 / 1e6
+    lines += [
+        "",
+        f"events/s at {large:,} URLs / at {small:,} ({DEFAULT}): {ratio:.3f} "
+        f"(target >= {RATE_TARGET}: {_verdict(ratio >= RATE_TARGET)}); events per CPU "
+        f"second: {cpu_ratio:.3f} ({_verdict(cpu_ratio >= RATE_TARGET)})",
+        f"replay peak RSS at {large:,} URLs: {rss_mb:.0f} MB "
+        f"(target < {RSS_TARGET_MB:.0f} MB: {_verdict(rss_mb < RSS_TARGET_MB)})",
+    ]
+    if large in runs.restarts:
+        r = runs.restarts[large]
+        same = r["differences"] == 0 and r["block_differences"] == 0
+        lines.append(
+            f"restart at {large:,} URLs: first commit {r['to_first_commit']:.2f} s after the "
+            f"start (target < {RESTART_TARGET_S:.0f} s: "
+            f"{_verdict(r['to_first_commit'] < RESTART_TARGET_S)}); state and frontier as "
+            f"the uninterrupted run's: {'yes' if same else 'NO'}"
+        )
+    return "\n".join(lines)
+
+
+def _verdict(met: bool) -> str:
+    return "met" if met else "NOT met"
