@@ -1,4 +1,5 @@
-"""URL checks on the hot path: is this an absolute http(s) URL, and what is its host.
+"""URL checks on the hot path: is this an absolute http(s) URL, what is its host, and what
+is its canonical form (the one key a URL has in state and on every topic).
 
 One compiled pattern answers both, about ten times faster than `urllib.parse.urlsplit`,
 which matters when every event brings dozens of outlinks; the check's answers for the most
@@ -108,3 +109,61 @@ def host_of(url: str) -> str:
     if "@" in netloc or ":" in netloc or "[" in netloc or "?" in netloc or "#" in netloc:
         return http_host(url) or ""
     return netloc.lower()
+
+
+_DEFAULT_PORTS = {"http": "80", "https": "443"}
+_PARTS = re.compile(
+    r"(https?)://((?:[^/?#@\s]*@)?)(\[[0-9A-Fa-f:.]+\]|[^/?#:@\s\[\]]+)(?::(\d*))?(.*)",
+    re.IGNORECASE | re.DOTALL,
+)
+_CANONICAL_URL = r"https?://[^A-Z/?#:@\x00-\x20\x7f\[\]]++/[^#\x00-\x20\x7f]*+"
+_CANONICAL_LINES = re.compile(rf"{_CANONICAL_URL}(?:\n{_CANONICAL_URL})*", re.ASCII)
+"""ASCII URLs already canonical, newline-separated: lowercase scheme and host, no user
+info or port, a path, no fragment (and, as `_ASCII_URL_LINES`, nothing a URL may not
+hold). One match answers for a page's outlinks in the common case."""
+
+
+def canonical_url(url: str) -> str:
+    """The canonical form of a URL that passed `is_http_url`: scheme and host in lowercase,
+    the scheme's default port (80, 443) and an empty port dropped, a port's leading zeros
+    dropped, no fragment, the empty path written "/". Everything else — user info, path,
+    query and its order, percent-escapes — is kept as it came: two URLs that differ there
+    may be different pages, and only the site knows.
+
+    `canonical_url(canonical_url(u)) == canonical_url(u)`; a URL already canonical is
+    returned as it is.
+    """
+    m = _PARTS.fullmatch(url)
+    if m is None:
+        return url
+    scheme, userinfo, host, port, rest = m.groups()
+    scheme, host = scheme.lower(), host.lower()
+    if port:
+        port = str(int(port))
+    netloc = (
+        f"{userinfo}{host}"
+        if not port or port == _DEFAULT_PORTS[scheme]
+        else (f"{userinfo}{host}:{port}")
+    )
+    rest = rest.split("#", 1)[0]
+    if not rest.startswith("/"):
+        rest = "/" + rest
+    return f"{scheme}://{netloc}{rest}"
+
+
+def canonical_http_urls(urls: tuple[str, ...], max_chars: int = 8_192) -> tuple[str, ...]:
+    """`http_urls(urls)`, each in its canonical form (`canonical_url`), in order: `urls`
+    itself when all are good and canonical, which one match over them answers."""
+    if not urls:
+        return urls
+    if max(map(len, urls)) <= max_chars:
+        joined = "\n".join(urls)
+        if (
+            joined.isascii()
+            and joined.count("\n") == len(urls) - 1
+            and _CANONICAL_LINES.fullmatch(joined) is not None
+        ):
+            return urls
+    good = http_urls(urls, max_chars)
+    canonical = tuple(canonical_url(u) for u in good)
+    return urls if canonical == urls else canonical

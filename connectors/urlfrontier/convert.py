@@ -16,7 +16,7 @@ from typing import Final
 from frontierflow.connectors.urlfrontier import urlfrontier_pb2 as pb
 from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.urlfrontier import UrlRecord, UrlStatus
-from frontierflow.state.urls import http_host
+from frontierflow.state.urls import canonical_url, http_host
 
 DEFAULT_CRAWL: Final = "DEFAULT"
 """The crawl of a message whose crawlID is empty (as in the reference implementation)."""
@@ -84,7 +84,7 @@ def checked_info(info: pb.URLInfo, limits: ItemLimits) -> PutItem:
     size = sum(len(k) + sum(len(x) for x in v) for k, v in metadata.items())
     if size > limits.max_metadata_chars:
         raise ItemProblem(f"metadata of {size} characters exceeds {limits.max_metadata_chars}")
-    return PutItem(url, host, crawl_of(info.crawlID), info.key or host, metadata)
+    return PutItem(canonical_url(url), host, crawl_of(info.crawlID), info.key or host, metadata)
 
 
 def parent_of(item: PutItem) -> str | None:
@@ -94,9 +94,9 @@ def parent_of(item: PutItem) -> str | None:
     if not path:
         return None
     parent = path[-1]
-    if parent == item.url or http_host(parent) is None:
+    if http_host(parent) is None or canonical_url(parent) == item.url:
         return None
-    return parent
+    return canonical_url(parent)
 
 
 def fetch_event(

@@ -42,6 +42,7 @@ from frontierflow.pipelines.core.strategy import (
     change_key,
 )
 from frontierflow.schemas.records import FetchEvent, FrontierChange
+from frontierflow.state.urls import canonical_url
 
 S = TypeVar("S")
 
@@ -134,7 +135,9 @@ def seed_message(
     """A starting page's message, the key it goes to (the strategy's `seed_key`) and the
     clock it sees: the crawl's pages so far (a seed is no fetch and does not count itself),
     at `at_ms`. Every path seeds through this one rule: the engine's step, the Beam forms,
-    the URL Frontier service in front of a live job."""
+    the URL Frontier service in front of a live job. The seed is put in its canonical form
+    (`canonical_url`), as an event's URLs are (`validate_event`)."""
+    url = canonical_url(url)
     message = strategy.seed(url, crawl_id, cycle)
     return strategy.seed_key(url, crawl_id), message, CrawlClock(pages_before, at_ms)
 

@@ -3,7 +3,9 @@
 Each rule returns the reason an event is refused; a refused event goes to the dead-letter
 output with that reason. Outlinks that are not http(s) — mailto:, javascript:,
 fragments of nothing — are dropped from an otherwise good event, since real pages carry
-them; only http(s) URLs ever leave the job.
+them; only http(s) URLs ever leave the job. Every URL an event names (its page, `via`, its
+outlinks) is put in its canonical form here (`state.urls.canonical_url`), once, before any
+state sees it: it is the URL's key in state and on every topic.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from frontierflow.connectors.base import Failed
 from frontierflow.schemas.records import FetchEvent
-from frontierflow.state.urls import http_urls, is_http_url
+from frontierflow.state.urls import canonical_http_urls, canonical_url, is_http_url
 
 
 class InvalidEvent(ValueError):
@@ -39,7 +41,8 @@ _DEFAULT_LIMITS = Limits()
 
 
 def validate_event(event: FetchEvent, limits: Limits = _DEFAULT_LIMITS) -> FetchEvent:
-    """The event with non-http(s) outlinks dropped, or InvalidEvent naming the reason."""
+    """The event with non-http(s) outlinks dropped and its URLs canonical, or InvalidEvent
+    naming the reason."""
     if not is_http_url(event.url, limits.max_url_chars):
         raise InvalidEvent(f"url is not an absolute http(s) URL: {event.url[:200]!r}")
     if event.via is not None and not is_http_url(event.via, limits.max_url_chars):
@@ -65,8 +68,12 @@ def validate_event(event: FetchEvent, limits: Limits = _DEFAULT_LIMITS) -> Fetch
             raise InvalidEvent(f"{len(event.terms)} terms exceed the limit of {limits.max_terms}")
         if any(f < 0 for f in event.terms.values()):
             raise InvalidEvent("a term frequency is negative")
-    good = http_urls(event.outlinks, limits.max_url_chars)
-    return event if good is event.outlinks else replace(event, outlinks=good)
+    good = canonical_http_urls(event.outlinks, limits.max_url_chars)
+    url = canonical_url(event.url)
+    via = None if event.via is None else canonical_url(event.via)
+    if good is event.outlinks and url == event.url and via == event.via:
+        return event
+    return replace(event, url=url, via=via, outlinks=good)
 
 
 def checked(decoded: FetchEvent | Failed, limits: Limits = _DEFAULT_LIMITS) -> FetchEvent | Failed:

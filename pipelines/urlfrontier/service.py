@@ -27,7 +27,7 @@ from frontierflow.connectors.urlfrontier.convert import (
     url_item,
 )
 from frontierflow.pipelines.urlfrontier.frontier import Frontier, Outcome
-from frontierflow.state.urls import http_host
+from frontierflow.state.urls import canonical_url, http_host
 
 log = logging.getLogger(__name__)
 
@@ -227,11 +227,12 @@ class URLFrontierService(pb_grpc.URLFrontierServicer):
         crawl_id = _crawl(request.crawlID, context)
         if http_host(request.url) is None:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "not an absolute http(s) URL")
-        record = self.frontier.url_record(crawl_id, request.url)
+        url = canonical_url(request.url)
+        record = self.frontier.url_record(crawl_id, url)
         if record is None or (request.key and request.key != record.queue):
             _abort(context, grpc.StatusCode.NOT_FOUND, f"no such URL in crawl {crawl_id!r}")
         assert record is not None  # _abort raised otherwise
-        return url_item(request.url, crawl_id, record)
+        return url_item(url, crawl_id, record)
 
     def ListURLs(
         self, request: pb.ListUrlParams, context: grpc.ServicerContext

@@ -6,7 +6,16 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from frontierflow.state.urls import host_of, http_host, http_urls, is_http_url
+import pytest
+
+from frontierflow.state.urls import (
+    canonical_http_urls,
+    canonical_url,
+    host_of,
+    http_host,
+    http_urls,
+    is_http_url,
+)
 
 PIECES = st.sampled_from(
     [
@@ -29,6 +38,10 @@ PIECES = st.sampled_from(
         "@",
         "user@",
         "[::1]",
+        "A.Example",
+        ":443",
+        ":0443",
+        "HTTPS://",
         "[",
         "]",
         " ",
@@ -103,3 +116,39 @@ def test_hosts() -> None:
     assert host_of("https://A.org#top") == "a.org"
     assert host_of("http://u:p@a.org:8080?x") == "a.org"
     assert http_host("http://a.org:65536/") is None
+
+
+@pytest.mark.parametrize(
+    ("url", "canonical"),
+    [
+        ("http://example.com/a", "http://example.com/a"),
+        ("HTTP://Example.COM", "http://example.com/"),
+        ("http://a.com:80/x#part", "http://a.com/x"),
+        ("https://a.com:443?q=1", "https://a.com/?q=1"),
+        ("http://a.com:443/", "http://a.com:443/"),  # not http's default port
+        ("http://u:P@A.com:0080/", "http://u:P@a.com/"),
+        ("http://a.com:/x", "http://a.com/x"),
+        ("https://a.com:0444/X#", "https://a.com:444/X"),
+        ("http://[::1]:8080/a", "http://[::1]:8080/a"),
+        ("http://a.com/%7Ex/Y?b=1&a=2#x#y", "http://a.com/%7Ex/Y?b=1&a=2"),
+        ("http://a.com#top", "http://a.com/"),
+    ],
+)
+def test_canonical_form(url: str, canonical: str) -> None:
+    assert canonical_url(url) == canonical
+
+
+@given(URLS)
+def test_canonical_urls_are_the_good_urls_each_canonical(urls: tuple[str, ...]) -> None:
+    canonical = canonical_http_urls(urls)
+    assert canonical == tuple(canonical_url(u) for u in urls if is_http_url(u))
+    for url in canonical:
+        assert is_http_url(url)
+        assert canonical_url(url) == url
+        assert host_of(url) == http_host(url)
+
+
+def test_outlinks_already_canonical_are_returned_as_they_are() -> None:
+    urls = ("http://a.com/x", "https://b.org/y?q=1", "http://c.net/")
+    assert canonical_http_urls(urls) is urls
+    assert canonical_http_urls(()) == ()

@@ -166,7 +166,7 @@ def test_scale_report_with_a_restart(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert ratio == pytest.approx(
         float(large[2].replace(",", "")) / float(small[2].replace(",", "")), rel=0.01, abs=0.002
     )
-    printed = re.search(r"^events/s at 20,000 URLs / at 2,000 \(default\): (\d\.\d{3})", out, re.M)
+    printed = re.search(r"^events/s at 20,000 URLs / at 2,000 \(default\): (\d+\.\d{3})", out, re.M)
     assert printed and float(printed.group(1)) == ratio
     restart = re.search(
         r"^restart at 20,000 URLs: first commit ([\d.]+) s after the start .*; state and "
