@@ -3,10 +3,9 @@ the per-URL check does."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-import pytest
 
 from frontierflow.state.urls import (
     canonical_http_urls,
