@@ -163,6 +163,20 @@ class _Reader:
         return (value >> 1) ^ -(value & 1)
 
 
+def take_lines(reader: _Reader, count: int, what: str) -> tuple[str, ...]:
+    """`count` non-empty strings stored as a varint byte length and their UTF-8 joined by line
+    feeds; StateCodecError naming `what` when they are not."""
+    raw = reader.take(reader.varint())
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StateCodecError(f"{what} are not valid UTF-8: {exc}") from exc
+    lines = tuple(text.split("\n")) if count else ()
+    if len(lines) != count or not all(lines):
+        raise StateCodecError(f"{what}: the state holds {len(lines)}, not {count}")
+    return lines
+
+
 def decode_lafc(data: bytes) -> LafcState:
     """The state in `data`; StateCodecError (a ValueError) for anything malformed."""
     if not isinstance(data, bytes | bytearray | memoryview):
@@ -191,14 +205,7 @@ def _decode_automaton(reader: _Reader) -> Automaton:
     # remaining bytes cannot hold before allocating anything for it.
     if r * 9 > len(reader.data) - reader.pos:
         raise StateCodecError(f"LAFC state truncated: {r} actions cannot fit")
-    raw = reader.take(reader.varint())
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise StateCodecError(f"LAFC actions are not valid UTF-8: {exc}") from exc
-    actions = tuple(text.split("\n")) if r else ()
-    if len(actions) != r or not all(actions):
-        raise StateCodecError(f"LAFC state holds {len(actions)} actions, not {r}")
+    actions = take_lines(reader, r, "LAFC actions")
     probs = list(struct.unpack(f"<{r}d", reader.take(8 * r)))
     mask = reader.take((r + 7) // 8)
     if r % 8 and mask[-1] >> (r % 8):

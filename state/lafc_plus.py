@@ -1,5 +1,5 @@
-"""What LAFC+ (`pipelines/strategies/lafc_plus.py`) keeps per page, how one message changes it,
-and its compact encoding.
+"""What LAFC+ (`pipelines/strategies/lafc_plus.py`) keeps per page and how one message changes
+it; its encoding is `frontierflow.state.lafc_plus_codec`.
 
 Like Akbari Torkestani 2012's automaton, a fetched page owns its outlinks as actions,
 chooses one at a time and learns from the page each choice led to. Unlike it, the page holds
@@ -38,13 +38,12 @@ function below:
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, count
+from operator import and_
 
-from frontierflow.state.lafc import _put_signed, _put_varint, _Reader
 from frontierflow.state.relevance import Topic, keyword_occurrences, similarity, url_terms
-from frontierflow.state.storage.codec import StateCodecError
 
 UNKNOWN = -1.0
 """The estimate of an action not tried yet (rewards are in [0, 1])."""
@@ -128,9 +127,14 @@ class LafcPlusState:
     """The action whose answer is awaited; −1: none."""
     path: tuple[str, ...] = ()
     """The pages whose choices led to this page at its last fetch, nearest first."""
+    encoded_actions: bytes | None = field(default=None, compare=False, repr=False)
+    """The codec's (`lafc_plus_codec`): `actions` as encoded and checked, kept by every rule that
+    keeps the actions, so writing a page after an answer encodes only what changed (its
+    hundreds of URLs are the bulk of its bytes). None: not encoded yet. Never set by hand."""
 
 
-_MAX_ANSWERS = 2**32 - 1
+MAX_ANSWERS = 2**32 - 1
+"""The largest answer count a state holds (the count saturates there)."""
 
 
 def page_worth(topic: Topic, terms: Mapping[str, int], params: LafcPlusParams) -> float:
@@ -180,8 +184,9 @@ def refetched(
         raise ValueError(f"a page's worth must be in [0, 1], got {sim}")
     base = state if state is not None else LafcPlusState()
     actions = tuple(dict.fromkeys(outlinks))
+    encoded = None
     if actions == base.actions:
-        values = list(base.values)
+        actions, values, encoded = base.actions, list(base.values), base.encoded_actions
     else:
         old = dict(zip(base.actions, base.values, strict=True))
         values = [old.get(action, UNKNOWN) for action in actions]
@@ -195,6 +200,7 @@ def refetched(
         max(base.fetched_cycle, cycle),
         -1,
         path,
+        encoded,
     )
 
 
@@ -240,6 +246,7 @@ def credited(state: LafcPlusState, action: str, credit: float) -> LafcPlusState 
         state.fetched_cycle,
         state.pending,
         state.path,
+        state.encoded_actions,
     )
 
 
@@ -253,23 +260,48 @@ def best_action(state: LafcPlusState, params: LafcPlusParams) -> tuple[int, floa
     """(index, estimate) of the enabled action with the largest estimate, an untried one
     counting as `untried_value`; ties to the first in page order. `SEEN` actions come after
     all others, the first enabled one at estimate 0. None if none is enabled."""
+    # At C speed (pages have hundreds of actions; this runs at every answer): the best known
+    # estimate and the first untried action, each the first enabled one in page order.
+    values, enabled = state.values, state.enabled
+    top = max(compress(values, enabled), default=None)
+    if top is None:
+        return None
+    untried = _first_enabled(state, UNKNOWN)
+    if top < 0.0:  # nothing known among the enabled actions
+        if untried >= 0:
+            return untried, untried_value(state, params)
+        return next(compress(count(), enabled)), 0.0  # all SEEN: the first, at 0
+    known = _first_enabled(state, top)
+    if untried < 0:
+        return known, top
     prior = untried_value(state, params)
-    best, best_value, seen = -1, -math.inf, -1
-    for j, on in enumerate(state.enabled):
-        if not on:
-            continue
-        value = state.values[j]
-        if value == SEEN:
-            if seen < 0:
-                seen = j
-            continue
-        if value < 0.0:
-            value = prior
-        if value > best_value:
-            best, best_value = j, value
-    if best >= 0:
-        return best, best_value
-    return None if seen < 0 else (seen, 0.0)
+    if prior > top or (prior == top and untried < known):
+        return untried, prior
+    return known, top
+
+
+def choosing(state: LafcPlusState, index: int) -> LafcPlusState:
+    """The page with action `index` outstanding (`pending`), as a new state."""
+    if not -1 <= index < len(state.actions):
+        raise ValueError(f"action index {index} out of range for {len(state.actions)} actions")
+    return LafcPlusState(
+        state.actions,
+        state.values,
+        state.enabled,
+        state.sim,
+        state.future,
+        state.answers,
+        state.fetched_cycle,
+        index,
+        state.path,
+        state.encoded_actions,
+    )
+
+
+def _first_enabled(state: LafcPlusState, value: float) -> int:
+    """The first enabled action whose estimate is `value`; −1 if none."""
+    same = map(value.__eq__, state.values)
+    return next(compress(count(), map(and_, state.enabled, same)), -1)
 
 
 def answered(
@@ -297,129 +329,23 @@ def answered(
             state.fetched_cycle,
             -1,
             state.path,
+            state.encoded_actions,
         )
     if not (math.isfinite(reward) and reward >= 0.0):
         raise ValueError(f"a reward must be finite and >= 0, got {reward}")
     values = list(state.values)
     values[index] = reward
-    n = min(state.answers + 1, _MAX_ANSWERS)
+    n = min(state.answers + 1, MAX_ANSWERS)
     future = state.future + max(params.rate, 1.0 / n) * (reward - state.future)
     return LafcPlusState(
-        state.actions, values, enabled, state.sim, future, n, state.fetched_cycle, -1, state.path
+        state.actions,
+        values,
+        enabled,
+        state.sim,
+        future,
+        n,
+        state.fetched_cycle,
+        -1,
+        state.path,
+        state.encoded_actions,
     )
-
-
-# --- codec -------------------------------------------------------------------------------
-# Version 1, little-endian: u8 version, f64 sim, f64 future, varint answers, zigzag varints
-# fetched_cycle and pending, varint r, varint n + n bytes: the r actions in UTF-8 joined by
-# "\n", r × f64 estimate (−1 unknown, −2 seen: older states hold no −2 and read unchanged),
-# ceil(r/8) bytes of enabled mask (action j is bit j % 8 of byte j // 8), varint p + varint
-# m + m bytes: the p path pages joined by "\n". The varints and the reader are those of the
-# LAFC state (state/lafc.py).
-
-_VERSION = 1
-_HEAD = struct.Struct("<Bdd")
-
-
-def _validate(state: LafcPlusState) -> None:
-    r = len(state.actions)
-    if len(state.values) != r or len(state.enabled) != r:
-        raise StateCodecError(
-            f"LAFC+ state has {r} actions, {len(state.values)} estimates, "
-            f"{len(state.enabled)} enabled flags"
-        )
-    if not (math.isfinite(state.sim) and (state.sim >= 0.0 or state.sim == -1.0)):
-        raise StateCodecError(f"LAFC+ worth must be >= 0 or -1, got {state.sim}")
-    if not math.isfinite(state.future):
-        raise StateCodecError(f"LAFC+ harvest must be finite, got {state.future}")
-    if not 0 <= state.answers <= _MAX_ANSWERS:
-        raise StateCodecError(f"LAFC+ answer count {state.answers} out of range")
-    if not -1 <= state.pending < r:
-        raise StateCodecError(f"LAFC+ pending action {state.pending} out of range for {r}")
-    # over the distinct values and types (sets built at C speed): states hold hundreds of estimates
-    # with few distinct values, and this runs on every read and write of a state
-    if not all(math.isfinite(v) and (v >= 0.0 or v in (UNKNOWN, SEEN)) for v in set(state.values)):
-        raise StateCodecError(
-            "LAFC+ estimates must be finite and >= 0, or -1 (unknown), or -2 (seen)"
-        )
-    if not all(issubclass(t, str) for t in set(map(type, (*state.actions, *state.path)))):
-        raise StateCodecError("LAFC+ actions and path pages must be strings")
-    if len(set(state.actions)) != r:
-        raise StateCodecError("LAFC+ actions must be distinct")
-
-
-def _put_urls(out: bytearray, urls: tuple[str, ...], what: str) -> None:
-    """varint count, varint byte length, the URLs in UTF-8 joined by line feeds."""
-    _put_varint(out, len(urls))
-    joined = "\n".join(urls)
-    if joined.count("\n") != max(0, len(urls) - 1) or not all(urls):
-        raise StateCodecError(f"LAFC+ {what} must be non-empty and hold no line feed")
-    try:
-        raw = joined.encode("utf-8")
-    except (UnicodeEncodeError, AttributeError, TypeError) as exc:
-        raise StateCodecError(f"LAFC+ {what} are not valid Unicode strings: {exc}") from exc
-    _put_varint(out, len(raw))
-    out += raw
-
-
-def _take_urls(reader: _Reader, count: int, what: str) -> tuple[str, ...]:
-    raw = reader.take(reader.varint())
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise StateCodecError(f"LAFC+ {what} are not valid UTF-8: {exc}") from exc
-    urls = tuple(text.split("\n")) if count else ()
-    if len(urls) != count or not all(urls):
-        raise StateCodecError(f"LAFC+ state holds {len(urls)} {what}, not {count}")
-    return urls
-
-
-def encode_lafc_plus(state: LafcPlusState) -> bytes:
-    """The version-1 bytes of `state` (layout above); StateCodecError if it is invalid."""
-    _validate(state)
-    out = bytearray(_HEAD.pack(_VERSION, state.sim, state.future))
-    _put_varint(out, state.answers)
-    _put_signed(out, state.fetched_cycle, "fetched cycle")
-    _put_signed(out, state.pending, "pending action")
-    r = len(state.actions)
-    _put_urls(out, state.actions, "actions")
-    out += struct.pack(f"<{r}d", *state.values)
-    mask = bytearray((r + 7) // 8)
-    for j, on in enumerate(state.enabled):
-        if on:
-            mask[j // 8] |= 1 << (j % 8)
-    out += mask
-    _put_urls(out, state.path, "path pages")
-    return bytes(out)
-
-
-def decode_lafc_plus(data: bytes) -> LafcPlusState:
-    """The state in `data`; StateCodecError (a ValueError) for anything malformed."""
-    if not isinstance(data, bytes | bytearray | memoryview):
-        raise StateCodecError(f"LAFC+ state must be bytes, got {type(data).__name__}")
-    reader = _Reader(bytes(data))
-    version, sim, future = _HEAD.unpack(reader.take(_HEAD.size))
-    if version != _VERSION:
-        raise StateCodecError(f"LAFC+ state version {version} is not supported (want 1)")
-    answers = reader.varint()
-    fetched_cycle, pending = reader.signed(), reader.signed()
-    r = reader.varint()
-    if r * 9 > len(reader.data) - reader.pos:
-        raise StateCodecError(f"LAFC+ state truncated: {r} actions cannot fit")
-    actions = _take_urls(reader, r, "actions")
-    values = list(struct.unpack(f"<{r}d", reader.take(8 * r)))
-    mask = reader.take((r + 7) // 8)
-    if r % 8 and mask[-1] >> (r % 8):
-        raise StateCodecError("LAFC+ state has bits set past the end of the enabled mask")
-    enabled = [bool(mask[j // 8] >> (j % 8) & 1) for j in range(r)]
-    p = reader.varint()
-    if p > len(reader.data) - reader.pos:
-        raise StateCodecError(f"LAFC+ state truncated: {p} path pages cannot fit")
-    path = _take_urls(reader, p, "path pages")
-    if reader.pos != len(reader.data):
-        raise StateCodecError(f"LAFC+ state has {len(reader.data) - reader.pos} trailing bytes")
-    state = LafcPlusState(
-        actions, values, enabled, sim, future, answers, fetched_cycle, pending, path
-    )
-    _validate(state)
-    return state

@@ -70,14 +70,14 @@ from frontierflow.state.lafc_plus import (
     answered,
     best_action,
     child_path,
+    choosing,
     credited,
     credits_along,
-    decode_lafc_plus,
-    encode_lafc_plus,
     link_order,
     page_worth,
     refetched,
 )
+from frontierflow.state.lafc_plus_codec import decode_lafc_plus, encode_lafc_plus
 from frontierflow.state.relevance import Topic, event_terms
 
 ECHO_ESTIMATE = "lafc-plus.estimate"
@@ -116,6 +116,10 @@ class LafcPlus(Strategy[LafcPlusState]):
     routes_links = False
     learns_from_repeats = True
     requests_replies = True
+    immutable_states = True
+    """Every change makes a new state (the rules of `frontierflow.state.lafc_plus` copy what
+    they change, `choosing` sets `pending`): the engine keeps decoded states across
+    steps instead of decoding a page's hundreds of actions at every message to it."""
 
     def __init__(self, topic: Topic, settings: LafcPlusSettings | None = None) -> None:
         self.topic = topic
@@ -148,7 +152,7 @@ class LafcPlus(Strategy[LafcPlusState]):
     ) -> tuple[LafcPlusState | None, Changes | None]:
         if isinstance(message, Fetched):
             state = refetched(state, message.outlinks, message.value, message.cycle, message.path)
-            entry = self._next_choice(key, state, message.crawl_id, message.cycle, clock)
+            state, entry = self._next_choice(key, state, message.crawl_id, message.cycle, clock)
             removal = Removal(key)
             return state, removal if entry is None else (removal, entry)
         if isinstance(message, Reinforce):
@@ -180,21 +184,22 @@ class LafcPlus(Strategy[LafcPlusState]):
             return state, None
         reward = answer.value if answer.fresh else None
         state = answered(state, state.pending, reward, self.params)
-        return state, self._next_choice(key, state, answer.crawl_id, answer.cycle, clock)
+        return self._next_choice(key, state, answer.crawl_id, answer.cycle, clock)
 
     def _next_choice(
         self, key: str, state: LafcPlusState, crawl_id: str, cycle: int, clock: CrawlClock
-    ) -> FrontierEntry | None:
-        """The page's best enabled action as a reply request at its estimate (sets
-        `pending`), or None when every action has been answered this cycle."""
+    ) -> tuple[LafcPlusState, FrontierEntry | None]:
+        """The page with `pending` set to its best enabled action (a new state), and that
+        action as a reply request at its estimate; None when every action has been
+        answered this cycle."""
         choice = best_action(state, self.params)
         if choice is None:
-            return None
+            return state, None
         index, estimate = choice
-        state.pending = index
+        state = choosing(state, index)
         echo = {ECHO_ESTIMATE: fmt_float(estimate), REPLY_ECHO: "1"}
         echo[ECHO_PATH] = "\n".join(child_path(key, state, self.params))
-        return self._entries.entry_owning_echo(
+        return state, self._entries.entry_owning_echo(
             state.actions[index], estimate, crawl_id, cycle, key, clock.now_ms, echo
         )
 

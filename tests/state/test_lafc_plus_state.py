@@ -4,6 +4,8 @@ encoding."""
 from __future__ import annotations
 
 import math
+import struct
+from dataclasses import replace
 
 import pytest
 
@@ -15,16 +17,16 @@ from frontierflow.state.lafc_plus import (
     answered,
     best_action,
     child_path,
+    choosing,
     credited,
     credits_along,
-    decode_lafc_plus,
-    encode_lafc_plus,
     harvest,
     link_order,
     page_worth,
     refetched,
     untried_value,
 )
+from frontierflow.state.lafc_plus_codec import decode_lafc_plus, encode_lafc_plus
 from frontierflow.state.relevance import Topic
 from frontierflow.state.storage.codec import StateCodecError
 
@@ -261,6 +263,8 @@ def test_codec_refuses_malformed_states_and_bytes() -> None:
     for bad in (
         LafcPlusState((A,), [math.nan], [True]),
         LafcPlusState((A,), [-0.5], [True]),
+        LafcPlusState((A, B), [UNKNOWN, -1.5], [True, True]),  # negative, not a mark
+        LafcPlusState((A,), [0.1], [2]),  # a flag that is not a boolean
         LafcPlusState((A, A), [0.1, 0.1], [True, True]),
         LafcPlusState((A,), [0.1], [True], pending=1),
         LafcPlusState((A,), [0.1], [True, False]),
@@ -292,3 +296,65 @@ def test_codec_refuses_malformed_states_and_bytes() -> None:
 def test_params_are_validated(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="LAFC\\+"):
         LafcPlusParams(**kwargs)
+
+
+def test_the_enabled_mask_is_one_bit_per_action_low_bit_first() -> None:
+    # 10 actions, enabled 0, 2 and 9: byte 0 = bits 0 and 2 = 0b101 = 5, byte 1 = bit 9 - 8 = 1
+    # -> 0b10 = 2. The mask follows the 10 estimates (80 bytes) and precedes the path's two
+    # varints (0 pages, 0 bytes).
+    actions = tuple(f"https://w.invalid/{i}" for i in range(10))
+    state = LafcPlusState(actions, [0.5] * 10, [i in (0, 2, 9) for i in range(10)], 0.1)
+    data = encode_lafc_plus(state)
+    values = struct.pack("<10d", *[0.5] * 10)
+    assert data.endswith(values + b"\x05\x02" + b"\x00\x00")
+    assert decode_lafc_plus(data).enabled == state.enabled
+    # bits 9 and 10 in byte 1 (0b110): bit 10 is past the last action, refused
+    bad = data[:-3] + b"\x06" + data[-2:]
+    with pytest.raises(StateCodecError, match="past the end"):
+        decode_lafc_plus(bad)
+
+
+def test_estimates_too_large_to_sum_are_still_finite() -> None:
+    # 1e308 + 1e308 overflows to infinity: the check falls back to each value, both finite
+    state = LafcPlusState((A, B), [1e308, 1e308], [True, True], 0.1)
+    assert decode_lafc_plus(encode_lafc_plus(state)) == state
+
+
+def test_rules_keep_the_encoded_actions_so_a_write_encodes_only_what_changed() -> None:
+    # a decoded page keeps the actions' bytes it was read from; every rule that keeps the
+    # actions keeps them, and the bytes written are those of the same state built afresh
+    page = LafcPlusState((A, B, C), [UNKNOWN, 0.5, SEEN], [True, True, False], 0.2, path=(D,))
+    decoded = decode_lafc_plus(encode_lafc_plus(page))
+    assert decoded.encoded_actions is not None
+    params = LafcPlusParams()
+    steps = [
+        answered(choosing(decoded, 0), 0, 0.75, params),
+        answered(decoded, 1, None, params),
+        credited(decoded, C, 0.4),
+        refetched(decoded, (A, B, C), 0.3, 1, (D,)),
+    ]
+    for state in steps:
+        assert state is not None and state.encoded_actions is decoded.encoded_actions
+        fresh = replace(
+            state, values=list(state.values), enabled=list(state.enabled), encoded_actions=None
+        )
+        assert fresh.encoded_actions is None
+        assert encode_lafc_plus(state) == encode_lafc_plus(fresh)
+    # new actions are encoded anew
+    assert refetched(decoded, (B, A), 0.3, 1).encoded_actions is None
+
+
+def test_ties_between_a_known_estimate_and_an_untried_link_go_to_page_order() -> None:
+    # no optimism and no depth bonus: an untried link is worth the page's own 0.5, as much
+    # as a link known to earn 0.5; the first enabled of the two in page order wins
+    flat = LafcPlusParams(explore=0.0, shallow=0.0)
+    assert best_action(_page([UNKNOWN, 0.5], sim=0.5), flat) == (0, 0.5)
+    assert best_action(_page([0.5, UNKNOWN], sim=0.5), flat) == (0, 0.5)
+    state = _page([0.5, UNKNOWN, 0.5], sim=0.5)
+    state.enabled[0] = False
+    assert best_action(state, flat) == (1, 0.5)
+    # a known 0.6 beats the untried 0.5 wherever it is; an untried 0.5 beats a known 0.4
+    assert best_action(_page([UNKNOWN, 0.4, 0.6], sim=0.5), flat) == (2, 0.6)
+    assert best_action(_page([0.4, UNKNOWN], sim=0.5), flat) == (1, 0.5)
+    with pytest.raises(ValueError, match="out of range"):
+        choosing(state, 3)

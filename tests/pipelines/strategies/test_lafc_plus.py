@@ -4,6 +4,7 @@ order, and stale answers change nothing."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import pytest
@@ -216,3 +217,26 @@ def test_settings_from_the_command_line() -> None:
     with pytest.raises(ValueError, match="needs a topic"):
         build_strategy("lafc-plus", budget=10)
     assert isinstance(build_strategy("lafc-plus", budget=10, topic=TOPIC), LafcPlus)
+
+
+def test_apply_never_changes_a_state_in_place() -> None:
+    # LAFC+ declares immutable states, so the engine keeps decoded states across steps: every
+    # state `apply` is given must be unchanged after it, over a crawl with rewards, credits
+    # and 208 answers (the web of the credit test: 2 cycles, 10 applies at least)
+    plus = _plus(explore=0.0, gamma=0.5)
+    assert plus.immutable_states
+    seen: list[tuple[LafcPlusState, LafcPlusState]] = []
+    apply = plus.apply
+
+    def checked_apply(key, state, message, clock):  # type: ignore[no-untyped-def]
+        before = copy.deepcopy(state)
+        result = apply(key, state, message, clock)
+        if state is not None:
+            seen.append((before, state))
+        return result
+
+    plus.apply = checked_apply  # type: ignore[method-assign]
+    web = Web([[2, 1], [3], [4], [], [0]], [OFF, OFF, OFF, ON, OFF])
+    simulate_cycles(web, plus, [0], 10, 2)
+    assert len(seen) >= 10
+    assert all(before == after for before, after in seen)
