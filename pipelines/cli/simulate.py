@@ -1,8 +1,9 @@
-"""`frontierflow simulate [speed|foragers|revisits]`: closed-loop crawls over a web graph (hot
-pages found, Golshani & ZarehBidoki 2012's comparison) or over a topical web of HTML pages
-(focused crawling, Akbari Torkestani 2012); with `speed` the crawl-speed controllers on
+"""`frontierflow simulate [speed|foragers|revisits|manuals]`: closed-loop crawls over a web
+graph (hot pages found, Golshani & ZarehBidoki 2012's comparison) or over a topical web of HTML
+pages (focused crawling, Akbari Torkestani 2012); with `speed` the crawl-speed controllers on
 bandwidth traces, with `foragers` the forager fleets on a news site, with `revisits` the
-revisit policies on the same site."""
+revisit policies on the same site, with `manuals` focused crawls of the development set's
+Debian manuals."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from frontierflow.pipelines.cli import simulate_foragers, simulate_revisits, simulate_speed
+from frontierflow.pipelines.cli import (
+    simulate_foragers,
+    simulate_manuals,
+    simulate_revisits,
+    simulate_speed,
+)
 from frontierflow.pipelines.cli.common import (
     add_lafc_args,
     csv_list,
@@ -37,7 +43,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     add_group(
         sub,
         "simulate",
-        "simulations: crawls of a web graph or a topical web (default), speed, foragers, revisits",
+        "simulations: crawls of a web graph or a topical web (default), speed, foragers, revisits, "
+        "manuals",
         Command(
             "closed-loop crawls over a web graph (--graph) or a topical web (--web)",
             _arguments,
@@ -47,6 +54,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
             "speed": simulate_speed.COMMAND,
             "foragers": simulate_foragers.COMMAND,
             "revisits": simulate_revisits.COMMAND,
+            "manuals": simulate_manuals.COMMAND,
         },
     )
 
