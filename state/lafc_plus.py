@@ -26,7 +26,8 @@ function below:
 - link order (`link_order`): a page's actions are its outlinks with those whose URL names
   the topic's keywords first (by the URL's similarity, `url_terms`), page order kept among
   equals, so of the links a page values equally it tries the ones named for the topic first
-  (page order alone puts a manual's navigation links first);
+  (page order alone puts a manual's navigation links first); optionally those in the page's
+  own section (the most leading folders shared with its URL) next;
 - a new cycle (`refetched`) enables every action again and keeps every estimate and H;
 - an action answered "already fetched" (status 208: another page's choice downloaded it
   first) while its estimate was unknown is marked `SEEN` (`answered` with `skip_seen`) and
@@ -79,6 +80,10 @@ class LafcPlusParams:
     url_order: int = 0
     """1: a page's actions are ordered by their URL's similarity to the topic, page order
     among equals (`link_order`); 0: page order (measured, not chosen: docs/RESULTS.md)."""
+    local_first: int = 0
+    """1: among equal estimates a page tries first the links that share the most leading
+    folders of its own URL (its section), page order among equals (`link_order`); 0: page
+    order (measured, not chosen: docs/RESULTS.md)."""
     shallow: float = 0.3
     """s: an untried action of a page h hops from a seed (the length of the path that led to
     it, at most `depth`) is worth s/(1 + h) more: a seed's untried links s, its children's
@@ -99,7 +104,7 @@ class LafcPlusParams:
             raise ValueError(f"LAFC+ depth must be an int in 1..16, got {self.depth!r}")
         if not (isinstance(self.evidence, int) and self.evidence >= 0):
             raise ValueError(f"LAFC+ evidence must be an int >= 0, got {self.evidence!r}")
-        for flag in ("skip_seen", "url_order"):
+        for flag in ("skip_seen", "url_order", "local_first"):
             value = getattr(self, flag)
             if value not in (0, 1) or isinstance(value, bool):
                 raise ValueError(f"LAFC+ {flag} must be 0 or 1, got {value!r}")
@@ -146,23 +151,48 @@ def page_worth(topic: Topic, terms: Mapping[str, int], params: LafcPlusParams) -
     return sim
 
 
-def link_order(topic: Topic, outlinks: Iterable[str], params: LafcPlusParams) -> tuple[str, ...]:
-    """A page's actions in the order it breaks ties between equal estimates: with `url_order`,
-    by the similarity of each URL's own terms (`url_terms`) to the topic, highest first, page
-    order kept among equals (a stable sort); else page order."""
+def link_order(
+    topic: Topic, outlinks: Iterable[str], params: LafcPlusParams, page: str = ""
+) -> tuple[str, ...]:
+    """A page's actions in the order it breaks ties between equal estimates, a stable sort of
+    page order: with `url_order`, by the similarity of each URL's own terms (`url_terms`) to
+    the topic, highest first; then, with `local_first`, by how many leading folders (host
+    included) a link's URL shares with the page's URL `page`, most first."""
     links = tuple(outlinks)
-    if not params.url_order:
+    keys: list[tuple[float, ...]] = [() for _ in links]
+    if params.url_order:
+        keywords = tuple(topic.weights)
+        for i, url in enumerate(links):
+            lower = url.lower()
+            # a URL that holds no keyword as a substring has no keyword token: skip tokenising
+            worth = 0.0
+            if any(keyword in lower for keyword in keywords):
+                worth = similarity(topic, url_terms(url))
+            keys[i] = (-worth,)
+    if params.local_first and page:
+        home = _folders(page)
+        for i, url in enumerate(links):
+            keys[i] = (*keys[i], -_shared(home, _folders(url)))
+    if not params.url_order and not params.local_first:
         return links
-    keywords = tuple(topic.weights)
-    worth = {}
-    for url in links:
-        lower = url.lower()
-        # a URL that holds no keyword as a substring has no keyword token: skip tokenising
-        if any(keyword in lower for keyword in keywords):
-            worth[url] = similarity(topic, url_terms(url))
-    if not worth:
-        return links
-    return tuple(sorted(links, key=lambda url: -worth.get(url, 0.0)))
+    order = sorted(range(len(links)), key=keys.__getitem__)
+    return tuple(links[i] for i in order)
+
+
+def _folders(url: str) -> list[str]:
+    """The host and the folders of `url`'s path: "https://h/a/b/c.html" -> ["h", "a", "b"]."""
+    rest = url.partition("://")[2] or url
+    return rest.split("?", 1)[0].split("#", 1)[0].split("/")[:-1]
+
+
+def _shared(a: list[str], b: list[str]) -> int:
+    """How many leading elements `a` and `b` have in common (at most the shorter's length)."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def harvest(state: LafcPlusState) -> float:

@@ -160,7 +160,7 @@ def add_lafc_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> 
         default="",
         metavar="NAME=VALUE,...",
         help="LAFC+'s constants (rate, gamma, depth, explore, shallow, skip_seen, url_order, "
-        "evidence); default: the values chosen in docs/RESULTS.md",
+        "local_first, evidence); default: the values chosen in docs/RESULTS.md",
     )
 
 

@@ -133,6 +133,7 @@ class LafcPlus(Strategy[LafcPlusState]):
             self.topic,
             (u for u in distinct_outlinks(event.outlinks) if u != event.url),
             self.params,
+            event.url,
         )
         path: tuple[str, ...] = ()
         answer = None

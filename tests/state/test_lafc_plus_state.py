@@ -358,3 +358,19 @@ def test_ties_between_a_known_estimate_and_an_untried_link_go_to_page_order() ->
     assert best_action(_page([0.4, UNKNOWN], sim=0.5), flat) == (1, 0.5)
     with pytest.raises(ValueError, match="out of range"):
         choosing(state, 3)
+
+
+def test_local_first_puts_links_of_the_pages_own_section_first_when_asked() -> None:
+    # page https://w.invalid/a/b/p.html: folders [w.invalid, a, b]. Shared leading folders:
+    # x.html 1 (the host), a/q.html 2, a/b/r.html 3, another host's a/b/s.html 0.
+    page = "https://w.invalid/a/b/p.html"
+    x, q = "https://w.invalid/x.html", "https://w.invalid/a/q.html"
+    r, s = "https://w.invalid/a/b/r.html", "https://o.invalid/a/b/s.html"
+    topic = Topic.parse("net")
+    links = [x, s, q, r]
+    assert link_order(topic, links, LafcPlusParams(), page) == tuple(links)
+    assert link_order(topic, links, LafcPlusParams(local_first=1), page) == (r, q, x, s)
+    # with url_order the URL's similarity comes first, the section breaks its ties
+    net = "https://o.invalid/net.html"
+    both = LafcPlusParams(url_order=1, local_first=1)
+    assert link_order(topic, [*links, net], both, page) == (net, r, q, x, s)
