@@ -80,6 +80,10 @@ class LafcPlusParams:
     url_order: int = 0
     """1: a page's actions are ordered by their URL's similarity to the topic, page order
     among equals (`link_order`); 0: page order (measured, not chosen: docs/RESULTS.md)."""
+    shallow_power: int = 1
+    """p: the depth bonus is s/(1 + h)^p. 1: halved at the first hop (today's); 2: a quarter
+    there, a ninth at the second, so it stays near the seeds (measured on the development
+    set, not chosen: docs/results/focused.md). In 1..4."""
     local_first: int = 0
     """1: among equal estimates a page tries first the links that share the most leading
     folders of its own URL (its section), page order among equals (`link_order`); 0: page
@@ -100,6 +104,10 @@ class LafcPlusParams:
             raise ValueError(f"LAFC+ explore must be in [0, 1], got {self.explore!r}")
         if not (isinstance(self.shallow, int | float) and 0.0 <= self.shallow <= 1.0):
             raise ValueError(f"LAFC+ shallow must be in [0, 1], got {self.shallow!r}")
+        if not (isinstance(self.shallow_power, int) and 1 <= self.shallow_power <= 4):
+            raise ValueError(
+                f"LAFC+ shallow_power must be an int in 1..4, got {self.shallow_power!r}"
+            )
         if not (isinstance(self.depth, int) and 1 <= self.depth <= 16):
             raise ValueError(f"LAFC+ depth must be an int in 1..16, got {self.depth!r}")
         if not (isinstance(self.evidence, int) and self.evidence >= 0):
@@ -281,9 +289,10 @@ def credited(state: LafcPlusState, action: str, credit: float) -> LafcPlusState 
 
 
 def untried_value(state: LafcPlusState, params: LafcPlusParams) -> float:
-    """What an action not tried yet is worth: H + c/√(1 + n) + s/(1 + h), h = len(path)."""
+    """What an action not tried yet is worth: H + c/√(1 + n) + s/(1 + h)^p, h = len(path)."""
     optimism = params.explore / math.sqrt(1.0 + state.answers)
-    return harvest(state) + optimism + params.shallow / (1.0 + len(state.path))
+    bonus = params.shallow / (1.0 + len(state.path)) ** params.shallow_power
+    return harvest(state) + optimism + bonus
 
 
 def best_action(state: LafcPlusState, params: LafcPlusParams) -> tuple[int, float] | None:

@@ -138,6 +138,11 @@ def test_untried_links_of_pages_near_a_seed_are_worth_more() -> None:
     assert best_action(learned, params) == (1, pytest.approx(0.45))
     # without the bonus (the first LAFC+) the known 0.4 wins over 0.3
     assert best_action(learned, LafcPlusParams(explore=0.2, shallow=0.0)) == (0, 0.4)
+    # with p = 2 the bonus is 0.3/(1 + h)²: + 0.3 at the seed, + 0.075 at h = 1, + 0.01875 at h = 3
+    squared = LafcPlusParams(explore=0.2, shallow=0.3, shallow_power=2)
+    assert untried_value(seed, squared) == pytest.approx(0.6)
+    assert untried_value(child, squared) == pytest.approx(0.375)
+    assert untried_value(deep, squared) == pytest.approx(0.31875)
 
 
 def test_link_order_puts_links_named_for_the_topic_first_when_asked() -> None:
@@ -287,6 +292,8 @@ def test_codec_refuses_malformed_states_and_bytes() -> None:
         {"explore": 2.0},
         {"shallow": -0.1},
         {"shallow": 1.5},
+        {"shallow_power": 0},
+        {"shallow_power": 1.5},
         {"url_order": 2},
         {"evidence": -1},
         {"skip_seen": 2},
