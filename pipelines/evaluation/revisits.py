@@ -30,7 +30,6 @@ downloads, and differs only in which page it revisits when no new link is waitin
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from frontierflow.pipelines.evaluation.news_site import (
     NewsSite,
     section_url,
 )
+from frontierflow.pipelines.evaluation.revisit_agenda import RevisitAgenda
 from frontierflow.state.forager_agent import AgentParams
 from frontierflow.state.foraging import ForagerParams, is_possibly_relevant
 from frontierflow.state.revisit_budget import (
@@ -173,12 +173,7 @@ class RevisitCrawl:
         self.known: set[str] = set(self.hubs)
         self.turn = 0
         self.frequency: dict[str, float] = {}
-        self.due: dict[str, int] = {}
-        self.probe_due: dict[str, int] = {}
-        self._due_heap: list[tuple[int, str]] = []
-        self._probe_heap: list[tuple[int, str]] = []
-        self._ready: list[tuple[float, int, str]] = []
-        """Probes due, the most promising first (`_next_probe`)."""
+        self.agenda = RevisitAgenda()
         self.downloads = 0
         """Downloads since the start, warm-up included."""
         self.explored = 0
@@ -222,12 +217,12 @@ class RevisitCrawl:
         the scheduled page due first, even if not yet due (every download slot is used);
         else, before any page has a frequency, the seed."""
         if self.explored < self.settings.exploration * max(1, self.downloads):
-            probe = self._next_probe(t)
+            # the page whose probe may show the most links new to the crawl
+            probe = self.agenda.next_probe(t, lambda url: probe_value(self.pages[url]))
             if probe is not None:
                 return self._revisit(probe, t, exploring=True)
-        if _peek(self._due_heap, self.due) is not None:
-            return self._revisit(self._pop(self._due_heap, self.due), t, exploring=False)
-        return self._revisit(self.seed, t, exploring=False)
+        url = self.agenda.pop_due()
+        return self._revisit(self.seed if url is None else url, t, exploring=False)
 
     def _fetch(self, url: str, via: str, t: int, exploring: bool) -> int:
         """Downloads a new link (judged; credited to the page whose revisit brought it)."""
@@ -284,7 +279,7 @@ class RevisitCrawl:
         if self.policy.learns:
             due = due_ms(t, self.frequency.get(url, 0.0))
             if due is not None:
-                self._schedule_due(url, due)
+                self.agenda.schedule_due(url, due)
             else:
                 self._schedule_probe(url)
         return t + self.download_ms
@@ -331,16 +326,12 @@ class RevisitCrawl:
             if rate is not None and rate > 0:
                 rates[url] = rate
         self.frequency = share(rates, self._revisit_share(t) / self.download_ms)
-        self.due.clear()
-        self.probe_due.clear()
-        self._due_heap.clear()
-        self._probe_heap.clear()
-        self._ready.clear()
+        self.agenda.clear()
         for url, page in self.pages.items():
             freq = self.frequency.get(url, 0.0)
             due = due_ms(page.last_visit_ms, freq)
             if due is not None:
-                self._schedule_due(url, due)
+                self.agenda.schedule_due(url, due)
             else:
                 self._schedule_probe(url)
 
@@ -356,35 +347,8 @@ class RevisitCrawl:
             return 1.0 - self.settings.exploration
         return max(0.05, (marks[-1][2] - marks[0][2]) / downloads)
 
-    def _schedule_due(self, url: str, due: int) -> None:
-        self.due[url] = due
-        self.probe_due.pop(url, None)
-        heapq.heappush(self._due_heap, (due, url))
-
     def _schedule_probe(self, url: str) -> None:
-        due = probe_due_ms(self.pages[url], self.settings.revisit)
-        self.probe_due[url] = due
-        self.due.pop(url, None)
-        heapq.heappush(self._probe_heap, (due, url))
-
-    def _next_probe(self, t: int) -> str | None:
-        """Of the probes due by `t`, the page whose probe may show the most links new to the
-        crawl (`probe_value`; the earliest due among equals)."""
-        while (head := _peek(self._probe_heap, self.probe_due)) is not None and head[0] <= t:
-            due, url = heapq.heappop(self._probe_heap)
-            heapq.heappush(self._ready, (-probe_value(self.pages[url]), due, url))
-        while self._ready:
-            _, due, url = heapq.heappop(self._ready)
-            if self.probe_due.get(url) == due:
-                del self.probe_due[url]
-                return url
-        return None
-
-    def _pop(self, heap: list[tuple[int, str]], current: dict[str, int]) -> str:
-        _peek(heap, current)
-        _, url = heapq.heappop(heap)
-        del current[url]
-        return url
+        self.agenda.schedule_probe(url, probe_due_ms(self.pages[url], self.settings.revisit))
 
     # -- the copies' freshness --------------------------------------------------------------
 
@@ -402,16 +366,6 @@ class RevisitCrawl:
                     fresh += page.fingerprint == live
             self.m.copy_fresh.append(fresh / len(self._copy_hubs))
             self.next_copy_sample = s + COPY_STEP_MS
-
-
-def _peek(heap: list[tuple[int, str]], current: dict[str, int]) -> tuple[int, str] | None:
-    """The heap's first entry still current (entries a later schedule replaced are dropped)."""
-    while heap:
-        due, url = heap[0]
-        if current.get(url) == due:
-            return heap[0]
-        heapq.heappop(heap)
-    return None
 
 
 def run_revisits(
