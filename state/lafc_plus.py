@@ -84,6 +84,11 @@ class LafcPlusParams:
     """p: the depth bonus is s/(1 + h)^p. 1: halved at the first hop (today's); 2: a quarter
     there, a ninth at the second, so it stays near the seeds (measured on the development
     set, not chosen: docs/results/focused.md). In 1..4."""
+    shallow_gap: int = 0
+    """1: the depth bonus times 1 − H, the room the page's harvest leaves, so a region whose
+    links pay well gets no push toward its shallow pages (git's manual, where most shallow
+    pages are relevant) and one whose first links disappointed gets all of it; 0: the bonus
+    alone (measured on the development set, not chosen yet: docs/results/focused.md)."""
     local_first: int = 0
     """1: among equal estimates a page tries first the links that share the most leading
     folders of its own URL (its section), page order among equals (`link_order`); 0: page
@@ -112,7 +117,7 @@ class LafcPlusParams:
             raise ValueError(f"LAFC+ depth must be an int in 1..16, got {self.depth!r}")
         if not (isinstance(self.evidence, int) and self.evidence >= 0):
             raise ValueError(f"LAFC+ evidence must be an int >= 0, got {self.evidence!r}")
-        for flag in ("skip_seen", "url_order", "local_first"):
+        for flag in ("skip_seen", "url_order", "local_first", "shallow_gap"):
             value = getattr(self, flag)
             if value not in (0, 1) or isinstance(value, bool):
                 raise ValueError(f"LAFC+ {flag} must be 0 or 1, got {value!r}")
@@ -289,10 +294,14 @@ def credited(state: LafcPlusState, action: str, credit: float) -> LafcPlusState 
 
 
 def untried_value(state: LafcPlusState, params: LafcPlusParams) -> float:
-    """What an action not tried yet is worth: H + c/√(1 + n) + s/(1 + h)^p, h = len(path)."""
+    """What an action not tried yet is worth: H + c/√(1 + n) + s/(1 + h)^p, h = len(path), the
+    last term times 1 − H with `shallow_gap`."""
     optimism = params.explore / math.sqrt(1.0 + state.answers)
+    h = harvest(state)
     bonus = params.shallow / (1.0 + len(state.path)) ** params.shallow_power
-    return harvest(state) + optimism + bonus
+    if params.shallow_gap:
+        bonus *= max(0.0, 1.0 - h)
+    return h + optimism + bonus
 
 
 def best_action(state: LafcPlusState, params: LafcPlusParams) -> tuple[int, float] | None:

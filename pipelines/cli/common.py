@@ -159,8 +159,9 @@ def add_lafc_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> 
         "--lafc-plus",
         default="",
         metavar="NAME=VALUE,...",
-        help="LAFC+'s constants (rate, gamma, depth, explore, shallow, shallow_power, skip_seen, "
-        "url_order, local_first, evidence); default: the values chosen in docs/RESULTS.md",
+        help="LAFC+'s constants (rate, gamma, depth, explore, shallow, shallow_power, shallow_gap, "
+        "skip_seen, url_order, local_first, evidence); default: the values chosen in "
+        "docs/RESULTS.md",
     )
 
 

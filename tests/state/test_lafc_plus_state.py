@@ -143,6 +143,12 @@ def test_untried_links_of_pages_near_a_seed_are_worth_more() -> None:
     assert untried_value(seed, squared) == pytest.approx(0.6)
     assert untried_value(child, squared) == pytest.approx(0.375)
     assert untried_value(deep, squared) == pytest.approx(0.31875)
+    # with the gap, the bonus times 1 − H: worth 0.1 at h = 1 gets 0.15 × 0.9 = 0.135, and a
+    # page whose links earned H = 0.9 at h = 0 gets 0.3 × 0.1 = 0.03 over its 0.9 + 0.2/√2
+    gap = LafcPlusParams(explore=0.2, shallow=0.3, shallow_gap=1)
+    assert untried_value(child, gap) == pytest.approx(0.1 + 0.2 + 0.135)
+    paid = _page([0.9, UNKNOWN], sim=0.1, future=0.9, answers=1)
+    assert untried_value(paid, gap) == pytest.approx(0.9 + 0.2 / math.sqrt(2) + 0.03)
 
 
 def test_link_order_puts_links_named_for_the_topic_first_when_asked() -> None:
@@ -294,6 +300,7 @@ def test_codec_refuses_malformed_states_and_bytes() -> None:
         {"shallow": 1.5},
         {"shallow_power": 0},
         {"shallow_power": 1.5},
+        {"shallow_gap": 2},
         {"url_order": 2},
         {"evidence": -1},
         {"skip_seen": 2},
