@@ -22,7 +22,7 @@ def _value(name: str, text: str) -> float | int | None:
         if name != "half_life_ms":
             raise ValueError(f"{name} cannot be none")
         return None
-    return float(text) if name == "exploration" else int(text)
+    return float(text) if name in ("exploration", "skip_below") else int(text)
 
 
 def with_constants(base: RevisitPolicySettings, items: Mapping[str, str]) -> RevisitPolicySettings:
@@ -42,13 +42,15 @@ def with_constants(base: RevisitPolicySettings, items: Mapping[str, str]) -> Rev
 
 
 def describe(settings: RevisitPolicySettings) -> str:
-    """The constants as NAME=VALUE,… (what `with_constants` reads back)."""
+    """The constants as NAME=VALUE,… (what `with_constants` reads back; `skip_below` only
+    when links are skipped)."""
     r = settings.revisit
     half = "none" if r.half_life_ms is None else str(r.half_life_ms)
+    skip = f",skip_below={settings.skip_below:g}" if settings.skip_below > 0 else ""
     return (
         f"exploration={settings.exploration:g},plan_ms={settings.plan_ms},"
         f"half_life_ms={half},min_revisits={r.min_revisits},probe_ms={r.probe_ms},"
-        f"probe_max_ms={r.probe_max_ms}"
+        f"probe_max_ms={r.probe_max_ms}{skip}"
     )
 
 
@@ -68,22 +70,30 @@ TUNED: dict[int, dict[Policy, RevisitPolicySettings]] = {
     10_000: {
         Policy.PROPORTIONAL: _chosen("exploration=0.01,half_life_ms=none,min_revisits=4"),
         Policy.OPTIMAL_FRESHNESS: _chosen("exploration=0.01,half_life_ms=none,min_revisits=4"),
-        Policy.DISCOVERY: _chosen("exploration=0.01,half_life_ms=none,min_revisits=1"),
+        Policy.DISCOVERY: _chosen(
+            "exploration=0.01,half_life_ms=none,min_revisits=1,skip_below=0.1"
+        ),
     },
     300_000: {
         Policy.PROPORTIONAL: _chosen("exploration=0.02,half_life_ms=86400000,min_revisits=2"),
         Policy.OPTIMAL_FRESHNESS: _chosen("exploration=0.02,half_life_ms=86400000,min_revisits=2"),
-        Policy.DISCOVERY: _chosen("exploration=0.01,half_life_ms=86400000,min_revisits=2"),
+        Policy.DISCOVERY: _chosen(
+            "exploration=0.01,half_life_ms=86400000,min_revisits=2,skip_below=0.15"
+        ),
     },
     900_000: {
         Policy.PROPORTIONAL: _chosen("exploration=0.02,half_life_ms=none,min_revisits=1"),
         Policy.OPTIMAL_FRESHNESS: _chosen("exploration=0.05,half_life_ms=none,min_revisits=2"),
-        Policy.DISCOVERY: _chosen("exploration=0.05,half_life_ms=86400000,min_revisits=1"),
+        Policy.DISCOVERY: _chosen(
+            "exploration=0.05,half_life_ms=86400000,min_revisits=1,skip_below=0.1"
+        ),
     },
     1_800_000: {
         Policy.PROPORTIONAL: _chosen("exploration=0.05,half_life_ms=none,min_revisits=1"),
         Policy.OPTIMAL_FRESHNESS: _chosen("exploration=0.02,half_life_ms=none,min_revisits=1"),
-        Policy.DISCOVERY: _chosen("exploration=0.05,half_life_ms=86400000,min_revisits=1"),
+        Policy.DISCOVERY: _chosen(
+            "exploration=0.05,half_life_ms=86400000,min_revisits=1,skip_below=0.1"
+        ),
     },
 }
 """Per download rate (ms), the constants `tune` chose for each learned policy on the tuning

@@ -25,7 +25,9 @@ downloads, and differs only in which page it revisits when no new link is waitin
   probes due, the page whose visits showed the most links new to the crawl goes first
   (`probe_value`). A probe only looks: the links it shows are fetched when a scheduled
   revisit shows them; until then those it showed first count for it at the crawl's hit
-  rate (`discovery_rate`), as do those a page showed at its first download.
+  rate (`discovery_rate`), as do those a page showed at its first download. With
+  `skip_below`, a revisit does not bring links of a kind the judge seldom rewarded
+  (`revisit_links`), whatever the policy.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from frontierflow.pipelines.evaluation.news_site import (
     section_url,
 )
 from frontierflow.pipelines.evaluation.revisit_agenda import RevisitAgenda
+from frontierflow.pipelines.evaluation.revisit_links import LinkOdds
 from frontierflow.state.forager_agent import AgentParams
 from frontierflow.state.foraging import ForagerParams, is_possibly_relevant
 from frontierflow.state.revisit_budget import (
@@ -113,12 +116,17 @@ class RevisitPolicySettings:
     """At most this share of the downloads goes to probes and the links they bring."""
     plan_ms: int = HOUR_MS
     """Frequencies are worked out again this often."""
+    skip_below: float = 0.0
+    """A link a revisit shows is not downloaded when links of its kind were rewarded less
+    often than this (`revisit_links.LinkOdds`); 0 downloads every link."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.exploration < 1.0:
             raise ValueError(f"exploration must be in [0, 1), got {self.exploration}")
         if self.plan_ms < 1:
             raise ValueError(f"plan_ms must be >= 1, got {self.plan_ms}")
+        if not 0.0 <= self.skip_below < 1.0:
+            raise ValueError(f"skip_below must be in [0, 1), got {self.skip_below}")
 
 
 @dataclass(slots=True)
@@ -174,6 +182,7 @@ class RevisitCrawl:
         self.turn = 0
         self.frequency: dict[str, float] = {}
         self.agenda = RevisitAgenda()
+        self.odds = LinkOdds(settings.skip_below)
         self.downloads = 0
         """Downloads since the start, warm-up included."""
         self.explored = 0
@@ -245,6 +254,7 @@ class RevisitCrawl:
                 fm.bin_relevant[-1] += 1
         self.fetched_new += 1
         self.rewarded_new += rewarded
+        self.odds.judged(url, rewarded)
         if via in self.pages:
             self.pages[via] = link_fetched(self.pages[via], rewarded)
         first, seen_at = self.first_seen.get(url, ("", 0))
@@ -271,7 +281,8 @@ class RevisitCrawl:
             for link in links:
                 if link not in self.known:
                     self.known.add(link)
-                    self.pending.append((link, url))
+                    if self.odds.worth(link):
+                        self.pending.append((link, url))
         if exploring:
             self.m.probes += 1
         else:

@@ -70,6 +70,24 @@ def test_every_policy_makes_the_same_downloads(setup: ForagerSetup, policy: Poli
     assert len(m.copy_fresh) == 96  # every 15 minutes
 
 
+@pytest.mark.parametrize("policy", [Policy.FIXED, Policy.DISCOVERY])
+def test_links_of_a_kind_seldom_rewarded_are_not_downloaded(
+    setup: ForagerSetup, policy: Policy
+) -> None:
+    """Every story of the recording is one kind (news/s-). Unjudged, its odds are
+    (0 + 1) / (0 + 2) = 0.5: under a bar of 0.6 no link is ever downloaded and every
+    download is a revisit; under 0.5 the first is, and the next only if it was rewarded."""
+    site = build_site(setup)
+    never = RevisitPolicySettings(skip_below=0.6)
+    m = run_revisits(site, setup.topic, policy, 60_000, never)
+    starts = len(topic_hubs(site, setup.topic)) if policy.has_list else 1
+    assert (m.fetches, m.fleet.sent, m.revisits + starts) == (0, 0, 1_440)
+    every = run_revisits(site, setup.topic, policy, 60_000)
+    assert every.fetches > 2
+    once = run_revisits(site, setup.topic, policy, 60_000, RevisitPolicySettings(skip_below=0.5))
+    assert 1 <= once.fetches < every.fetches
+
+
 @pytest.mark.parametrize("exploration", [0.0, 0.05, 0.3])
 def test_exploration_keeps_to_its_share(setup: ForagerSetup, exploration: float) -> None:
     """Probes and the links they bring take at most the share (one download over it at
@@ -195,7 +213,11 @@ def test_tuning_runs_the_grid_on_early_windows_only(setup: ForagerSetup, tmp_pat
 
 @pytest.mark.parametrize(
     ("items", "message"),
-    [({"nope": "1"}, "unknown constant"), ({"min_revisits": "none"}, "cannot be none")],
+    [
+        ({"nope": "1"}, "unknown constant"),
+        ({"min_revisits": "none"}, "cannot be none"),
+        ({"skip_below": "1"}, "skip_below must be in"),
+    ],
 )
 def test_bad_constants_are_refused(items: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -213,7 +235,7 @@ def test_the_constants_tuned_at_the_nearest_rate_apply() -> None:
     assert tuned_constants(10_000)[Policy.FLEET_LEARNED] == TUNED[10_000][Policy.DISCOVERY]
     assert describe(tuned_constants(1_800_000)[Policy.DISCOVERY]) == (
         "exploration=0.05,plan_ms=3600000,half_life_ms=86400000,min_revisits=1,"
-        "probe_ms=900000,probe_max_ms=604800000"
+        "probe_ms=900000,probe_max_ms=604800000,skip_below=0.1"
     )
 
 
@@ -221,6 +243,10 @@ def test_constants_are_read_back() -> None:
     s = with_constants(RevisitPolicySettings(), {"half_life_ms": "none", "probe_ms": "60000"})
     assert s.revisit.half_life_ms is None and s.revisit.probe_ms == 60_000
     assert with_constants(s, {"exploration": "0.2"}).exploration == 0.2
+    skipping = with_constants(s, {"skip_below": "0.1"})
+    assert skipping.skip_below == 0.1 and describe(skipping).endswith(",skip_below=0.1")
+    assert with_constants(RevisitPolicySettings(), {}).skip_below == 0.0
+    assert "skip_below" not in describe(RevisitPolicySettings())
 
 
 NEWS = Path(__file__).resolve().parents[4] / "shared" / "data" / "news"
