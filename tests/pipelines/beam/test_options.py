@@ -1,11 +1,18 @@
-"""The pipeline options of every Beam form: Prism's runner-initiated splits are off, and the
-option that keeps a job on the session cluster from uploading jars reaches the job server."""
+"""The pipeline options of every Beam form: Prism's runner-initiated splits are off, a
+streaming job on Flink gets short bundles and a frequent watermark unless it sets its own,
+and the option that keeps a job on the session cluster from uploading jars reaches the job
+server."""
 
 from __future__ import annotations
 
 from apache_beam.options.pipeline_options import DebugOptions
 
-from frontierflow.pipelines.beam.options import CLUSTER_CLASSPATH, PRISM_NO_SPLITS, pipeline_options
+from frontierflow.pipelines.beam.options import (
+    CLUSTER_CLASSPATH,
+    FLINK_STREAMING_DEFAULTS,
+    PRISM_NO_SPLITS,
+    pipeline_options,
+)
 
 
 def _experiments(args: list[str]) -> list[str]:
@@ -33,3 +40,27 @@ def test_the_cluster_class_path_option_reaches_the_job_server() -> None:
     assert sent["pipeline_resources_detector_factory_class"] == (
         "frontierflow.flink.ClusterClassPath"
     )
+
+
+def _sent(args: list[str]) -> dict[str, object]:
+    """What the portable runner sends the job server (the flags Python's SDK does not
+    know included, as the job server's own description of its options makes them)."""
+    return pipeline_options(args).get_all_options(retain_unknown_options=True)
+
+
+def test_a_streaming_job_on_flink_gets_short_bundles_unless_it_sets_its_own() -> None:
+    assert [d.split("=")[0] for d in FLINK_STREAMING_DEFAULTS] == [
+        "--max_bundle_time_mills",
+        "--max_bundle_size",
+        "--auto_watermark_interval",
+    ]
+    sent = _sent(["--runner=FlinkRunner", "--streaming"])
+    assert (sent["max_bundle_time_mills"], sent["max_bundle_size"]) == ("20", "100")
+    assert sent["auto_watermark_interval"] == "50"
+    own = _sent(["--runner=FlinkRunner", "--streaming", "--max_bundle_time_mills=500"])
+    assert (own["max_bundle_time_mills"], own["max_bundle_size"]) == ("500", "100")
+
+
+def test_batch_jobs_and_other_runners_keep_the_runner_defaults() -> None:
+    for args in (["--runner=FlinkRunner"], ["--runner=PrismRunner", "--streaming"], []):
+        assert "max_bundle_time_mills" not in _sent(args)
