@@ -44,6 +44,11 @@ class RevisitAgenda:
         self.due.pop(url, None)
         heapq.heappush(self._probe_heap, (due, url))
 
+    def first_due(self) -> int | None:
+        """When the scheduled page due first is due; None when no page is scheduled."""
+        head = _peek(self._due_heap, self.due)
+        return None if head is None else head[0]
+
     def pop_due(self) -> str | None:
         """The scheduled page due first, due or not (every download slot is used), taken
         off the agenda; None when no page is scheduled."""

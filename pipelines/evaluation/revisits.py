@@ -26,8 +26,8 @@ downloads, and differs only in which page it revisits when no new link is waitin
   (`probe_value`). A probe only looks: the links it shows are fetched when a scheduled
   revisit shows them; until then those it showed first count for it at the crawl's hit
   rate (`discovery_rate`), as do those a page showed at its first download. With
-  `skip_below`, a revisit does not bring links of a kind the judge seldom rewarded
-  (`revisit_links`), whatever the policy.
+  `skip_below`, links of a kind the judge seldom rewarded (`revisit_links`) wait until
+  no revisit is due, whatever the policy.
 """
 
 from __future__ import annotations
@@ -117,8 +117,8 @@ class RevisitPolicySettings:
     plan_ms: int = HOUR_MS
     """Frequencies are worked out again this often."""
     skip_below: float = 0.0
-    """A link a revisit shows is not downloaded when links of its kind were rewarded less
-    often than this (`revisit_links.LinkOdds`); 0 downloads every link."""
+    """A link a revisit shows waits until no revisit is due when links of its kind were
+    rewarded less often than this (`revisit_links.LinkOdds`); 0: no link waits."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.exploration < 1.0:
@@ -170,6 +170,8 @@ class RevisitCrawl:
         self.pages: dict[str, PageRevisits] = {}
         self.pending: deque[tuple[str, str]] = deque()
         """New links from the seed and the scheduled revisits, fetched before anything else."""
+        self.skipped: deque[tuple[str, str]] = deque()
+        """New links of a kind seldom rewarded, fetched when no revisit is due."""
         self.fetched_new = 0
         self.rewarded_new = 0
         """New links fetched, and of them rewarded, since the start (the hit rate)."""
@@ -188,7 +190,8 @@ class RevisitCrawl:
         self.explored = 0
         """Downloads spent exploring: probes and the links they brought."""
         self.scheduled_revisits = 0
-        """Revisits other than probes, since the start."""
+        """Revisits other than probes, and waiting links in slots they left, since the
+        start (`_revisit_share`)."""
         self._budget_marks: deque[tuple[int, int, int]] = deque()
         self.next_plan = site.start_ms
         self._fingerprints: dict[tuple[str, ...], int] = {}
@@ -223,13 +226,18 @@ class RevisitCrawl:
 
     def _explore_or_revisit(self, t: int) -> int:
         """A probe that is due while probes are within their share of the downloads; else
-        the scheduled page due first, even if not yet due (every download slot is used);
-        else, before any page has a frequency, the seed."""
+        the scheduled page due first if it is due; else a link skipped for its kind (a slot
+        no revisit needs); else that page, even if not yet due (every download slot is
+        used); else, before any page has a frequency, the seed."""
         if self.explored < self.settings.exploration * max(1, self.downloads):
             # the page whose probe may show the most links new to the crawl
             probe = self.agenda.next_probe(t, lambda url: probe_value(self.pages[url]))
             if probe is not None:
                 return self._revisit(probe, t, exploring=True)
+        due = self.agenda.first_due()
+        if self.skipped and (due is None or due > t):
+            self.scheduled_revisits += 1  # a slot the revisits left: still their budget
+            return self._fetch(*self.skipped.popleft(), t, exploring=False)
         url = self.agenda.pop_due()
         return self._revisit(self.seed if url is None else url, t, exploring=False)
 
@@ -281,8 +289,8 @@ class RevisitCrawl:
             for link in links:
                 if link not in self.known:
                     self.known.add(link)
-                    if self.odds.worth(link):
-                        self.pending.append((link, url))
+                    wait = self.pending if self.odds.worth(link) else self.skipped
+                    wait.append((link, url))
         if exploring:
             self.m.probes += 1
         else:
