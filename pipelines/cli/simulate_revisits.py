@@ -18,7 +18,7 @@ from frontierflow.pipelines.cli.groups import Command
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from frontierflow.pipelines.evaluation.forager_fleet import WORLD_NEWS
     from frontierflow.pipelines.evaluation.revisit_constants import CONSTANT_NAMES
-    from frontierflow.pipelines.evaluation.revisits import REVISIT_POLICIES, Policy
+    from frontierflow.pipelines.evaluation.revisit_policy import REVISIT_POLICIES, Policy
 
     parser.add_argument("--news", type=Path, default=Path("../shared/data/news"))
     parser.add_argument(
@@ -83,7 +83,7 @@ def evaluation_of(args: argparse.Namespace) -> Any:
     """The `RevisitEvaluation` the options describe (ValueError when they do not make one)."""
     from frontierflow.pipelines.evaluation.news_site import HOME
     from frontierflow.pipelines.evaluation.revisit_eval import WINDOWS, RevisitEvaluation
-    from frontierflow.pipelines.evaluation.revisits import Policy
+    from frontierflow.pipelines.evaluation.revisit_policy import Policy
 
     policies = tuple(Policy(p) for p in args.policies)
     constants: dict[Policy, dict[str, str]] = {}

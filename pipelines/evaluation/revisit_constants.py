@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import fields, replace
 from typing import Any
 
-from frontierflow.pipelines.evaluation.revisits import Policy, RevisitPolicySettings
+from frontierflow.pipelines.evaluation.revisit_policy import Policy, RevisitPolicySettings
 from frontierflow.state.revisits import RevisitSettings
 
 _POLICY_FIELDS = frozenset(f.name for f in fields(RevisitPolicySettings)) - {"revisit"}

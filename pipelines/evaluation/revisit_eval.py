@@ -30,13 +30,12 @@ from frontierflow.pipelines.evaluation.revisit_constants import (
     with_constants,
 )
 from frontierflow.pipelines.evaluation.revisit_fleet import run_fleet_revisits
-from frontierflow.pipelines.evaluation.revisits import (
+from frontierflow.pipelines.evaluation.revisit_policy import (
     REVISIT_POLICIES,
     Policy,
-    RevisitMetrics,
     RevisitPolicySettings,
-    run_revisits,
 )
+from frontierflow.pipelines.evaluation.revisits import RevisitMetrics, run_revisits
 
 log = logging.getLogger(__name__)
 

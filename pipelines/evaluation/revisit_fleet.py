@@ -24,7 +24,8 @@ from frontierflow.pipelines.evaluation.forager_fleet import (
     run_fleet,
 )
 from frontierflow.pipelines.evaluation.news_site import DAY_MS, NewsSite
-from frontierflow.pipelines.evaluation.revisits import Policy, RevisitMetrics, RevisitPolicySettings
+from frontierflow.pipelines.evaluation.revisit_policy import Policy, RevisitPolicySettings
+from frontierflow.pipelines.evaluation.revisits import RevisitMetrics
 from frontierflow.state.forager import Variant
 from frontierflow.state.revisit_budget import due_ms, square_root_frequencies
 from frontierflow.state.revisits import (

@@ -1,8 +1,8 @@
 """Which links a revisit brings are worth a download: the judge's verdicts so far on links
 of the same kind (`link_kind`: the URL's folder and the words that lead its last segment,
 so that news/world-europe-65432101 and news/world-europe-65439999 are one kind, and
-sport/football/65432101 another). A kind whose links are seldom rewarded is skipped, so
-the downloads go to revisits instead.
+sport/football/65432101 another). Links of a kind seldom rewarded wait for a download slot
+no revisit is due for, so when downloads are scarce they go to revisits instead.
 """
 
 from __future__ import annotations

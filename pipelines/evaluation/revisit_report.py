@@ -17,7 +17,7 @@ from frontierflow.pipelines.evaluation.revisit_eval import (
     RevisitResult,
     best_constants,
 )
-from frontierflow.pipelines.evaluation.revisits import Policy
+from frontierflow.pipelines.evaluation.revisit_policy import Policy
 
 COLUMNS = (
     ("found", "found", "{:.1f}"),

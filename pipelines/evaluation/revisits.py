@@ -35,7 +35,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 
 from frontierflow.pipelines.evaluation.forager_fleet import FleetMetrics, StoryJudge
 from frontierflow.pipelines.evaluation.news_site import (
@@ -47,6 +46,7 @@ from frontierflow.pipelines.evaluation.news_site import (
 )
 from frontierflow.pipelines.evaluation.revisit_agenda import RevisitAgenda
 from frontierflow.pipelines.evaluation.revisit_links import LinkOdds
+from frontierflow.pipelines.evaluation.revisit_policy import Policy, RevisitPolicySettings
 from frontierflow.state.forager_agent import AgentParams
 from frontierflow.state.foraging import ForagerParams, is_possibly_relevant
 from frontierflow.state.revisit_budget import (
@@ -57,7 +57,6 @@ from frontierflow.state.revisit_budget import (
 )
 from frontierflow.state.revisits import (
     PageRevisits,
-    RevisitSettings,
     change_rate,
     discovery_rate,
     first_visit,
@@ -73,60 +72,6 @@ Progress = Callable[[int], None]
 """Called with simulated milliseconds advanced."""
 COPY_STEP_MS = 15 * 60_000
 """How often the freshness of the crawl's copies of the hub pages is sampled."""
-
-
-class Policy(Enum):
-    FIXED = "fixed"
-    TOPIC_SECTIONS = "topic-sections"
-    """The fixed schedule without the home page: the topic's section pages only."""
-    SEED_ONLY = "seed-only"
-    PROPORTIONAL = "proportional"
-    OPTIMAL_FRESHNESS = "optimal-freshness"
-    DISCOVERY = "discovery"
-    FLEET = "fleet"
-    """The weblog forager fleet (`revisit_fleet`), not a revisit policy: beside them."""
-    FLEET_LEARNED = "fleet-learned"
-    """The same fleet, its paths started on the discovery rule's schedule."""
-
-    @property
-    def learns(self) -> bool:
-        """Whether the policy chooses from estimates (else it follows a list)."""
-        return self not in (Policy.FIXED, Policy.TOPIC_SECTIONS, Policy.SEED_ONLY, Policy.FLEET)
-
-    @property
-    def has_list(self) -> bool:
-        """Whether the policy starts from its own list of pages (not from a seed)."""
-        return self in (Policy.FIXED, Policy.TOPIC_SECTIONS)
-
-    @property
-    def is_fleet(self) -> bool:
-        return self in (Policy.FLEET, Policy.FLEET_LEARNED)
-
-
-REVISIT_POLICIES = tuple(p for p in Policy if not p.is_fleet)
-"""What `frontierflow simulate revisits` runs unless told otherwise."""
-
-
-@dataclass(frozen=True, slots=True)
-class RevisitPolicySettings:
-    """The learned policies' constants besides the per-page record's (all ours)."""
-
-    revisit: RevisitSettings = field(default_factory=RevisitSettings)
-    exploration: float = 0.05
-    """At most this share of the downloads goes to probes and the links they bring."""
-    plan_ms: int = HOUR_MS
-    """Frequencies are worked out again this often."""
-    skip_below: float = 0.0
-    """A link a revisit shows waits until no revisit is due when links of its kind were
-    rewarded less often than this (`revisit_links.LinkOdds`); 0: no link waits."""
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.exploration < 1.0:
-            raise ValueError(f"exploration must be in [0, 1), got {self.exploration}")
-        if self.plan_ms < 1:
-            raise ValueError(f"plan_ms must be >= 1, got {self.plan_ms}")
-        if not 0.0 <= self.skip_below < 1.0:
-            raise ValueError(f"skip_below must be in [0, 1), got {self.skip_below}")
 
 
 @dataclass(slots=True)

@@ -24,12 +24,14 @@ from frontierflow.pipelines.evaluation.revisit_eval import (
     TUNING_END,
     RevisitEvaluation,
 )
-from frontierflow.pipelines.evaluation.revisits import (
+from frontierflow.pipelines.evaluation.revisit_policy import (
     REVISIT_POLICIES,
     Policy,
+    RevisitPolicySettings,
+)
+from frontierflow.pipelines.evaluation.revisits import (
     RevisitCrawl,
     RevisitMetrics,
-    RevisitPolicySettings,
     run_revisits,
     topic_hubs,
 )

@@ -21,7 +21,7 @@ from frontierflow.pipelines.evaluation.revisit_fleet import (
     measured_from,
     run_fleet_revisits,
 )
-from frontierflow.pipelines.evaluation.revisits import Policy, RevisitPolicySettings
+from frontierflow.pipelines.evaluation.revisit_policy import Policy, RevisitPolicySettings
 from frontierflow.state.revisits import HOUR_MS, RevisitSettings
 
 

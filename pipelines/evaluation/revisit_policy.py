@@ -1,0 +1,63 @@
+"""The revisit policies the news-site simulation compares, and the learned policies'
+constants besides the per-page record's (`state.revisits.RevisitSettings`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from frontierflow.state.revisits import HOUR_MS, RevisitSettings
+
+
+class Policy(Enum):
+    FIXED = "fixed"
+    TOPIC_SECTIONS = "topic-sections"
+    """The fixed schedule without the home page: the topic's section pages only."""
+    SEED_ONLY = "seed-only"
+    PROPORTIONAL = "proportional"
+    OPTIMAL_FRESHNESS = "optimal-freshness"
+    DISCOVERY = "discovery"
+    FLEET = "fleet"
+    """The weblog forager fleet (`revisit_fleet`), not a revisit policy: beside them."""
+    FLEET_LEARNED = "fleet-learned"
+    """The same fleet, its paths started on the discovery rule's schedule."""
+
+    @property
+    def learns(self) -> bool:
+        """Whether the policy chooses from estimates (else it follows a list)."""
+        return self not in (Policy.FIXED, Policy.TOPIC_SECTIONS, Policy.SEED_ONLY, Policy.FLEET)
+
+    @property
+    def has_list(self) -> bool:
+        """Whether the policy starts from its own list of pages (not from a seed)."""
+        return self in (Policy.FIXED, Policy.TOPIC_SECTIONS)
+
+    @property
+    def is_fleet(self) -> bool:
+        return self in (Policy.FLEET, Policy.FLEET_LEARNED)
+
+
+REVISIT_POLICIES = tuple(p for p in Policy if not p.is_fleet)
+"""What `frontierflow simulate revisits` runs unless told otherwise."""
+
+
+@dataclass(frozen=True, slots=True)
+class RevisitPolicySettings:
+    """The learned policies' constants besides the per-page record's (all ours)."""
+
+    revisit: RevisitSettings = field(default_factory=RevisitSettings)
+    exploration: float = 0.05
+    """At most this share of the downloads goes to probes and the links they bring."""
+    plan_ms: int = HOUR_MS
+    """Frequencies are worked out again this often."""
+    skip_below: float = 0.0
+    """A link a revisit shows waits until no revisit is due when links of its kind were
+    rewarded less often than this (`revisit_links.LinkOdds`); 0: no link waits."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.exploration < 1.0:
+            raise ValueError(f"exploration must be in [0, 1), got {self.exploration}")
+        if self.plan_ms < 1:
+            raise ValueError(f"plan_ms must be >= 1, got {self.plan_ms}")
+        if not 0.0 <= self.skip_below < 1.0:
+            raise ValueError(f"skip_below must be in [0, 1), got {self.skip_below}")
