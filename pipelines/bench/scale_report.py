@@ -6,13 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from frontierflow.pipelines.bench.scale_state import DEFAULT
 from frontierflow.pipelines.embedded.replay import REPLAY_COMMIT_EVERY
 
 if TYPE_CHECKING:
-    from frontierflow.pipelines.bench.scale import ScaleSetup
-
-DEFAULT = "default"
-"""The variant of the store options that is `RocksDBOptions()`."""
+    from frontierflow.pipelines.bench.scale_state import ScaleSetup
 
 RATE_TARGET = 0.8
 """Events/s at the largest population over events/s at the smallest should reach this."""

@@ -20,16 +20,17 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from frontierflow.pipelines.bench.engine import HOSTS, ZIPF_EXPONENT, bench_event
 from frontierflow.pipelines.bench.scale_worker import STRATEGY, families
+from frontierflow.pipelines.embedded.replay import REPLAY_COMMIT_EVERY
 from frontierflow.schemas.container import write_container
 from frontierflow.state.ieca import IecaDistance, encode_ieca
-from frontierflow.state.storage.bulk import SortedSstWriter
+from frontierflow.state.storage.bulk import SST_FILE_BYTES, SortedSstWriter
 from frontierflow.state.storage.codec import encode_i32, encode_u64
 from frontierflow.state.storage.format import CRAWLED_FAMILY, crawled_key
 from frontierflow.state.storage.rocksdb import RocksDBStore
@@ -219,3 +220,81 @@ def write_scale_log(path: Path, setup: ScaleLogSetup, urls: int, seed: int = 0) 
     events = scale_events(setup, urls, seed, new_seen=new_seen)
     write_container(path, "FetchEvent", events, codec="null")
     return int(np.count_nonzero(new_seen))
+
+
+DEFAULT = "default"
+"""The variant of the store options that is `RocksDBOptions()`."""
+
+_MIB = 1024 * 1024
+
+VARIANTS: dict[str, RocksDBOptions] = {
+    DEFAULT: RocksDBOptions(),
+    "before": RocksDBOptions(
+        block_cache_size=64 * _MIB,
+        index_and_filters_in_cache=False,
+        partitioned_index_and_filters=False,
+        memtable_budget=0,
+        max_total_wal_size=0,
+        meta_write_buffer_size=64 * _MIB,
+        bottommost_compression="lz4",
+    ),
+    "filters-outside-cache": RocksDBOptions(
+        index_and_filters_in_cache=False, partitioned_index_and_filters=False
+    ),
+    "unpartitioned": RocksDBOptions(partitioned_index_and_filters=False),
+    "no-bloom": RocksDBOptions(bloom_filter_bits_per_key=0),
+    "memtables-outside-cache": RocksDBOptions(memtable_budget=0),
+    "cache-256m": RocksDBOptions(block_cache_size=256 * _MIB),
+    "zstd-last-level": RocksDBOptions(bottommost_compression="zstd"),
+    "no-wal-bound": RocksDBOptions(max_total_wal_size=0),
+    "block-16k": RocksDBOptions(block_size=16 * 1024),
+}
+"""Store options the bench can compare, by name: `default` is `RocksDBOptions()`,
+`before` the options the store had before it was tuned for 100M URLs, the others the
+default with one choice undone or changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleSetup:
+    populations: tuple[int, ...] = (1_000_000, 10_000_000)
+    log: ScaleLogSetup = field(default_factory=ScaleLogSetup)
+    step_size: int = 500
+    variants: tuple[str, ...] = (DEFAULT,)
+    restart: bool = True
+    sst_file_bytes: int = SST_FILE_BYTES
+
+    def __post_init__(self) -> None:
+        if len(self.populations) < 2:
+            raise ValueError("--scale needs at least two URL populations to compare")
+        if len(set(self.populations)) != len(self.populations):
+            raise ValueError(f"URL populations repeat: {self.populations}")
+        fetchable = unfetched_count(min(self.populations))
+        if self.log.events > fetchable:
+            raise ValueError(
+                f"{min(self.populations):,} URLs in state leave {fetchable:,} to fetch: "
+                f"--events at most {fetchable:,}"
+            )
+        if self.step_size < 1:
+            raise ValueError(f"--step-size must be >= 1, got {self.step_size}")
+        unknown = [v for v in self.variants if v not in VARIANTS]
+        if unknown or DEFAULT not in self.variants:
+            raise ValueError(
+                f"--scale-variants: {DEFAULT} and any of {', '.join(VARIANTS)}; "
+                f"got {', '.join(self.variants)}"
+            )
+        if len(set(self.variants)) != len(self.variants):
+            raise ValueError(f"variants repeat: {self.variants}")
+        steps = -(-self.log.events // self.step_size)
+        if self.restart and steps < 2 * REPLAY_COMMIT_EVERY:
+            raise ValueError(
+                f"the restart needs a log of at least {2 * REPLAY_COMMIT_EVERY} steps "
+                f"(--events >= {2 * REPLAY_COMMIT_EVERY} x --step-size), or --no-restart"
+            )
+
+    @property
+    def kill_at(self) -> int:
+        """The step in whose commit interval the killed run dies: half way through the
+        log, three steps past a commit (so a restart redoes three steps)."""
+        steps = -(-self.log.events // self.step_size)
+        middle = steps // 2 // REPLAY_COMMIT_EVERY * REPLAY_COMMIT_EVERY
+        return middle + min(3, REPLAY_COMMIT_EVERY - 1)

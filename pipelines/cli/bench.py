@@ -231,8 +231,8 @@ def bench(args: argparse.Namespace) -> int:
 
 
 def bench_scale(args: argparse.Namespace) -> int:
-    from frontierflow.pipelines.bench.scale import ScaleSetup, parse_populations, run_scale_bench
-    from frontierflow.pipelines.bench.scale_state import ScaleLogSetup
+    from frontierflow.pipelines.bench.scale import parse_populations, run_scale_bench
+    from frontierflow.pipelines.bench.scale_state import ScaleLogSetup, ScaleSetup
 
     if args.repeats not in (None, 1):
         raise ValueError("--scale runs each population once: no --repeats")

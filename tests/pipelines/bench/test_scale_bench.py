@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from frontierflow.pipelines.bench.engine import HOSTS
-from frontierflow.pipelines.bench.scale import ScaleSetup, parse_populations
+from frontierflow.pipelines.bench.scale import parse_populations
 from frontierflow.pipelines.bench.scale_state import (
     FETCHED_EVERY,
     ScaleLogSetup,
+    ScaleSetup,
     build_state,
     host_keys,
     known_distance,
