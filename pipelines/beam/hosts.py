@@ -197,7 +197,7 @@ AnswerItem = typehints.Tuple[int, int, bytes]
 """(due, position, the event's bytes without its outlinks), stamped 1 ms past the due."""
 PAUSES = -1
 """The position a window's pauses take among the per-URL update's held batches: before
-every message of their window (`beam.stream.shard_batch`)."""
+every message of their window (`beam.window_batches.shard_batch`)."""
 _BATCH = FastPrimitivesCoder()
 
 

@@ -29,8 +29,8 @@ from frontierflow.pipelines.beam.routing import (
     route_shard,
     route_window,
 )
-from frontierflow.pipelines.beam.stream import due_messages, shard_batch
 from frontierflow.pipelines.beam.stream_replay import build_stream_replay, run_beam_stream_replay
+from frontierflow.pipelines.beam.window_batches import due_messages, shard_batch
 from frontierflow.pipelines.core.step import is_repeat_fetch
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.codecs import encode_record
