@@ -118,6 +118,7 @@ _PARTS = re.compile(
 )
 _CANONICAL_URL = r"https?://[^A-Z/?#:@\x00-\x20\x7f\[\]]++/[^#\x00-\x20\x7f]*+"
 _CANONICAL_LINES = re.compile(rf"{_CANONICAL_URL}(?:\n{_CANONICAL_URL})*", re.ASCII)
+_CANONICAL_ONE = re.compile(_CANONICAL_URL, re.ASCII)
 """ASCII URLs already canonical, newline-separated: lowercase scheme and host, no user
 info or port, a path, no fragment (and, as `_ASCII_URL_LINES`, nothing a URL may not
 hold). One match answers for a page's outlinks in the common case."""
@@ -133,6 +134,8 @@ def canonical_url(url: str) -> str:
     `canonical_url(canonical_url(u)) == canonical_url(u)`; a URL already canonical is
     returned as it is.
     """
+    if url.isascii() and _CANONICAL_ONE.fullmatch(url) is not None:
+        return url  # the common case: one match, no new string
     m = _PARTS.fullmatch(url)
     if m is None:
         return url
