@@ -20,7 +20,7 @@ from dataclasses import replace
 from frontierflow.pipelines.core.step import is_page_answer
 from frontierflow.pipelines.speed.controllers import decide, initial_controller
 from frontierflow.pipelines.speed.settings import ControllerSettings
-from frontierflow.pipelines.speed.windows import add_event, window_starts
+from frontierflow.pipelines.speed.windows import add_event, host_hash, window_starts
 from frontierflow.schemas.records import ALREADY_FETCHED, FetchEvent, ScalingDecision
 from frontierflow.state.speed import NO_WATERMARK, SpeedState, SpeedWindow
 
@@ -73,12 +73,13 @@ def observe(
         state = initial_state(event.fetcher_id, settings)
     windows = {w.start_ms: w for w in state.open_windows}
     counted = False
+    hashed = host_hash(event.host)
     for start in window_starts(event.fetched_at, settings):
         end = start + settings.window_ms
         if is_late(state.watermark, end, settings):
             continue
         counted = True
-        windows[start] = add_event(windows.get(start) or SpeedWindow(start, end), event)
+        windows[start] = add_event(windows.get(start) or SpeedWindow(start, end), event, hashed)
     watermark = max(state.watermark, event.fetched_at)
     late = state.late_events + (0 if counted else 1)
     ready = [w for w in windows.values() if is_late(watermark, w.end_ms, settings)]
@@ -89,6 +90,8 @@ def observe(
         )
     )
     state = SpeedState(state.fetcher_id, state.controller, watermark, still_open, late)
+    if not ready:  # the common case: no window closed, the controller is as it was
+        return state, []
     return _close(state, sorted(ready, key=lambda w: w.end_ms), settings)
 
 

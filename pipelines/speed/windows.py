@@ -6,6 +6,7 @@ one, how two partial sums of a window merge, and the crawl speed of a window (Na
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_left
 
 from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.schemas.records import FetchEvent
@@ -29,8 +30,18 @@ def merge_hosts(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(sorted(set(a) | set(b))[:HOST_SAMPLE])
 
 
-def add_event(window: SpeedWindow, event: FetchEvent) -> SpeedWindow:
-    """The window with one more event counted."""
+def add_host(hosts: tuple[int, ...], hashed: int) -> tuple[int, ...]:
+    """`merge_hosts(hosts, (hashed,))` for one hash, without building sets: `hosts` is a
+    sample (sorted, distinct, at most HOST_SAMPLE), so one binary search finds its place."""
+    i = bisect_left(hosts, hashed)
+    if i >= HOST_SAMPLE or (i < len(hosts) and hosts[i] == hashed):
+        return hosts
+    return (*hosts[:i], hashed, *hosts[i : HOST_SAMPLE - 1])
+
+
+def add_event(window: SpeedWindow, event: FetchEvent, hashed: int | None = None) -> SpeedWindow:
+    """The window with one more event counted (`hashed`: `host_hash(event.host)` when the
+    caller has it)."""
     failed = is_failure(event.status)
     return SpeedWindow(
         window.start_ms,
@@ -40,7 +51,7 @@ def add_event(window: SpeedWindow, event: FetchEvent) -> SpeedWindow:
         window.bytes + event.bytes,
         window.fetch_us + round(event.fetch_ms * 1000.0),
         window.events + 1,
-        merge_hosts(window.hosts, (host_hash(event.host),)),
+        add_host(window.hosts, host_hash(event.host) if hashed is None else hashed),
     )
 
 

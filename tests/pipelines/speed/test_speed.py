@@ -7,6 +7,8 @@ import math
 from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from frontierflow.pipelines.speed.controllers import (
     autothrottle_delay,
@@ -34,13 +36,16 @@ from frontierflow.pipelines.speed.settings import (
     settings_for,
 )
 from frontierflow.pipelines.speed.windows import (
+    add_host,
     crawl_speed,
     host_hash,
+    merge_hosts,
     merge_windows,
     window_starts,
 )
 from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.speed import (
+    HOST_SAMPLE,
     ControllerState,
     SpeedState,
     SpeedWindow,
@@ -379,3 +384,22 @@ def test_state_codec_round_trip_and_errors() -> None:
         decode_speed_state(data + b"\0")
     with pytest.raises(StateCodecError):
         decode_speed_state(b"\x09" + data[1:])  # unknown version
+
+
+def test_add_host_keeps_the_smallest_distinct_hashes() -> None:
+    """By hand, with the sample's bound: a hash inside the sample goes in its place and the
+    largest falls out; one already there or larger than a full sample changes nothing."""
+    full = tuple(range(0, 2 * HOST_SAMPLE, 2))  # 0, 2, …, 126: HOST_SAMPLE hashes
+    assert add_host(full, 3) == (0, 2, 3, *range(4, 2 * HOST_SAMPLE - 2, 2))
+    assert add_host(full, 4) is full
+    assert add_host(full, 127) is full
+    assert add_host((5,), 1) == (1, 5)
+    assert add_host((), 9) == (9,)
+
+
+@given(st.lists(st.integers(0, 300), max_size=200), st.integers(0, 300))
+def test_add_host_is_merge_hosts_of_one(hashes: list[int], one: int) -> None:
+    sample: tuple[int, ...] = ()
+    for h in hashes:
+        sample = merge_hosts(sample, (h,))
+    assert add_host(sample, one) == merge_hosts(sample, (one,))
