@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from frontierflow.state.foraging import ForagerParams
     from frontierflow.state.relevance import Topic
     from frontierflow.state.revisit_schedule import RevisitPolicy
+    from frontierflow.state.tres import TresParams
 
 DEFAULT_SPEED_CONTROLLER = "hypothesis"
 NO_SPEED_CONTROLLER = "none"
@@ -163,6 +165,13 @@ def add_lafc_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> 
         "skip_seen, url_order, local_first, evidence); default: the values chosen in "
         "docs/RESULTS.md",
     )
+    parser.add_argument(
+        "--tres",
+        default="",
+        metavar="NAME=VALUE,...",
+        help="the TRES-style learner's constants (gamma, rate, target_period, warmup, "
+        "min_split, max_depth, min_share)",
+    )
 
 
 def topic(text: str) -> Topic:
@@ -207,6 +216,14 @@ def lafc_plus_settings(args: argparse.Namespace) -> LafcPlusSettings:
     return LafcPlusSettings(overrides(LafcPlusParams(), args.lafc_plus, "--lafc-plus"))
 
 
+def tres_params(args: argparse.Namespace) -> TresParams:
+    """The TRES-style learner's constants from `--tres gamma=0.5,warmup=20`; ValueError for
+    unknown names and values."""
+    from frontierflow.state.tres import TresParams
+
+    return overrides(TresParams(), args.tres, "--tres")
+
+
 def fleet_constants(args: argparse.Namespace) -> tuple[ForagerParams, AgentParams]:
     """The foragers' and the agent's constants from `--forager NAME=VALUE,…` (each name is a
     field of one of them; `max_age_ms` sets both)."""
@@ -236,6 +253,7 @@ def fleet_constants(args: argparse.Namespace) -> tuple[ForagerParams, AgentParam
 def strategy_from_args(args: argparse.Namespace) -> Strategy[Any]:
     """The strategy an engine command's options describe."""
     from frontierflow.pipelines.strategies import build_strategy
+    from frontierflow.pipelines.strategies.tres import TresSettings
 
     return build_strategy(
         args.strategy,
@@ -244,6 +262,7 @@ def strategy_from_args(args: argparse.Namespace) -> Strategy[Any]:
         topic=topic(args.topic) if args.topic is not None else None,
         lafc=lafc_settings(args, args.seed),
         lafc_plus=lafc_plus_settings(args),
+        tres=TresSettings(replace(tres_params(args), seed=args.seed)),
         sections=tuple(s.strip() for s in (args.sections or "").split(",") if s.strip()),
         fleet=fleet_constants(args),
     )

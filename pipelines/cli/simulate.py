@@ -24,6 +24,7 @@ from frontierflow.pipelines.cli.common import (
     lafc_plus_settings,
     lafc_settings,
     topic,
+    tres_params,
 )
 from frontierflow.pipelines.cli.groups import Command, add_group
 from frontierflow.pipelines.core.names import GRAPH_STRATEGIES
@@ -151,6 +152,7 @@ def _simulate_web(args: argparse.Namespace) -> int:
         judge=Judge(threshold=args.judge, min_occurrences=args.judge_min_occurrences),
         lafc=lafc_settings(args, 0),
         lafc_plus=lafc_plus_settings(args),
+        tres=tres_params(args),
         seeds=args.web_seeds,
     )
     web = load_web(args.web)

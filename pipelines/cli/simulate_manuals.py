@@ -12,10 +12,11 @@ from frontierflow.pipelines.cli.common import (
     csv_list,
     lafc_plus_settings,
     lafc_settings,
+    tres_params,
 )
 from frontierflow.pipelines.cli.groups import Command
 
-STRATEGIES = ("lafc", "lafc-plus", "best-first", "bfs")
+STRATEGIES = ("lafc", "lafc-plus", "tres", "best-first", "bfs")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,6 +61,7 @@ def simulate_manuals(args: argparse.Namespace) -> int:
         judge=CALIBRATED_JUDGE,
         lafc=lafc_settings(args, 0),
         lafc_plus=lafc_plus_settings(args),
+        tres=tres_params(args),
     )
     results = run_manuals(
         args.half, setup, args.out, manuals=manuals, budget_scale=args.budget_scale

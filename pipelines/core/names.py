@@ -14,5 +14,5 @@ GRAPH_STRATEGIES = (
     "random",
 )
 """Strategies that order a crawl by links alone (what `simulate --graph` compares)."""
-FOCUSED = ("lafc", "best-first", "lafc-plus")
+FOCUSED = ("lafc", "best-first", "lafc-plus", "tres")
 """Strategies that need a topic."""

@@ -21,7 +21,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -31,11 +31,13 @@ from frontierflow.pipelines.evaluation.simulator import RecordedWeb, simulate_cy
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.pipelines.strategies.lafc import LafcSettings
 from frontierflow.pipelines.strategies.lafc_plus import LafcPlusSettings
+from frontierflow.pipelines.strategies.tres import TresSettings
 from frontierflow.state.relevance import Judge, Topic
+from frontierflow.state.tres import TresParams
 
 log = logging.getLogger(__name__)
 
-LEARNING = ("lafc", "random")
+LEARNING = ("lafc", "random", "tres")
 """Strategies whose crawl depends on the random seed: run `runs` times and averaged."""
 
 
@@ -53,6 +55,8 @@ class FocusedSetup:
     judge: Judge = field(default_factory=Judge)
     lafc: LafcSettings = field(default_factory=LafcSettings)
     lafc_plus: LafcPlusSettings = field(default_factory=LafcPlusSettings)
+    tres: TresParams = field(default_factory=TresParams)
+    """The TRES-style learner's constants; its reward is `judge`'s verdict, its seed the run's."""
     seeds: tuple[str, ...] = ()
     """Seed URLs; default: `default_seeds(web)`."""
 
@@ -176,6 +180,7 @@ def evaluate_topic(web: RecordedWeb, topic: Topic, setup: FocusedSetup) -> Topic
                 topic=topic,
                 lafc=lafc,
                 lafc_plus=setup.lafc_plus,
+                tres=TresSettings(replace(setup.tres, seed=run), setup.judge),
             )
             for crawl in simulate_cycles(web, strategy, seeds, setup.budget, setup.cycles):
                 orders.setdefault((name, crawl.cycle), []).append(crawl.downloaded)
@@ -286,9 +291,9 @@ def summary_lines(results: Sequence[TopicResult], setup: FocusedSetup) -> list[s
     return lines
 
 
-LEARNERS = ("lafc", "lafc-plus")
+LEARNERS = ("lafc", "lafc-plus", "tres")
 """Strategies the t-tests compare with every other strategy in the run."""
-_LABELS = {"lafc": "LAFC", "lafc-plus": "LAFC+"}
+_LABELS = {"lafc": "LAFC", "lafc-plus": "LAFC+", "tres": "TRES-style"}
 
 
 def compute_table(results: Sequence[TopicResult], setup: FocusedSetup) -> str:
@@ -404,6 +409,7 @@ def run_focused(
         f"- LAFC: C = {setup.lafc.control_threshold}, a = {setup.lafc.learning.a}, "
         f"scheme {setup.lafc.learning.scheme.value}",
         f"- LAFC+: {setup.lafc_plus.params}",
+        f"- TRES-style learner: {setup.tres}",
         "- topics: " + "; ".join(f"{t.name} = {' '.join(sorted(t.weights))}" for t in topics),
         "- relevant pages in the web per topic: "
         + ", ".join(f"{r.topic} {r.relevant_in_web}" for r in results),

@@ -163,8 +163,9 @@ def run_manuals(
 
 
 LEARNER = "lafc-plus"
-RIVALS = ("best-first", "lafc")
-"""What LAFC+ is measured against on every topic: the bar, and the method it changes."""
+RIVALS = ("best-first", "lafc", "tres")
+"""What LAFC+ is measured against on every topic: the bar, the method it changes, and the
+TRES-style reinforcement learner (Kontogiannis et al. 2021)."""
 
 
 def _curve(result: TopicResult, strategy: str, cycle: int) -> tuple[float, ...] | None:

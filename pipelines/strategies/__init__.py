@@ -1,4 +1,5 @@
-"""Crawl strategies by name: IECA, LAFC and the baselines they are measured against."""
+"""Crawl strategies by name: IECA, LAFC, the TRES-style learner and the baselines they are
+measured against."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from frontierflow.pipelines.strategies.ieca_plus import IecaPlusStrategy
 from frontierflow.pipelines.strategies.lafc import Lafc, LafcSettings
 from frontierflow.pipelines.strategies.lafc_plus import LafcPlus, LafcPlusSettings
 from frontierflow.pipelines.strategies.pagerank import PageRankOrder
+from frontierflow.pipelines.strategies.tres import Tres, TresSettings
 from frontierflow.state.fleet import FleetParams
 from frontierflow.state.forager_agent import AgentParams
 from frontierflow.state.foraging import ForagerParams
@@ -44,6 +46,7 @@ def build_strategy(
     topic: Topic | None = None,
     lafc: LafcSettings | None = None,
     lafc_plus: LafcPlusSettings | None = None,
+    tres: TresSettings | None = None,
     sections: tuple[str, ...] = (),
     fleet: tuple[ForagerParams, AgentParams] | None = None,
 ) -> Strategy[Any]:
@@ -82,6 +85,8 @@ def build_strategy(
             return Lafc(topic, lafc if lafc is not None else LafcSettings(seed=seed))
         if name == "lafc-plus":
             return LafcPlus(topic, lafc_plus)
+        if name == "tres":
+            return Tres(topic, tres)
         return BestFirst(topic)
     if name in ("pagerank", "partial-pagerank"):
         return PageRankOrder(interval, partial=name == "partial-pagerank", crawl_id=crawl_id)

@@ -67,7 +67,7 @@ def _tiny_manual(tmp_path: Path) -> Manual:
 def test_a_half_is_crawled_with_the_manuals_budget_and_seeds(tmp_path: Path) -> None:
     tiny = _tiny_manual(tmp_path)
     setup = FocusedSetup(
-        strategies=("lafc-plus", "best-first", "bfs"), cycles=2, points=2, runs=1,
+        strategies=("lafc-plus", "tres", "best-first", "bfs"), cycles=2, points=2, runs=1,
         judge=CALIBRATED_JUDGE,
     )  # fmt: skip
     results = run_manuals(
@@ -84,6 +84,9 @@ def test_a_half_is_crawled_with_the_manuals_budget_and_seeds(tmp_path: Path) -> 
     lines = margin_lines(results, setup)
     # header, rule, then one row per report topic for cycle 2
     assert len(lines) == 4 and lines[2].startswith("| tiny | b1 | 2 |")
+    assert "| tres | vs tres (p) |" in lines[0]
+    tres = [c for c in results["tiny"][0].curves if c.strategy == "tres"]
+    assert [c.downloaded for c in tres] == [4.0, 4.0]  # the whole budget, no page twice
     with pytest.raises(ValueError, match="budget_scale"):
         run_manuals("report", setup, tmp_path, manuals=[tiny], budget_scale=0.0)
 
