@@ -295,24 +295,33 @@ def frontier_records(
 
     The entries are encoded as one block (`FrontierEntryEncoder`: the bytes fastavro
     writes, without a dict and a schema walk per record), and each host's partition is
-    worked out once per call. The URLs are ones the step core let through (absolute
+    worked out once per call (per authority part of the URLs, which names the host; not at
+    all for a topic of one partition). The URLs are ones the step core let through (absolute
     http(s)), whose host `host_of` reads without a regular expression."""
     bodies = iter(_ENTRY_ENCODER.bodies([c for c in changes if isinstance(c, FrontierEntry)]))
     header = _ENTRY_HEADER
-    by_host: dict[str, int] = {}
+    by_netloc: dict[str, int] = {}  # a URL's host is a function of its authority part
     out: list[tuple[bytes, bytes | None, int]] = []
     append = out.append
     for change in changes:
         url = change.url
-        host = host_of(url) or url.lower()
-        partition = by_host.get(host)
-        if partition is None:
-            partition = by_host[host] = zlib.crc32(host.encode()) % partitions
-        key = frontier_record_key(change).encode()
-        if type(change) is Removal:
-            append((key, None, partition))
+        if partitions == 1:  # every host's partition
+            partition = 0
         else:
-            append((key, header + next(bodies), partition))
+            parts = url.split("/", 3)
+            netloc = parts[2] if len(parts) > 2 else url
+            found = by_netloc.get(netloc)
+            if found is None:
+                host = host_of(url)
+                found = zlib.crc32((host or url.lower()).encode()) % partitions
+                if host:
+                    by_netloc[netloc] = found
+            partition = found
+        if not isinstance(change, FrontierEntry):  # a Removal: a tombstone
+            append((url.encode(), None, partition))
+        else:
+            key = url if change.via is None else frontier_record_key(change)
+            append((key.encode(), header + next(bodies), partition))
     return out
 
 

@@ -52,10 +52,12 @@ def test_reply_requests_have_keys_of_their_own() -> None:
     assert split_frontier_key("http://a.test/x") == "http://a.test/x"
 
 
-def test_a_block_of_records_is_each_record_encoded_alone() -> None:
+@pytest.mark.parametrize("partitions", [7, 1])
+def test_a_block_of_records_is_each_record_encoded_alone(partitions: int) -> None:
     """`frontier_records` encodes a step's entries as one block: the same values as
     fastavro's single-object encoding of each entry, the same partitions as
-    `host_partition`, hosts with ports, user info and capitals included."""
+    `host_partition`, hosts with ports, user info and capitals included, an authority
+    part seen again (its partition remembered) and one that is not a host's."""
     changes = [
         _entry("http://a.test/1"),
         Removal("http://a.test/2"),
@@ -66,16 +68,20 @@ def test_a_block_of_records_is_each_record_encoded_alone() -> None:
         ),
         Removal("https://C.test:443/"),
         _entry("http://a.test/3"),
+        Removal("https://User@B.Test:8443/other"),
+        _entry("http://B.TEST/z"),
+        _entry("http://b.test?q=1/z", via="http://a.test/1"),
+        _entry("http://b.test?q=2"),
     ]
     expected = [
         (
             frontier_record_key(c).encode(),
             None if isinstance(c, Removal) else encode_record(c),
-            host_partition(c.url, 7),
+            host_partition(c.url, partitions),
         )
         for c in changes
     ]
-    assert frontier_records(changes, 7) == expected
+    assert frontier_records(changes, partitions) == expected
 
 
 def _partitions_when_known(settings: KafkaSettings, topic: str, deadline_s: float = 30.0) -> int:
