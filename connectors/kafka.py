@@ -43,7 +43,6 @@ from frontierflow.schemas.records import (
     FetchEvent,
     FrontierChange,
     FrontierEntry,
-    Removal,
     ScalingDecision,
     SeedRequest,
     frontier_record_key,
