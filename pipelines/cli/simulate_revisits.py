@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=csv_list,
         default=tuple(p.value for p in REVISIT_POLICIES),
         help=f"comma-separated, of: {', '.join(p.value for p in Policy)} (default: all but "
-        "the two fleets)",
+        "the live job's rule and the two fleets)",
     )
     parser.add_argument(
         "--topic", type=csv_list, default=WORLD_NEWS, help="sections, comma-separated"

@@ -17,6 +17,10 @@ class Policy(Enum):
     PROPORTIONAL = "proportional"
     OPTIMAL_FRESHNESS = "optimal-freshness"
     DISCOVERY = "discovery"
+    LIVE = "live"
+    """The live job's `--revisit learned` rule (`revisit_live_rule`): its own constants, not
+    tuned here; a page is taken when its revisit is due, as a fetcher honours `not_before`,
+    so it may make fewer downloads."""
     FLEET = "fleet"
     """The weblog forager fleet (`revisit_fleet`), not a revisit policy: beside them."""
     FLEET_LEARNED = "fleet-learned"
@@ -24,8 +28,11 @@ class Policy(Enum):
 
     @property
     def learns(self) -> bool:
-        """Whether the policy chooses from estimates (else it follows a list)."""
-        return self not in (Policy.FIXED, Policy.TOPIC_SECTIONS, Policy.SEED_ONLY, Policy.FLEET)
+        """Whether the policy chooses from estimates with the simulation's constants (else
+        it follows a list, or the live job's rule)."""
+        return self not in (
+            Policy.FIXED, Policy.TOPIC_SECTIONS, Policy.SEED_ONLY, Policy.LIVE, Policy.FLEET
+        )  # fmt: skip
 
     @property
     def has_list(self) -> bool:
@@ -37,8 +44,9 @@ class Policy(Enum):
         return self in (Policy.FLEET, Policy.FLEET_LEARNED)
 
 
-REVISIT_POLICIES = tuple(p for p in Policy if not p.is_fleet)
-"""What `frontierflow simulate revisits` runs unless told otherwise."""
+REVISIT_POLICIES = tuple(p for p in Policy if not p.is_fleet and p is not Policy.LIVE)
+"""What `frontierflow simulate revisits` runs unless told otherwise (the live rule, which
+may make fewer downloads, and the fleets when asked for)."""
 
 
 @dataclass(frozen=True, slots=True)

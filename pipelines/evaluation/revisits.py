@@ -27,7 +27,10 @@ downloads, and differs only in which page it revisits when no new link is waitin
   revisit shows them; until then those it showed first count for it at the crawl's hit
   rate (`discovery_rate`), as do those a page showed at its first download. With
   `skip_below`, links of a kind the judge seldom rewarded (`revisit_links`) wait until
-  no revisit is due, whatever the policy.
+  no revisit is due, whatever the policy;
+- `live`: the live job's `--revisit learned` rule (`revisit_live_rule`, one revisit per
+  download per host): the page due first is revisited once it is due, as a fetcher
+  honours `not_before`; when none is and no link waits, the crawler waits for it.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from frontierflow.pipelines.evaluation.news_site import (
 )
 from frontierflow.pipelines.evaluation.revisit_agenda import RevisitAgenda
 from frontierflow.pipelines.evaluation.revisit_links import LinkOdds
+from frontierflow.pipelines.evaluation.revisit_live_rule import LiveRevisitRule, live_policy
 from frontierflow.pipelines.evaluation.revisit_policy import Policy, RevisitPolicySettings
 from frontierflow.state.forager_agent import AgentParams
 from frontierflow.state.foraging import ForagerParams, is_possibly_relevant
@@ -130,6 +134,8 @@ class RevisitCrawl:
         self.frequency: dict[str, float] = {}
         self.agenda = RevisitAgenda()
         self.odds = LinkOdds(settings.skip_below)
+        self.live = LiveRevisitRule(live_policy(download_ms)) if policy is Policy.LIVE else None
+        """The live job's rule, for `Policy.LIVE`."""
         self.downloads = 0
         """Downloads since the start, warm-up included."""
         self.explored = 0
@@ -163,6 +169,8 @@ class RevisitCrawl:
         if self.pending:
             url, via = self.pending.popleft()
             return self._fetch(url, via, t, exploring=False)
+        if self.live is not None:
+            return self._live_slot(t)
         if not self.policy.learns:
             url = self.hubs[self.turn % len(self.hubs)]
             self.turn += 1
@@ -186,6 +194,28 @@ class RevisitCrawl:
         url = self.agenda.pop_due()
         return self._revisit(self.seed if url is None else url, t, exploring=False)
 
+    def _live_slot(self, t: int) -> int:
+        """The live rule: the page due first once it is due; else a link skipped for its
+        kind; else, before any page is scheduled, the seed; else the crawler waits until
+        the first page is due (a fetcher holds an entry until its `not_before`)."""
+        due = self.agenda.first_due()
+        if due is not None and due <= t:
+            return self._revisit(self.agenda.pop_due() or self.seed, t, exploring=False)
+        if self.skipped:
+            self.scheduled_revisits += 1
+            return self._fetch(*self.skipped.popleft(), t, exploring=False)
+        if due is None:
+            return self._revisit(self.seed, t, exploring=False)
+        return due
+
+    def _live_download(self, url: str, links: Sequence[str], t: int) -> None:
+        """A download through the live rule: the page is next due when it says."""
+        if self.live is None:
+            return
+        due = self.live.download(url, links, t)
+        if due is not None:
+            self.agenda.schedule_due(url, due)
+
     def _fetch(self, url: str, via: str, t: int, exploring: bool) -> int:
         """Downloads a new link (judged; credited to the page whose revisit brought it)."""
         page = self.site.page(url, t)
@@ -194,6 +224,7 @@ class RevisitCrawl:
         done = t + self.download_ms
         unseen = self._first_seen_at(url, page.links, t)
         self.pages[url] = first_visit(t, self._fingerprint(page.links), len(unseen))
+        self._live_download(url, page.links, t)
         if self.policy.learns:
             self._schedule_probe(url)
         rewarded = False
@@ -240,6 +271,7 @@ class RevisitCrawl:
             self.m.probes += 1
         else:
             self.scheduled_revisits += 1
+        self._live_download(url, page.links, t)
         if self.policy.learns:
             due = due_ms(t, self.frequency.get(url, 0.0))
             if due is not None:
