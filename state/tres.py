@@ -53,7 +53,7 @@ class TresParams:
     """The learner's constants (module docstring)."""
 
     gamma: float = 0.9
-    rate: float = 0.1
+    rate: float = 0.02
     target_period: int = 50
     warmup: int = 10
     min_split: int = 5
