@@ -66,8 +66,8 @@ def simulate_manuals(args: argparse.Namespace) -> int:
     results = run_manuals(
         args.half, setup, args.out, manuals=manuals, budget_scale=args.budget_scale
     )
-    path = write_margins(args.out / "margins.md", results, setup)
-    print(path.read_text())
+    for path in write_margins(args.out, results, setup):
+        print(path.read_text())
     return 0
 
 

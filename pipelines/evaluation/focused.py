@@ -293,7 +293,8 @@ def summary_lines(results: Sequence[TopicResult], setup: FocusedSetup) -> list[s
 
 LEARNERS = ("lafc", "lafc-plus", "tres")
 """Strategies the t-tests compare with every other strategy in the run."""
-_LABELS = {"lafc": "LAFC", "lafc-plus": "LAFC+", "tres": "TRES-style"}
+LABELS = {"lafc": "LAFC", "lafc-plus": "LAFC+", "tres": "TRES-style"}
+"""How tables name the learners."""
 
 
 def compute_table(results: Sequence[TopicResult], setup: FocusedSetup) -> str:
@@ -321,7 +322,7 @@ def t_test_table(results: Sequence[TopicResult], setup: FocusedSetup, learner: s
     """`learner` against each other strategy: mean precision difference over the download
     checkpoints of each cycle from the second on, and its paired t-test p-value (Akbari
     Torkestani 2012, Table 4)."""
-    label = _LABELS.get(learner, learner)
+    label = LABELS.get(learner, learner)
     rows = [
         f"| topic | cycle | {label} vs | mean precision ({label} − other) | p-value | result |",
         "|---|---:|---|---:|---:|---|",

@@ -22,6 +22,7 @@ from typing import Literal
 from frontierflow.connectors.debiandocs import debian_docs_dir
 from frontierflow.connectors.topicalweb import load_web
 from frontierflow.pipelines.evaluation.focused import (
+    LABELS,
     FocusedSetup,
     TopicResult,
     paired_t_test,
@@ -162,10 +163,12 @@ def run_manuals(
     return results
 
 
-LEARNER = "lafc-plus"
-RIVALS = ("best-first", "lafc", "tres")
-"""What LAFC+ is measured against on every topic: the bar, the method it changes, and the
-TRES-style reinforcement learner (Kontogiannis et al. 2021)."""
+MARGIN_LEARNERS = ("lafc-plus", "tres")
+"""The learners whose margins a run reports, each in a table of its own."""
+COMPARED = ("best-first", "lafc", "lafc-plus", "tres")
+"""What a learner is measured against on every topic, those of them in the run: the bar
+(best-first), faithful LAFC, LAFC+ and the TRES-style reinforcement learner (Kontogiannis
+et al. 2021)."""
 
 
 def _curve(result: TopicResult, strategy: str, cycle: int) -> tuple[float, ...] | None:
@@ -175,13 +178,19 @@ def _curve(result: TopicResult, strategy: str, cycle: int) -> tuple[float, ...] 
     return None
 
 
-def margin_lines(results: dict[str, list[TopicResult]], setup: FocusedSetup) -> list[str]:
-    """Markdown: per manual, topic and cycle from the second on, LAFC+'s mean precision over
-    the checkpoints (precision at equal downloads), each rival's, LAFC+'s relative margin
-    (LAFC+ − rival) / rival and the paired t-test over the checkpoints (Akbari Torkestani
-    2012, Table 4); and whether LAFC+'s curve mean rose from the cycle before."""
-    present = [r for r in RIVALS if r in setup.strategies]
-    head = "| manual | topic | cycle | LAFC+ | " + " | ".join(f"{r} | vs {r} (p)" for r in present)
+def margin_lines(
+    results: dict[str, list[TopicResult]], setup: FocusedSetup, learner: str = "lafc-plus"
+) -> list[str]:
+    """Markdown: per manual, topic and cycle from the second on, `learner`'s mean precision
+    over the checkpoints (precision at equal downloads), each rival's, the learner's relative
+    margin (learner − rival) / rival and the paired t-test over the checkpoints (Akbari
+    Torkestani 2012, Table 4); and whether the learner's curve mean rose from the cycle
+    before."""
+    present = [r for r in COMPARED if r in setup.strategies and r != learner]
+    label = LABELS.get(learner, learner)
+    head = f"| manual | topic | cycle | {label} | " + " | ".join(
+        f"{r} | vs {r} (p)" for r in present
+    )
     lines = [
         head + " | above the cycle before |",
         "|---|---|---:|---:|" + "---:|---:|" * len(present) + "---|",
@@ -189,7 +198,7 @@ def margin_lines(results: dict[str, list[TopicResult]], setup: FocusedSetup) -> 
     for name, topic_results in results.items():
         for result in topic_results:
             for cycle in range(1, setup.cycles):
-                mine, before = _curve(result, LEARNER, cycle), _curve(result, LEARNER, cycle - 1)
+                mine, before = _curve(result, learner, cycle), _curve(result, learner, cycle - 1)
                 if mine is None or before is None:
                     continue
                 mean = sum(mine) / len(mine)
@@ -212,7 +221,17 @@ def margin_lines(results: dict[str, list[TopicResult]], setup: FocusedSetup) -> 
     return lines
 
 
-def write_margins(path: Path, results: dict[str, list[TopicResult]], setup: FocusedSetup) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(margin_lines(results, setup)) + "\n")
-    return path
+def write_margins(
+    out_dir: Path, results: dict[str, list[TopicResult]], setup: FocusedSetup
+) -> list[Path]:
+    """One table of `margin_lines` per learner of MARGIN_LEARNERS in the run: LAFC+'s in
+    `margins.md`, another's in `margins-<name>.md`."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for learner in MARGIN_LEARNERS:
+        if learner not in setup.strategies:
+            continue
+        path = out_dir / ("margins.md" if learner == "lafc-plus" else f"margins-{learner}.md")
+        path.write_text("\n".join(margin_lines(results, setup, learner)) + "\n")
+        paths.append(path)
+    return paths

@@ -19,6 +19,7 @@ from frontierflow.pipelines.evaluation.manuals import (
     manual,
     margin_lines,
     run_manuals,
+    write_margins,
 )
 from frontierflow.state.relevance import Topic
 
@@ -85,6 +86,11 @@ def test_a_half_is_crawled_with_the_manuals_budget_and_seeds(tmp_path: Path) -> 
     # header, rule, then one row per report topic for cycle 2
     assert len(lines) == 4 and lines[2].startswith("| tiny | b1 | 2 |")
     assert "| tres | vs tres (p) |" in lines[0]
+    mine = margin_lines(results, setup, "tres")
+    assert mine[0].startswith("| manual | topic | cycle | TRES-style | best-first |")
+    assert "| lafc-plus | vs lafc-plus (p) |" in mine[0] and len(mine) == 4
+    paths = write_margins(tmp_path / "margins", results, setup)
+    assert [p.name for p in paths] == ["margins.md", "margins-tres.md"]
     tres = [c for c in results["tiny"][0].curves if c.strategy == "tres"]
     assert [c.downloaded for c in tres] == [4.0, 4.0]  # the whole budget, no page twice
     with pytest.raises(ValueError, match="budget_scale"):
