@@ -31,6 +31,7 @@ import numpy as np
 
 from frontierflow.connectors.logs import FileSink, read_fetch_events
 from frontierflow.pipelines.embedded.replay import replay_log
+from frontierflow.pipelines.speed.settings import DEFAULT_SPEED_CONTROLLER, settings_for
 from frontierflow.pipelines.strategies.base import EntryFactory
 from frontierflow.pipelines.ui import LiveSummary, UiServer
 from frontierflow.schemas.container import write_container
@@ -257,11 +258,15 @@ RUNS = ("raw", "pass-through", "ieca")
 """What `frontierflow bench` measures, in the order each repeat runs them."""
 PAGE_RUN = "ieca+page"
 """With `--ui`: IECA again, with the operator's page served and polled once a second."""
+JOB_RUN = "ieca+speed"
+"""IECA with the default crawl-speed controller too: what `frontierflow replay` and
+`frontierflow run` do when the command names none (`bench kafka` compares the two)."""
 ROW_NAMES = {
     "raw": "raw fastavro",
     "pass-through": "pass-through",
     "ieca": "ieca+rocksdb",
     PAGE_RUN: "  +page open",
+    JOB_RUN: "ieca+speed",
 }
 PAGE_TARGET = 0.95
 """IECA's events/s with the page open over without it."""
@@ -275,7 +280,7 @@ def _worker(kind: str, log: Path, work: Path, step_size: int) -> dict[str, float
         events, entries = raw_ceiling(log, work / "out.avro", step_size)
     elif kind == "pass-through":
         events, entries = pass_through(log, work / "out.avro", step_size)
-    elif kind in ("ieca", PAGE_RUN):
+    elif kind in ("ieca", PAGE_RUN, JOB_RUN):
         with _open_page(kind == PAGE_RUN) as observer:
             stats = replay_log(
                 log,
@@ -285,10 +290,12 @@ def _worker(kind: str, log: Path, work: Path, step_size: int) -> dict[str, float
                 budget=1_000_000,
                 step_size=step_size,
                 observer=observer,
+                speed=settings_for(DEFAULT_SPEED_CONTROLLER) if kind == JOB_RUN else None,
             )
         events, links, entries = stats.events, stats.links, stats.entries
     else:
-        raise ValueError(f"unknown bench run {kind!r}; known: {', '.join(RUNS)}")
+        known = ", ".join((*RUNS, PAGE_RUN, JOB_RUN))
+        raise ValueError(f"unknown bench run {kind!r}; known: {known}")
     seconds = time.perf_counter() - started
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {

@@ -4,7 +4,8 @@ the same events and against each Kafka client's no-work ceiling.
 Measurements on one broker, in one run, each on topics of its own:
 
 1. the replay: `frontierflow replay` of the same N FetchEvents from a log file (IECA,
-   RocksDB state, its own process), the rate the live job should approach;
+   RocksDB state, the default crawl-speed controller as the live job runs it, its own
+   process), the rate the live job should approach;
 2. throughput, per Kafka client (`--kafka-client`, repeatable): N FetchEvents are produced
    first, then `frontierflow run --exit-when-idle --kafka-client C` (IECA, RocksDB state,
    its own process) drains them; events/s and entries/s are counted between its first and
@@ -48,6 +49,7 @@ from frontierflow.connectors.kafka import (
 )
 from frontierflow.connectors.kafka_client import TopicSpec, resolve_client
 from frontierflow.pipelines.bench.engine import (
+    JOB_RUN,
     BenchSetup,
     generate_log,
     generated_events,
@@ -103,7 +105,7 @@ def run_kafka_bench(setup: KafkaBenchSetup) -> str:
         log = root / "events.avro"
         generate_log(log, gen, seed=1)
         (root / "replay").mkdir()
-        replay = spawn_bench_worker("ieca", log, root / "replay", setup.step_size)
+        replay = spawn_bench_worker(JOB_RUN, log, root / "replay", setup.step_size)
         for client in clients:
             job = fresh_settings(setup.bootstrap_servers)
             produce_events(job, values)
@@ -122,7 +124,7 @@ def run_kafka_bench(setup: KafkaBenchSetup) -> str:
         f"{n:,} FetchEvents ({setup.outlinks} outlinks each) through one broker; "
         f"{len(outputs):,} frontier records out",
         f"{'run':<44}{'events/s':>10}{'records out/s':>15}{'vs replay':>11}{'vs ceiling':>12}",
-        f"{'frontierflow replay (ieca, RocksDB)':<44}{replay_rate:>10,.0f}"
+        f"{'frontierflow replay (ieca, RocksDB, speed)':<44}{replay_rate:>10,.0f}"
         f"{replay['entries'] / replay['seconds']:>15,.0f}{1.0:>11.2f}",
     ]
     for run in runs:

@@ -11,6 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from frontierflow.pipelines.speed.settings import DEFAULT_SPEED_CONTROLLER
+
 if TYPE_CHECKING:
     from frontierflow.connectors.kafka import KafkaSettings
     from frontierflow.pipelines.core.strategy import Strategy
@@ -24,7 +26,6 @@ if TYPE_CHECKING:
     from frontierflow.state.revisit_schedule import RevisitPolicy
     from frontierflow.state.tres import TresParams
 
-DEFAULT_SPEED_CONTROLLER = "hypothesis"
 NO_SPEED_CONTROLLER = "none"
 
 

@@ -108,6 +108,10 @@ def _settings_problems(s: ControllerSettings) -> Iterator[str]:
             yield f"{name} must be finite and > 0, got {value}"
 
 
+DEFAULT_SPEED_CONTROLLER = "hypothesis"
+"""The controller a job runs when its command names none (`settings_for` reads the name)."""
+
+
 def settings_for(name: str, **overrides: object) -> ControllerSettings:
     """Settings of a controller named on the command line: `hypothesis`, `hypothesis-literal`,
     `aimd`, `autothrottle` or `fixed-N`; unknown names raise `SpeedSettingsError`."""

@@ -20,6 +20,7 @@ from frontierflow.pipelines.bench.beam import (
     run_beam_bench,
 )
 from frontierflow.pipelines.bench.engine import (
+    JOB_RUN,
     BenchSetup,
     LinkPopularity,
     bench_url,
@@ -27,6 +28,7 @@ from frontierflow.pipelines.bench.engine import (
     generated_events,
     pass_through,
     raw_ceiling,
+    spawn_bench_worker,
 )
 from frontierflow.pipelines.cli import main
 from frontierflow.schemas.container import read_container
@@ -231,6 +233,25 @@ def test_raw_ceiling_writes_what_the_pass_through_writes(tmp_path: Path) -> None
     first = next(generated_events(BenchSetup(events=1, outlinks=5, urls=300)))
     assert [e["url"] for e in raw[:5]] == list(first["outlinks"])  # type: ignore[call-overload]
     assert raw[0]["via"] == first["url"] and raw[0]["emitted_at"] == first["fetched_at"]
+
+
+def test_the_job_run_is_the_replay_with_the_speed_controller(tmp_path: Path) -> None:
+    """`bench kafka`'s replay row runs what `frontierflow replay` runs by default: IECA and
+    the crawl-speed controller, whose decisions it writes; the entries are the plain IECA
+    run's (the controller decides thread counts, not priorities)."""
+    log = tmp_path / "events.avro"
+    generate_log(log, BenchSetup(events=60, outlinks=5, urls=300))
+    runs = {}
+    for kind in ("ieca", JOB_RUN):
+        (tmp_path / kind).mkdir()
+        runs[kind] = spawn_bench_worker(kind, log, tmp_path / kind, 7)
+    assert runs["ieca"]["events"] == runs[JOB_RUN]["events"] == 60
+    plain = list(read_container(tmp_path / "ieca" / "out.avro", "FrontierEntry"))
+    with_speed = list(read_container(tmp_path / JOB_RUN / "out.avro", "FrontierEntry"))
+    assert plain == with_speed
+    assert not (tmp_path / "ieca" / "out.avro.decisions.jsonl").exists()
+    decisions = (tmp_path / JOB_RUN / "out.avro.decisions.jsonl").read_text().splitlines()
+    assert decisions  # the log's events span at least one of the controller's windows
 
 
 def test_cluster_runners_submit_to_the_session_cluster() -> None:
