@@ -47,10 +47,13 @@ def beam_args(
     flink_conf_dir: str | None,
     flink_master: str | None = None,
     worker_pool: str | None = None,
+    job_endpoint: str | None = None,
 ) -> list[str]:
     """The Beam pipeline options of a runner of the benchmark (not `embedded`). The
     cluster runners expect a session cluster of `infra/flink/cluster.sh`, which has the job
-    server's class path: their jobs upload no jars (`CLUSTER_CLASSPATH`)."""
+    server's class path: their jobs upload no jars (`CLUSTER_CLASSPATH`); with
+    `job_endpoint` they go to a job server kept running (`infra/flink/job-server.sh`)
+    instead of one started from `flink_jar` for the job."""
     if runner in ("flink-cluster", "flink-cluster-2"):
         from frontierflow.pipelines.beam.options import CLUSTER_CLASSPATH  # imports Beam
 
@@ -58,7 +61,9 @@ def beam_args(
             "--runner=FlinkRunner",
             f"--flink_master={flink_master}",
             f"--flink_version={FLINK_VERSION}",
-            f"--flink_job_server_jar={flink_jar}",
+            f"--job_endpoint={job_endpoint}"
+            if job_endpoint
+            else f"--flink_job_server_jar={flink_jar}",
             CLUSTER_CLASSPATH,
         ]
         if runner == "flink-cluster":

@@ -77,7 +77,9 @@ class StreamBenchSetup:
     bootstrap_servers: str
     runner: str
     flink_jar: str
-    expansion_jar: str
+    expansion: str
+    """The KafkaIO expansion service: its launcher jar (started for the job) or the
+    HOST:PORT of one kept running (`infra/flink/job-server.sh`)."""
     events: int = 2_000
     outlinks: int = 30
     urls: int = 200_000
@@ -89,6 +91,9 @@ class StreamBenchSetup:
     flink_conf_dir: str | None = None
     flink_master: str | None = None
     worker_pool: str | None = None
+    job_endpoint: str | None = None
+    """HOST:PORT of a job server kept running (`infra/flink/job-server.sh`); None: the
+    job starts one from `flink_jar`."""
 
     def __post_init__(self) -> None:
         if self.runner not in STREAM_RUNNERS:
@@ -230,6 +235,7 @@ def _beam_run(
         setup.flink_conf_dir,
         setup.flink_master,
         setup.worker_pool,
+        setup.job_endpoint,
     )
     command = [
         sys.executable,
@@ -253,7 +259,7 @@ def _beam_run(
         "--clock",
         f"windowed:{setup.window_ms}",
         "--kafka-io",
-        setup.expansion_jar,
+        setup.expansion,
         *[f"--beam-option={o}" for o in options],
         "--beam-option=--streaming",
         f"--beam-option=--max_cache_memory_usage_mb={STATE_CACHE_MB}",

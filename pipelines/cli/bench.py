@@ -146,6 +146,18 @@ def _kafka_arguments(kp: argparse.ArgumentParser) -> None:
         "--timeout-s", type=float, default=1_800.0, help="with --beam-stream: the Beam run's"
     )
     kp.add_argument("--clock-window-ms", type=int, default=1_000, help="with --beam-stream: W")
+    kp.add_argument(
+        "--job-endpoint",
+        default=None,
+        help="with --beam-stream on a session cluster: HOST:PORT of a job server kept running "
+        "(infra/flink/job-server.sh start), instead of one started for the job",
+    )
+    kp.add_argument(
+        "--kafka-io",
+        default=None,
+        help="with --beam-stream: HOST:PORT of a KafkaIO expansion service kept running "
+        "(infra/flink/job-server.sh start), instead of one started for the job",
+    )
     _flink_arguments(kp)
 
 
@@ -279,8 +291,8 @@ def bench_kafka_stream(args: argparse.Namespace) -> int:
         if found.path is None:
             raise ValueError(f"--beam-stream: no Flink job server ({found.note})")
         jar = found.path
-    expansion = kafka_expansion_jar(jar)
-    if not expansion.is_file():
+    expansion = args.kafka_io or kafka_expansion_jar(jar)
+    if args.kafka_io is None and not Path(expansion).is_file():
         raise ValueError(
             f"--beam-stream: no KafkaIO expansion service at {expansion}; "
             "`bash infra/flink/fetch-job-server.sh --kafka-expansion-service` assembles it"
@@ -292,7 +304,7 @@ def bench_kafka_stream(args: argparse.Namespace) -> int:
         bootstrap_servers=args.bootstrap_servers,
         runner=args.beam_stream,
         flink_jar=jar,
-        expansion_jar=str(expansion),
+        expansion=str(expansion),
         events=args.events,
         urls=args.urls,
         links=args.links,
@@ -303,6 +315,7 @@ def bench_kafka_stream(args: argparse.Namespace) -> int:
         flink_conf_dir=conf,
         flink_master=args.flink_master,
         worker_pool=args.worker_pool,
+        job_endpoint=args.job_endpoint,
     )
     print(run_stream_bench(setup))
     return 0

@@ -274,6 +274,18 @@ def test_cluster_runners_submit_to_the_session_cluster() -> None:
         "--environment_config=127.0.0.1:50000",
         "--parallelism=2",
     ]
+    warm = beam_args(
+        "flink-cluster-2",
+        None,
+        "/j.jar",
+        None,
+        "127.0.0.1:8081",
+        "127.0.0.1:50000",
+        "127.0.0.1:8099",
+    )
+    assert warm == [
+        o.replace("--flink_job_server_jar=/j.jar", "--job_endpoint=127.0.0.1:8099") for o in p2
+    ]
 
 
 def test_cluster_runners_without_a_cluster_are_skipped_with_a_note(tmp_path: Path) -> None:
