@@ -11,10 +11,13 @@
 # Give them to a job with `--beam-option=--job_endpoint=JOB_ENDPOINT` (instead of
 # `--flink_job_server_jar`) and `--kafka-io EXPANSION_ADDRESS` (instead of the expansion
 # jar), or to `frontierflow bench kafka --beam-stream … --job-endpoint … --kafka-io …`.
-# The job server submits to the session cluster of `cluster.sh` (its REST address from
-# `cluster.sh address`, or FLINK_MASTER), with the class path that lets a job upload no
-# jars (README.md, "Jobs that upload nothing"); the expansion service expands the read as
-# `pipelines/beam/kafka_io.py` does (the deprecated read, Java steps embedded).
+# Both bind every interface, as the ones Beam starts for a job do (the job server's
+# --job-host only names the host it advertises): keep their ports behind a firewall on a
+# machine others can reach. The job server submits to the session cluster of `cluster.sh`
+# (its REST address from `cluster.sh address`, or FLINK_MASTER), with the class path that
+# lets a job upload no jars (README.md, "Jobs that upload nothing"); the expansion service
+# expands the read as `pipelines/beam/kafka_io.py` does (the deprecated read, Java steps
+# embedded).
 #
 # Environment (all optional):
 #   FLINK_JOB_SERVER_DIR      its folder: pids, logs, the address (${TMPDIR:-/tmp}/
@@ -109,5 +112,5 @@ case "${1:-}" in
   start) start ;;
   stop) stop_one job-server; stop_one expansion; rm -f "$ADDRESS" ;;
   address) [[ -f "$ADDRESS" ]] || die "not running (start it: $0 start)"; cat "$ADDRESS" ;;
-  *) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; [[ "${1:-}" == help ]] || exit 2 ;;
+  *) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; [[ "${1:-}" == help ]] || exit 2 ;;
 esac
