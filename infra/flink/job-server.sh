@@ -112,5 +112,5 @@ case "${1:-}" in
   start) start ;;
   stop) stop_one job-server; stop_one expansion; rm -f "$ADDRESS" ;;
   address) [[ -f "$ADDRESS" ]] || die "not running (start it: $0 start)"; cat "$ADDRESS" ;;
-  *) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; [[ "${1:-}" == help ]] || exit 2 ;;
+  *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; [[ "${1:-}" == help ]] || exit 2 ;;
 esac
