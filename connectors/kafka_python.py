@@ -193,13 +193,20 @@ class KafkaPythonReader(RecordReader):
                 self.consumer.commit(offsets)
 
     def commit_for_monitoring(self, next_offsets: Mapping[int, int]) -> None:
+        """The consumed positions to the group, without waiting for the broker's answer (a
+        round trip per step otherwise); a failure is only logged."""
         try:
-            self.consumer.commit()
+            self.consumer.commit_async(callback=_log_failed_commit)
         except KafkaError as exc:
             log.debug("group offset commit failed (informational only): %s", exc)
 
     def close(self) -> None:
         self.consumer.close()  # what the group takes from it now is told to nobody
+
+
+def _log_failed_commit(offsets: object, response: object) -> None:
+    if isinstance(response, Exception):
+        log.debug("group offset commit failed (informational only): %s", response)
 
 
 class KafkaPythonAdmin(TopicAdmin):

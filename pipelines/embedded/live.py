@@ -262,9 +262,10 @@ def _run_connected(
             report = now - last_report >= options.progress_every_s
             watched = hooks.observer is not None and now - last_lag >= LAG_EVERY_S
             if report or watched or (not items and options.exit_when_idle):
-                if report or (not items and options.exit_when_idle):
+                if not items and options.exit_when_idle:  # the broker's own word decides
                     lag = source.lag() + seeds.lag()
-                else:  # only the page asks: what the last fetches said is enough
+                else:  # a report or the page: what the last fetches said is enough (the
+                    # broker's answer waits behind an idle topic's long-polling fetch)
                     lag = source.lag_estimate() + seeds.lag_estimate()
                 metrics.lag.set(lag)
                 if hooks.observer is not None:
