@@ -26,6 +26,7 @@ With `--ui` it measures instead what the operator's page costs (`bench.kafka_pag
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -91,6 +92,8 @@ class _ClientRun:
     entries: int
     ceiling_seconds: float
     latencies: list[int]
+    cpu_seconds: float
+    """The job process's CPU, all its threads, start-up and idle end included."""
 
 
 def run_kafka_bench(setup: KafkaBenchSetup) -> str:
@@ -105,19 +108,23 @@ def run_kafka_bench(setup: KafkaBenchSetup) -> str:
         log = root / "events.avro"
         generate_log(log, gen, seed=1)
         (root / "replay").mkdir()
+        cpu_before = children_cpu_seconds()
         replay = spawn_bench_worker(JOB_RUN, log, root / "replay", setup.step_size)
+        replay_cpu = children_cpu_seconds() - cpu_before
         for client in clients:
             job = fresh_settings(setup.bootstrap_servers)
             produce_events(job, values)
             state = root / f"state-{client}"
+            cpu_before = children_cpu_seconds()
             seconds, entries = timed_job(job, state, setup.step_size, len(values), client=client)
+            job_cpu = children_cpu_seconds() - cpu_before
             outputs = _read_all(job, job.topics.frontier)
             ceiling = _ceiling(setup.bootstrap_servers, job, outputs, len(values), client)
             rate = len(values) / seconds
             latencies = paced_latency(
                 setup, root / f"latency-{client}", rate / 2, values, client=client
             )
-            runs.append(_ClientRun(client, seconds, entries, ceiling, sorted(latencies)))
+            runs.append(_ClientRun(client, seconds, entries, ceiling, sorted(latencies), job_cpu))
     replay_rate = replay["events"] / replay["seconds"]
     n = len(values)
     lines = [
@@ -137,6 +144,12 @@ def run_kafka_bench(setup: KafkaBenchSetup) -> str:
             f"{len(outputs) / run.ceiling_seconds:>15,.0f}{ceiling_rate / replay_rate:>11.2f}",
         ]
     lines.append(f"target: the live job >= {REPLAY_TARGET} of the replay's events/s")
+    for run in runs:  # the same ratio by each process's own CPU: less moved by other load
+        lines.append(
+            f"per CPU second of each whole process: replay {n / replay_cpu:,.0f}, "
+            f"{run.client} job {n / run.cpu_seconds:,.0f} events "
+            f"({replay_cpu / run.cpu_seconds:.2f} of the replay's)"
+        )
     for run in runs:
         p50, p99 = percentiles(run.latencies)
         lines.append(
@@ -145,6 +158,12 @@ def run_kafka_bench(setup: KafkaBenchSetup) -> str:
             f"({len(run.latencies):,} entries)"
         )
     return "\n".join(lines)
+
+
+def children_cpu_seconds() -> float:
+    """User + system CPU of this process's children that have ended, all their threads."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def fresh_settings(bootstrap: str) -> KafkaSettings:
