@@ -163,6 +163,16 @@ def discovery_rate(
     return (page.relevant + hit_rate * page.waiting * page.visits) / page.observed_ms
 
 
+def new_link_rate(page: PageRevisits, settings: RevisitSettings) -> float | None:
+    """Links new to the page per millisecond watched: what its revisits showed that its
+    version before did not (`found`), over the time between them (`observed_ms`). The yield
+    of a hub for discovery when no judge says which links were worth it (ours). None before
+    `min_revisits` revisits."""
+    if page.revisits < settings.min_revisits or page.observed_ms <= 0:
+        return None
+    return page.found / page.observed_ms
+
+
 def probe_wait_ms(page: PageRevisits, settings: RevisitSettings) -> int:
     """How long a page without a usable estimate (or given no revisits) waits after its
     last visit before its next probe: as long as it had gone unchanged when last seen,
@@ -200,6 +210,18 @@ def outlink_fingerprint(links: Iterable[str]) -> int:
 def content_fingerprint(content: bytes) -> int:
     """Any other page's version: its content."""
     return _fingerprint(content)
+
+
+def link_hashes(links: Iterable[str]) -> tuple[int, ...]:
+    """A version's outlinks as sorted 32-bit hashes, each once: enough to tell which links
+    of the next version are new to the page (a clash of two links in 2^32 is ignored)."""
+    return tuple(sorted({_fingerprint(u.encode()) >> 32 for u in links}))
+
+
+def links_new_to(before: tuple[int, ...], after: tuple[int, ...]) -> int:
+    """How many of `after`'s links (`link_hashes`) `before` did not show."""
+    seen = set(before)
+    return sum(h not in seen for h in after)
 
 
 # --------------------------------------------------------------------------- encoding

@@ -6,7 +6,9 @@ entry when it has one — and goes through the step core's rule (`pipelines.core
 job would emit, and a test holds the two equal on the same events.
 
 The budget is one revisit per download per host (`every_ms` = the crawl's `download_ms`),
-the page records' settings the job's (`state.revisit_schedule.LIVE_SETTINGS`).
+the page records' settings and the probes' share the job's
+(`state.revisit_schedule.LIVE_SETTINGS`, `PROBE_SHARE`, `CONCENTRATION`). A story's event
+carries its publication time, as the news-site fetcher sends it.
 """
 
 from __future__ import annotations
@@ -49,10 +51,13 @@ class LiveRevisitRule:
         self.events: list[FetchEvent] = []
         """Every FetchEvent made, in order (what a test replays through the engine)."""
 
-    def download(self, url: str, links: Sequence[str], at_ms: int) -> int | None:
-        """A successful download of `url` at `at_ms` showing `links`: the page's next due
-        time; None when the rule asks for it no more (the download answered no entry it
-        had not answered, a repeat to the job)."""
+    def download(
+        self, url: str, links: Sequence[str], at_ms: int, published_ms: int | None = None
+    ) -> int | None:
+        """A successful download of `url` at `at_ms` showing `links` (a story published at
+        `published_ms`): the page's next due time; None when the rule asks for it no more (a
+        story, or the download answered no entry it had not answered, a repeat to the
+        job)."""
         echo = {REVISIT_ECHO: str(self.due[url])} if url in self.due else {}
         event = FetchEvent(
             url=url,
@@ -62,6 +67,7 @@ class LiveRevisitRule:
             host=host_of(url),
             crawl_id=self.crawl_id,
             outlinks=tuple(links),
+            published_at=published_ms,
             echo=echo,
         )
         self.events.append(event)

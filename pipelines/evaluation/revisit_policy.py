@@ -18,9 +18,10 @@ class Policy(Enum):
     OPTIMAL_FRESHNESS = "optimal-freshness"
     DISCOVERY = "discovery"
     LIVE = "live"
-    """The live job's `--revisit learned` rule (`revisit_live_rule`): its own constants, not
-    tuned here; a page is taken when its revisit is due, as a fetcher honours `not_before`,
-    so it may make fewer downloads."""
+    """The live job's `--revisit learned` rule (`revisit_live_rule`): its own constants (in
+    `state.revisit_schedule`, chosen on the same tuning windows, not by `--tune`); a page is
+    taken when its revisit is due, as a fetcher honours `not_before`, so it may make fewer
+    downloads."""
     FLEET = "fleet"
     """The weblog forager fleet (`revisit_fleet`), not a revisit policy: beside them."""
     FLEET_LEARNED = "fleet-learned"

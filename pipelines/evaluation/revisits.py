@@ -29,8 +29,9 @@ downloads, and differs only in which page it revisits when no new link is waitin
   `skip_below`, links of a kind the judge seldom rewarded (`revisit_links`) wait until
   no revisit is due, whatever the policy;
 - `live`: the live job's `--revisit learned` rule (`revisit_live_rule`, one revisit per
-  download per host): the page due first is revisited once it is due, as a fetcher
-  honours `not_before`; when none is and no link waits, the crawler waits for it.
+  download per host, valuing a hub by the links new to it, a story never revisited): the
+  page due first is revisited once it is due, as a fetcher honours `not_before`; when
+  none is and no link waits, the crawler waits for it.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from frontierflow.pipelines.evaluation.news_site import (
     HOME,
     HOUR_MS,
     NewsSite,
+    Page,
     section_url,
 )
 from frontierflow.pipelines.evaluation.revisit_agenda import RevisitAgenda
@@ -208,11 +210,11 @@ class RevisitCrawl:
             return self._revisit(self.seed, t, exploring=False)
         return due
 
-    def _live_download(self, url: str, links: Sequence[str], t: int) -> None:
+    def _live_download(self, url: str, page: Page, t: int) -> None:
         """A download through the live rule: the page is next due when it says."""
         if self.live is None:
             return
-        due = self.live.download(url, links, t)
+        due = self.live.download(url, page.links, t, page.published_ms)
         if due is not None:
             self.agenda.schedule_due(url, due)
 
@@ -224,7 +226,7 @@ class RevisitCrawl:
         done = t + self.download_ms
         unseen = self._first_seen_at(url, page.links, t)
         self.pages[url] = first_visit(t, self._fingerprint(page.links), len(unseen))
-        self._live_download(url, page.links, t)
+        self._live_download(url, page, t)
         if self.policy.learns:
             self._schedule_probe(url)
         rewarded = False
@@ -271,7 +273,7 @@ class RevisitCrawl:
             self.m.probes += 1
         else:
             self.scheduled_revisits += 1
-        self._live_download(url, page.links, t)
+        self._live_download(url, page, t)
         if self.policy.learns:
             due = due_ms(t, self.frequency.get(url, 0.0))
             if due is not None:

@@ -1,19 +1,18 @@
 """The revisit schedule of a live crawl (`state/revisit_schedule.py`), worked out by hand.
 
-Cho & Garcia-Molina 2003 (TOIT): a page visited n times at a mean interval I, X of the
-visits seeing a change, has the rate λ = −ln((n − X + 0.5) / (n + 0.5)) / I. A page with a
-rate gets the share f = b·√λ / Σ_host √λ of its host's budget b, due 1/f after its visit
-(the square-root rule); a page without one is probed after as long as it has gone
-unchanged, at least an hour (the record's defaults)."""
+A page's yield is the links new to it its revisits showed per ms watched, y. Of a host's
+budget b (one per minute here), 1.5% goes to probes and the rest to revisits: a page with
+y > 0 gets f = 0.985·b·y² / Σ_host y², due 1/f after its visit; a page without is probed
+in proportion to 1 + the links new to it its last visit showed, f = 0.015·b·p / Σ_host p,
+no sooner than it has gone unchanged, at least an hour (the job's settings)."""
 
 from __future__ import annotations
 
-import math
+import struct
 
 import pytest
 
 from frontierflow.schemas.records import FetchEvent
-from frontierflow.state.revisit_budget import square_root_frequencies
 from frontierflow.state.revisit_schedule import (
     HostRevisits,
     PageSchedule,
@@ -27,6 +26,7 @@ from frontierflow.state.revisit_schedule import (
     parse_revisit,
     visit_page,
 )
+from frontierflow.state.revisits import encode_page_revisits
 from frontierflow.state.storage.codec import StateCodecError
 
 HOUR = 3_600_000
@@ -72,21 +72,24 @@ def test_learned_probes_a_page_then_gives_it_the_hosts_budget() -> None:
     url = "http://news.test/"
     page, visit = visit_page(None, _answer(url, 0, ("a",)), None, LEARNED)
     due, host = host_due(None, visit, LEARNED)
-    assert due == HOUR  # no estimate: probed after at least an hour
-    page, visit = visit_page(page, _answer(url, HOUR, ("a",)), HOUR, LEARNED)
+    # no estimate: probe weight 1 + 1 link new to it, alone in the probes' share of 1.5% of
+    # one revisit a minute: one every 60 s / 0.015 = 66 2/3 min (later than the hour)
+    assert page.probe_weight == 2 and due == 4_000_000
+    page, visit = visit_page(page, _answer(url, 4_000_000, ("a",)), 4_000_000, LEARNED)
     due, host = host_due(host, visit, LEARNED)
-    assert due == 2 * HOUR  # unchanged for an hour: probed an hour later
-    page, visit = visit_page(page, _answer(url, 2 * HOUR, ("a", "b")), 2 * HOUR, LEARNED)
-    # n = 2 revisits, X = 1 saw a change, I = 2 h / 2: λ = −ln(1.5 / 2.5) / 1 h
-    rate = -math.log(1.5 / 2.5) / HOUR
-    assert page.weight == pytest.approx(math.sqrt(rate), rel=1e-12)
-    assert page.answered_ms == 2 * HOUR and page.page is not None and page.page.changes == 1
+    # one revisit, no new link: still probed (weight 1), not before it has gone unchanged
+    assert page.weight == 0 and page.probe_weight == 1 and due == 8_000_000
+    page, visit = visit_page(page, _answer(url, 8_000_000, ("a", "b", "c")), 8_000_000, LEARNED)
+    # 2 links new to the page over 8,000 s watched: y = 2.5e-7 per ms, weight y^2
+    assert page.weight == pytest.approx(2.5e-7**2, rel=1e-12) and page.probe_weight == 0
+    assert page.answered_ms == 8_000_000 and page.page is not None and page.page.found == 2
     due, host = host_due(host, visit, LEARNED)
-    assert due == 2 * HOUR + 60_000  # alone on its host with a rate: the whole budget
-    assert host == HostRevisits(page.weight, 0)
+    # alone on its host with a yield: the revisits' 98.5% of the budget, 60 s / 0.985
+    assert due == 8_000_000 + 60_914
+    assert host == HostRevisits(page.weight, 0, 0.0)
 
 
-def test_a_hosts_budget_is_shared_by_the_square_root_of_the_rates() -> None:
+def test_a_hosts_revisits_are_shared_by_the_power_of_the_rates_of_new_links() -> None:
     one, two = "http://news.test/", "http://news.test/world"
     host: HostRevisits | None = None
     pages: dict[str, PageSchedule | None] = {one: None, two: None}
@@ -94,22 +97,43 @@ def test_a_hosts_budget_is_shared_by_the_square_root_of_the_rates() -> None:
     for url, at, links in (
         (one, 0, ("a",)),
         (two, 0, ("x",)),
-        (two, HOUR // 2, ("y",)),
-        (one, HOUR, ("a",)),
-        (two, HOUR, ("z",)),
-        (one, 2 * HOUR, ("a", "b")),
+        (two, HOUR // 2, ("x", "y")),
+        (one, HOUR, ("a", "b")),
     ):
         pages[url], visit = visit_page(pages[url], _answer(url, at, links), None, LEARNED)
         dues[url], host = host_due(host, visit, LEARNED)
-    # two: n = 2, X = 2, I = 30 min; one: n = 2, X = 1, I = 1 h
-    rate_two = -math.log(0.5 / 2.5) / (HOUR / 2)
-    rate_one = -math.log(1.5 / 2.5) / HOUR
-    share = square_root_frequencies({one: rate_one, two: rate_two}, 1 / 60_000)[one]
-    w_one, w_two = math.sqrt(rate_one), math.sqrt(rate_two)
-    assert dues[one] == 2 * HOUR + round(60_000 * (w_one + w_two) / w_one)
-    assert dues[one] == 2 * HOUR + round(1 / share)
-    assert dues[two] == HOUR + 60_000  # when it was estimated, the only page with a rate
+    # two: 1 new link in 30 min, y = 2/h; one: 1 in an hour, y = 1/h; weights y^2
+    w_one, w_two = (1 / HOUR) ** 2, (2 / HOUR) ** 2
+    assert dues[two] == HOUR // 2 + 60_914  # when it was estimated, the only page with one
+    # one: (1 - 0.015) · (1 per minute) · w_one / (w_one + w_two) = 0.985 / 5 per minute
+    assert dues[one] == HOUR + round(60_000 * 5 / 0.985)
     assert host is not None and host.weight == pytest.approx(w_one + w_two, rel=1e-12)
+    assert host.probe_weight == 0
+
+
+def test_probes_share_their_part_of_the_budget_by_the_new_links_last_shown() -> None:
+    policy = RevisitPolicy(RevisitMode.LEARNED, every_ms=600_000)
+    hub, one, two = "http://news.test/", "http://news.test/world", "http://news.test/uk"
+    page, visit = visit_page(None, _answer(hub, 0, ("h",)), None, policy)
+    _, host = host_due(None, visit, policy)
+    page, visit = visit_page(page, _answer(hub, HOUR, ("h", "i")), None, policy)
+    _, host = host_due(host, visit, policy)  # the hub has a yield: probes keep their share
+    _, visit = visit_page(None, _answer(one, HOUR, ("a", "b", "c")), None, policy)
+    due_one, host = host_due(host, visit, policy)
+    _, visit = visit_page(None, _answer(two, HOUR, ("x",)), None, policy)
+    due_two, host = host_due(host, visit, policy)
+    # probes: 1.5% of one per 10 min; one (weight 4) alone then, two (weight 2) of 6
+    assert due_one == HOUR + round(600_000 / 0.015)
+    assert due_two == HOUR + round(600_000 * 3 / 0.015)
+    assert host == HostRevisits(page.weight, 0, 6.0)
+
+
+def test_a_story_is_asked_for_no_more() -> None:
+    url = "http://news.test/news/1"
+    page, visit = visit_page(None, _answer(url, 0, ("a", "b"), published_at=0), None, LEARNED)
+    due, host = host_due(None, visit, LEARNED)
+    assert due is None and host == HostRevisits()
+    assert page.links == () and page.weight == page.probe_weight == 0
 
 
 def test_a_hosts_crawl_delay_bounds_its_budget() -> None:
@@ -120,7 +144,8 @@ def test_a_hosts_crawl_delay_bounds_its_budget() -> None:
             page, _answer(url, at, links, crawl_delay_ms=120_000), None, LEARNED
         )
         due, host = host_due(host, visit, LEARNED)
-    assert due == 2 * HOUR + 120_000  # one request per 2 min at most, below the 1 a minute
+    # one request per 2 min at most, below the 1 a minute: 120 s / 0.985
+    assert due == 2 * HOUR + round(120_000 / 0.985)
 
 
 def test_a_download_timed_before_the_last_visit_counts_at_it() -> None:
@@ -134,13 +159,23 @@ def test_records_round_trip_and_bad_bytes_raise_one_error() -> None:
     url = "http://news.test/"
     page, _ = visit_page(None, _answer(url, 5_000, ("a",)), None, LEARNED)
     page, _ = visit_page(page, _answer(url, 9_000, ("b",)), 7_000, LEARNED)
+    assert page.links and page.page is not None
     for record in (page, PageSchedule(answered_ms=3)):
         assert decode_page_schedule(encode_page_schedule(record)) == record
-    host = HostRevisits(0.25, 30_000)
+    host = HostRevisits(0.25, 30_000, 3.0)
     assert decode_host_revisits(encode_host_revisits(host)) == host
     good = encode_page_schedule(page)
-    for bad in (good[:10], good[:18], b"\x02" + good[1:], good[:17] + b"\x00" + good[18:]):
+    for bad in (good[:10], good[:30], b"\x03" + good[1:], good[:25] + b"\x00" + good[26:]):
         with pytest.raises(StateCodecError):
             decode_page_schedule(bad)
     with pytest.raises(StateCodecError):
         decode_host_revisits(encode_host_revisits(host)[:-1])
+
+
+def test_records_of_the_first_layout_are_read_without_links_or_probe_weights() -> None:
+    url = "http://news.test/"
+    page, _ = visit_page(None, _answer(url, 5_000, ("a",)), None, LEARNED)
+    assert page.page is not None
+    old = struct.pack(">BqdB", 1, 7_000, 0.5, 1) + encode_page_revisits(page.page)
+    assert decode_page_schedule(old) == PageSchedule(7_000, page.page, 0.5)
+    assert decode_host_revisits(struct.pack(">Bdq", 1, 0.25, 9)) == HostRevisits(0.25, 9)

@@ -27,6 +27,9 @@ from frontierflow.state.revisits import (
     encode_page_revisits,
     first_visit,
     link_fetched,
+    link_hashes,
+    links_new_to,
+    new_link_rate,
     outlink_fingerprint,
     probe_due_ms,
     probe_value,
@@ -273,3 +276,19 @@ def test_bad_rates_or_budgets_are_refused(rates: dict[str, float], budget: float
 def test_due_time() -> None:
     assert due_ms(1000, 1 / 500) == 1500
     assert due_ms(1000, 0.0) is None
+
+
+def test_links_new_to_a_page_are_counted_against_its_last_version() -> None:
+    before = link_hashes(["a", "b", "b"])
+    assert len(before) == 2 and list(before) == sorted(before)
+    assert links_new_to(before, link_hashes(["b", "c", "d"])) == 2
+    assert links_new_to((), before) == 2  # a first download: every link is new to it
+
+
+def test_the_rate_of_new_links_is_what_revisits_found_over_the_time_watched() -> None:
+    settings = RevisitSettings(min_revisits=2)
+    page = first_visit(0, 1, 5)  # the first download's links are no revisit's finding
+    page = record_visit(page, 1_000, 2, 3, settings)
+    assert new_link_rate(page, settings) is None  # one revisit, two wanted
+    page = record_visit(page, 3_000, 2, 0, settings)
+    assert new_link_rate(page, settings) == pytest.approx(3 / 3_000, rel=1e-12)

@@ -37,7 +37,7 @@ def _latest_entries(path: Path) -> dict[str, dict[str, Any]]:
     return latest
 
 
-@pytest.mark.parametrize("policy", ["fixed:20m", "learned:2m"])
+@pytest.mark.parametrize("policy", ["fixed:20m", "learned:20s"])
 def test_the_news_crawls_revisits_are_the_same_on_replay_and_on_beam(
     tmp_path: Path, policy: str
 ) -> None:
@@ -65,8 +65,15 @@ def test_the_news_crawls_revisits_are_the_same_on_replay_and_on_beam(
         states = {k.decode(): v for k, v in store.items("bfs")}
     assert replayed == live  # the closed loop's schedule, in steps of 37 events
     expected = _latest_entries(out)
-    fetched = {e.url for e in crawl.events}
-    assert all(expected[u]["not_before"] for u in fetched)  # each page is due again
+    # each page is due again; with learned revisits a story (it says when it was published)
+    # is not: no revisit entry is its latest
+    stories = {e.url for e in crawl.events if e.published_at is not None}
+    hubs = {e.url for e in crawl.events} - stories
+    assert hubs and all(expected[u]["not_before"] for u in hubs)
+    if policy.startswith("learned"):
+        assert stories and not any(expected.get(u, {}).get("not_before") for u in stories)
+    else:
+        assert all(expected[u]["not_before"] for u in stories)
 
     prefix = tmp_path / "beam" / "out"
     prefix.parent.mkdir()
@@ -87,7 +94,12 @@ def test_the_news_crawls_revisits_are_the_same_on_replay_and_on_beam(
         for line in f.read_text().splitlines():
             row = json.loads(line)
             beam_states[row["url"]] = base64.b64decode(row["state"])
-    assert entries == expected
+    # the replay's file holds upserts only: a story whose entry a revisit's links wrote
+    # and that was fetched after it keeps that entry there; Beam's frontier has it removed
+    fetched_at = {e.url: e.fetched_at for e in crawl.events}
+    removed = expected.keys() - entries.keys()
+    assert all(u in stories and fetched_at[u] > expected[u]["emitted_at"] for u in removed)
+    assert entries == {u: e for u, e in expected.items() if u not in removed}
     assert beam_revisits == live
     assert beam_states == states
 

@@ -36,7 +36,7 @@ from frontierflow.state.storage.rocksdb import RocksDBStore
 pytestmark = pytest.mark.kafka
 
 DEADLINE_S = 240
-POLICY = "learned:2m"
+POLICY = "learned:20s"
 FAMILIES = ("bfs", "crawled", REVISITS_FAMILY)
 JOB = ("--strategy", "bfs", "--budget", "1000", "--revisit", POLICY)
 
