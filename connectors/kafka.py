@@ -36,7 +36,7 @@ from frontierflow.connectors.kafka_settings import CLIENT_SETTINGS as CLIENT_SET
 from frontierflow.connectors.kafka_settings import KafkaSettings as KafkaSettings
 from frontierflow.connectors.kafka_settings import KafkaTopics as KafkaTopics
 from frontierflow.schemas.codecs import AvroCodec, CodecError, encode_record, record_from_dict
-from frontierflow.schemas.entry_blocks import FrontierEntryEncoder
+from frontierflow.schemas.entry_blocks import single_object_entries
 from frontierflow.schemas.jsonl import json_to_record
 from frontierflow.schemas.records import (
     DeadLetter,
@@ -279,10 +279,6 @@ def frontier_record(change: FrontierChange, partitions: int) -> tuple[bytes, byt
     return frontier_records([change], partitions)[0]
 
 
-_ENTRY_HEADER = AvroCodec.for_name("FrontierEntry").header
-_ENTRY_ENCODER = FrontierEntryEncoder()
-
-
 def frontier_records(
     changes: Sequence[FrontierChange], partitions: int
 ) -> list[tuple[bytes, bytes | None, int]]:
@@ -297,8 +293,7 @@ def frontier_records(
     worked out once per call (per authority part of the URLs, which names the host; not at
     all for a topic of one partition). The URLs are ones the step core let through (absolute
     http(s)), whose host `host_of` reads without a regular expression."""
-    bodies = iter(_ENTRY_ENCODER.bodies([c for c in changes if isinstance(c, FrontierEntry)]))
-    header = _ENTRY_HEADER
+    encoded = iter(single_object_entries([c for c in changes if isinstance(c, FrontierEntry)]))
     by_netloc: dict[str, int] = {}  # a URL's host is a function of its authority part
     out: list[tuple[bytes, bytes | None, int]] = []
     append = out.append
@@ -320,7 +315,7 @@ def frontier_records(
             append((url.encode(), None, partition))
         else:
             key = url if change.via is None else frontier_record_key(change)
-            append((key.encode(), header + next(bodies), partition))
+            append((key.encode(), next(encoded), partition))
     return out
 
 

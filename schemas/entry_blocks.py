@@ -15,7 +15,7 @@ import struct
 from collections.abc import Iterable
 from typing import IO, Final
 
-from frontierflow.schemas.codecs import CodecError, codec_error
+from frontierflow.schemas.codecs import AvroCodec, CodecError, codec_error
 from frontierflow.schemas.records import FrontierEntry
 
 _INT_MIN: Final = -(1 << 31)
@@ -162,3 +162,13 @@ def write_entry_block(
     if bodies:
         handle.write(container_block(bodies, sync))
     return len(bodies)
+
+
+_SINGLE_OBJECT_ENCODER = FrontierEntryEncoder()
+
+
+def single_object_entries(entries: Iterable[FrontierEntry]) -> list[bytes]:
+    """Each entry's Avro single-object encoding — the bytes `codecs.encode_record` gives
+    (header, then body) — with the bodies encoded as one block (`FrontierEntryEncoder`)."""
+    header = AvroCodec.for_name("FrontierEntry").header
+    return [header + body for body in _SINGLE_OBJECT_ENCODER.bodies(entries)]

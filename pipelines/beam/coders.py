@@ -11,12 +11,14 @@ entry's Avro bytes or the URL). The records the pipelines themselves pass betwee
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from apache_beam import coders
 
 from frontierflow.schemas.codecs import decode_record, encode_record
+from frontierflow.schemas.entry_blocks import single_object_entries
 from frontierflow.schemas.records import (
     DeadLetter,
     FetchEvent,
@@ -71,9 +73,7 @@ class FrontierChangeCoder(coders.Coder):
     """An entry (tag 1 + its Avro bytes) or a removal (tag 0 + the URL in UTF-8)."""
 
     def encode(self, value: FrontierChange) -> bytes:
-        if isinstance(value, Removal):
-            return _REMOVAL + value.url.encode()
-        return _ENTRY + encode_record(value)
+        return encode_changes((value,))[0]
 
     def decode(self, encoded: bytes) -> FrontierChange:
         if encoded[:1] == _REMOVAL:
@@ -85,6 +85,16 @@ class FrontierChangeCoder(coders.Coder):
 
     def to_type_hint(self) -> Any:
         return FrontierChange
+
+
+def encode_changes(changes: Sequence[FrontierChange]) -> list[bytes]:
+    """`FrontierChangeCoder`'s encoding of each change, the entries' Avro bodies written as
+    one block (`single_object_entries`: no dict and no schema walk per entry)."""
+    entries = iter(single_object_entries([c for c in changes if isinstance(c, FrontierEntry)]))
+    return [
+        _ENTRY + next(entries) if isinstance(c, FrontierEntry) else _REMOVAL + c.url.encode()
+        for c in changes
+    ]
 
 
 for _kind, _coder in (
@@ -133,7 +143,7 @@ class UrlUpdateCoder(coders.Coder):
         parts = [_framed(value.url.encode())]
         parts.append(b"\x00" if value.state is None else b"\x01" + _framed(value.state))
         parts.append(_LENGTH.pack(len(value.changes)))
-        parts.extend(_framed(_CHANGE.encode(change)) for change in value.changes)
+        parts.extend(_framed(change) for change in encode_changes(value.changes))
         parts.append(_VERSION.pack(*value.version))
         return b"".join(parts)
 

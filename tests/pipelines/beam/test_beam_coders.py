@@ -17,6 +17,7 @@ from frontierflow.pipelines.beam.event_time import ClockWindows
 from frontierflow.pipelines.beam.replay import build_replay
 from frontierflow.pipelines.beam.stream_replay import build_stream_replay
 from frontierflow.pipelines.strategies import build_strategy
+from frontierflow.schemas.codecs import encode_record
 from frontierflow.schemas.container import write_container
 from frontierflow.schemas.records import DeadLetter, FetchEvent, FrontierEntry, Removal
 
@@ -90,6 +91,22 @@ def test_changes_and_updates_round_trip() -> None:
     assert coder.decode(coder.encode(update)) == update
     empty = ours.UrlUpdate("https://b/", None, ())
     assert coder.decode(coder.encode(empty)) == empty
+
+
+def test_a_change_is_its_tag_and_the_entry_s_avro_bytes() -> None:
+    """Entries encoded as one block carry the bytes `encode_record` gives each alone."""
+    changes = [
+        FrontierEntry("https://b/", "b", 1.5, "ieca", "c", 0, "https://a/", 5, {"k": "v"}),
+        Removal("https://c/"),
+        FrontierEntry("https://d/x", "d", -2.0, "lafc", "c2", 3, None, 7, {}, 99),
+    ]
+    assert ours.encode_changes(changes) == [
+        b"\x01" + encode_record(changes[0]),
+        b"\x00https://c/",
+        b"\x01" + encode_record(changes[2]),
+    ]
+    coder = ours.FrontierChangeCoder()
+    assert [coder.encode(c) for c in changes] == ours.encode_changes(changes)
 
 
 def test_speed_graph_carries_events_and_decisions_as_records() -> None:
