@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from frontierflow.pipelines.bench.baselines import pass_through, raw_ceiling
 from frontierflow.pipelines.bench.beam import (
     beam_args,
     cached_flink_job_server,
@@ -26,8 +27,6 @@ from frontierflow.pipelines.bench.engine import (
     bench_url,
     generate_log,
     generated_events,
-    pass_through,
-    raw_ceiling,
     spawn_bench_worker,
 )
 from frontierflow.pipelines.cli import main
