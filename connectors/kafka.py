@@ -288,7 +288,7 @@ def frontier_records(
     value the entry's Avro single-object encoding or None (a tombstone) for a fetched page,
     the partition `host_partition` of the URL, so one fetcher of a group owns a host.
 
-    The entries are encoded as one block (`FrontierEntryEncoder`: the bytes fastavro
+    The entries are encoded as one block (`single_object_entries`: the bytes fastavro
     writes, without a dict and a schema walk per record), and each host's partition is
     worked out once per call (per authority part of the URLs, which names the host; not at
     all for a topic of one partition). The URLs are ones the step core let through (absolute
@@ -311,11 +311,11 @@ def frontier_records(
                 if host:
                     by_netloc[netloc] = found
             partition = found
-        if not isinstance(change, FrontierEntry):  # a Removal: a tombstone
-            append((url.encode(), None, partition))
-        else:
-            key = url if change.via is None else frontier_record_key(change)
-            append((key.encode(), next(encoded), partition))
+        key = frontier_record_key(change).encode()
+        if isinstance(change, FrontierEntry):
+            append((key, next(encoded), partition))
+        else:  # a Removal: a tombstone
+            append((key, None, partition))
     return out
 
 
