@@ -319,6 +319,12 @@ def frontier_records(
     return out
 
 
+def decision_record(decision: ScalingDecision) -> tuple[bytes, bytes]:
+    """(key, value) of a ScalingDecision on fetcher-control: keyed by its fetcher id, so a
+    fetcher reads its own decisions in order (the one rule of the engine and of Beam)."""
+    return decision.fetcher_id.encode(), encode_record(decision)
+
+
 class KafkaSink(DecisionSink):
     """Frontier changes and dead letters to Kafka through `client` (None: the settings'
     library); `flush` waits for every acknowledgement."""
@@ -341,9 +347,9 @@ class KafkaSink(DecisionSink):
             self.output.send(topics.dead_letter, None, encode_record(letter))
 
     def write_decisions(self, decisions: Sequence[ScalingDecision]) -> None:
+        topic = self.settings.topics.fetcher_control
         for d in decisions:
-            topic = self.settings.topics.fetcher_control
-            self.output.send(topic, d.fetcher_id.encode(), encode_record(d))
+            self.output.send(topic, *decision_record(d))
 
     def flush(self) -> bytes:
         """Wait until the broker acknowledged every record sent; SinkError otherwise."""

@@ -62,7 +62,9 @@ from frontierflow.pipelines.beam.options import pipeline_options
 from frontierflow.pipelines.beam.replay import ReplayFrontier
 from frontierflow.pipelines.beam.strategy import beam_strategy
 from frontierflow.pipelines.beam.stream import StreamFrontier
+from frontierflow.pipelines.beam.stream_speed import SpeedInEventTime, decision_records
 from frontierflow.pipelines.core.strategy import Strategy
+from frontierflow.pipelines.speed.settings import ControllerSettings
 from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
 from frontierflow.state.revisit_schedule import RevisitPolicy
@@ -294,12 +296,15 @@ def build_kafka_stream(
     state_topic: str | None = None,
     kafka_io: str | None = None,
     hosts: HostPolicy | None = DEFAULT_POLICY,
+    speed: ControllerSettings | None = None,
 ) -> None:
     """fetch-events in event time → the unbounded form (`beam.stream.StreamFrontier`) →
-    frontier (and state) and dead-letter topics. Every URL's changes leave as soon as the
-    watermark passes their clock window; only a bound (`ends`) ends the run. With
-    `kafka_io` (an expansion service: `HOST:PORT` or its launcher jar) the events come
-    through Java's KafkaIO in arrival time (`beam.kafka_io`), without end."""
+    frontier (and state) and dead-letter topics; with `speed`, the crawl-speed controller
+    (`beam.stream_speed`) → ScalingDecisions on fetcher-control, as the live engine sends
+    them. Every URL's changes leave as soon as the watermark passes their clock window;
+    only a bound (`ends`) ends the run. With `kafka_io` (an expansion service: `HOST:PORT`
+    or its launcher jar) the events come through Java's KafkaIO in arrival time
+    (`beam.kafka_io`), without end."""
     t = settings.topics
     read: beam.PTransform
     if kafka_io is not None:
@@ -309,10 +314,14 @@ def build_kafka_stream(
     else:
         read = ReadFromKafkaPartitions(settings, ends=ends, lateness_ms=lateness_ms)
     events, dead = pipeline | "ReadKafka" >> read
-    frontier = StreamFrontier(strategy, windows, by_arrival=kafka_io is not None, hosts=hosts)
+    by_arrival = kafka_io is not None
+    frontier = StreamFrontier(strategy, windows, by_arrival=by_arrival, hosts=hosts)
     parts = events | "Frontier" >> frontier
     (updates,) = parts
     updates | "WriteFrontier" >> WriteUpdatesToKafka(settings, state_topic)
+    if speed is not None:
+        decisions = events | "Speed" >> SpeedInEventTime(speed, windows, by_arrival)
+        decision_records(decisions, t.fetcher_control) | "WriteDecisions" >> WriteToKafka(settings)
     letters = dead | "DeadToRecords" >> beam.Map(dead_record, t.dead_letter)
     letters | "WriteDead" >> WriteToKafka(settings)
 
@@ -361,13 +370,15 @@ def run_beam_kafka_stream(
     kafka_io: str | None = None,
     wait: bool = True,
     hosts: HostPolicy | None = DEFAULT_POLICY,
+    speed: ControllerSettings | None = None,
 ) -> Any:
     """Run the unbounded form from Kafka to Kafka and wait for it. With
     `until_current_end` the read is bounded to the topic's current end offsets (the run
     then ends once everything read has been applied); otherwise it reads on until the
     runner cancels it (or Flink stops it with a savepoint). `kafka_io`: read through Java's
     KafkaIO (`build_kafka_stream`), the Flink form, always with
-    `with_finished_bundles`. With `wait=False` it returns the runner's `PipelineResult` as
+    `with_finished_bundles`. `speed`: the crawl-speed controller's settings (None: no
+    ScalingDecisions). With `wait=False` it returns the runner's `PipelineResult` as
     soon as the job is submitted."""
     strategy = beam_strategy(strategy_name, budget=budget, strategy=strategy)
     if lateness_ms < 0:
@@ -394,6 +405,7 @@ def run_beam_kafka_stream(
         state_topic=state_topic,
         kafka_io=kafka_io,
         hosts=hosts,
+        speed=speed,
     )
     result = pipeline.run()
     if wait:

@@ -155,19 +155,22 @@ def _run_embedded(args: argparse.Namespace) -> int:
 def _run_beam(args: argparse.Namespace) -> int:
     """Kafka → Beam → Kafka. The exact clock is one ordered pass, so it reads fetch-events
     to its current end offsets and ends; the windowed form reads on unless
-    `--exit-when-idle`. The speed controller has no Kafka form on Beam yet: ScalingDecisions
-    come from the embedded engine (or `replay --runner beam` over a log)."""
+    `--exit-when-idle`. The windowed form runs the crawl-speed controller as the live
+    engine does (ScalingDecisions on fetcher-control); the exact clock's one ordered pass
+    runs none (`replay --runner beam` decides over a log)."""
     from frontierflow.connectors.kafka import ensure_topics
     from frontierflow.pipelines.beam.event_time import parse_clock
     from frontierflow.pipelines.beam.kafka import run_beam_kafka, run_beam_kafka_stream
     from frontierflow.pipelines.beam.strategy import beam_strategy
 
-    if args.speed_controller not in (None, NO_SPEED_CONTROLLER):
-        raise ValueError(
-            "--speed-controller: the Beam Kafka pipelines do not run the crawl-speed "
-            "controller; run it with the embedded engine, or `replay --runner beam` over a log"
-        )
     windows = parse_clock(args.clock)
+    speed = speed_settings(args)  # refused here, before a topic is made
+    if windows is None and args.speed_controller not in (None, NO_SPEED_CONTROLLER):
+        raise ValueError(
+            "--speed-controller: the exact-clock Beam Kafka pipeline does not run the "
+            "crawl-speed controller; use --clock windowed:W, the embedded engine, or "
+            "`replay --runner beam` over a log"
+        )
     revisit = revisit_policy(args)
     if windows is not None and revisit is not None:
         raise ValueError("--revisit: not on the unbounded Beam form (--clock windowed:W) yet")
@@ -183,9 +186,9 @@ def _run_beam(args: argparse.Namespace) -> int:
     beam_strategy(args.strategy, budget=args.budget)  # refuses what Beam cannot run, by name
     strategy = strategy_from_args(args)
     beam_args = list(args.beam_option)
-    log.info("no ScalingDecisions on fetcher-control: the speed controller runs embedded only")
     ensure_topics(settings)
     if windows is None:
+        log.info("no ScalingDecisions on fetcher-control: the exact clock runs no controller")
         run_beam_kafka(
             settings,
             strategy_name=args.strategy,
@@ -209,5 +212,6 @@ def _run_beam(args: argparse.Namespace) -> int:
             strategy=strategy,
             kafka_io=args.kafka_io,
             hosts=host_policy(args),
+            speed=speed,
         )
     return 0

@@ -125,6 +125,25 @@ def decisions_from_log(
 ) -> list[ScalingDecision]:
     """The reference run: `observe` keyed by fetcher over a log in order, then `flush`.
     Events `speed_event_problem` refuses are skipped (the engine dead-letters them)."""
+    states, out = _observed(events, settings)
+    for fetcher_id in sorted(states):
+        _, decisions = flush(states[fetcher_id], settings)
+        out += decisions
+    return out
+
+
+def decisions_in_order(
+    events: Iterable[FetchEvent], settings: ControllerSettings
+) -> list[ScalingDecision]:
+    """What a live job decides over events in that order: `observe` keyed by fetcher, no
+    `flush` (a stream does not end, so a window closes only when a later event of its
+    fetcher passes it)."""
+    return _observed(events, settings)[1]
+
+
+def _observed(
+    events: Iterable[FetchEvent], settings: ControllerSettings
+) -> tuple[dict[str, SpeedState], list[ScalingDecision]]:
     states: dict[str, SpeedState] = {}
     out: list[ScalingDecision] = []
     for event in events:
@@ -132,7 +151,4 @@ def decisions_from_log(
             continue
         states[event.fetcher_id], decisions = observe(states.get(event.fetcher_id), event, settings)
         out += decisions
-    for fetcher_id in sorted(states):
-        _, decisions = flush(states[fetcher_id], settings)
-        out += decisions
-    return out
+    return states, out

@@ -18,7 +18,10 @@ from frontierflow.pipelines.beam.kafka import (
     run_beam_kafka_stream,
 )
 from frontierflow.pipelines.beam.kafka_records import FUTURE_EVENT
-from frontierflow.schemas.codecs import AvroCodec
+from frontierflow.pipelines.speed.per_fetcher import counts_for_speed, decisions_in_order
+from frontierflow.pipelines.speed.settings import settings_for
+from frontierflow.schemas.codecs import AvroCodec, decode_record, record_from_dict
+from frontierflow.schemas.records import FetchEvent, ScalingDecision
 
 pytestmark = [pytest.mark.kafka, pytest.mark.beam_runner]
 
@@ -104,7 +107,9 @@ def test_kafka_stream_through_prism_equals_replay(
     and the windowed clock is exact (`beam_stream` docstring); read bounded to the end
     offsets. Compared: the latest frontier entry per URL on the compacted topic (priority,
     via, emitted_at, echo, host, cycle) and every URL's latest state on the state topic
-    (bytes), against `frontierflow replay` of the events Beam accepted."""
+    (bytes), against `frontierflow replay` of the events Beam accepted; and the
+    ScalingDecisions on fetcher-control (speed windows of 10 ms) against the live engine's
+    fold over the same events (`decisions_in_order`)."""
     records = kafka_client.events(120, seed=43)
     base = records[0]["fetched_at"]
     late = {**records[7], "url": "https://late.example.net/x", "fetched_at": base - 5000}
@@ -125,6 +130,7 @@ def test_kafka_stream_through_prism_equals_replay(
             beam_args=_prism(prism_binary),
             lateness_ms=0,
             state_topic=state_topic,
+            speed=SPEED,
         )
         return settings, state_topic
 
@@ -152,6 +158,31 @@ def test_kafka_stream_through_prism_equals_replay(
     # by hand: the watermark is the largest fetched_at read before it, base + 99 (lateness
     # 0), and the late event is at base − 5000: 5099 ms behind
     assert f"{base - 5000} is 5099 ms behind the watermark {base + 99}" in dead[2]["message"]
+    _assert_decisions_as_the_live_engine(kafka_client, settings, records)
+
+
+SPEED = settings_for("hypothesis", window_ms=10)
+
+
+def _assert_decisions_as_the_live_engine(
+    kafka_client: Any, settings: Any, records: list[dict[str, Any]]
+) -> None:
+    """Each fetcher's ScalingDecisions on fetcher-control, keyed by its id, in order (a
+    bundle the runner retried sends its decisions again: each counted once), equal the
+    live engine's over `records`: 120 events a millisecond apart over three fetchers, 40
+    each, so 11 windows of 10 ms close per fetcher (the twelfth is still open)."""
+    events = [record_from_dict(FetchEvent, r) for r in records]
+    expected = decisions_in_order(filter(counts_for_speed, events), SPEED)
+    assert len(expected) == 3 * 11
+    got: dict[str, list[ScalingDecision]] = {}
+    for key, value in kafka_client.read_topic(settings, settings.topics.fetcher_control):
+        assert key is not None and value is not None
+        decision = decode_record(ScalingDecision, value)
+        assert key == decision.fetcher_id.encode()
+        if decision not in got.setdefault(decision.fetcher_id, []):
+            got[decision.fetcher_id].append(decision)
+    for fetcher in ("f0", "f1", "f2"):
+        assert got[fetcher] == [d for d in expected if d.fetcher_id == fetcher]
 
 
 def test_cli_run_beam_exact_clock_on_the_local_runner(

@@ -70,6 +70,7 @@ def test_run_windowed_clock_reads_on(kafka_calls: Calls, idle: list[str], until_
     kw = kafka_calls[1][2]
     assert isinstance(kw.pop("strategy"), IecaStrategy)
     assert kw.pop("hosts") == DEFAULT_POLICY  # the host rule's options, as the fetchers'
+    assert kw.pop("speed") == settings_for("hypothesis")  # the live engine's default
     assert kw == {
         "strategy_name": "ieca",
         "budget": 400,
@@ -82,6 +83,23 @@ def test_run_windowed_clock_reads_on(kafka_calls: Calls, idle: list[str], until_
     }
 
 
+@pytest.mark.parametrize(
+    ("speed", "expected"),
+    [
+        (["--speed-controller", "aimd", "--speed-window-ms", "2000"], "aimd"),
+        (["--speed-controller", "none"], None),
+    ],
+)
+def test_run_windowed_clock_runs_the_speed_controller_named(
+    kafka_calls: Calls, speed: list[str], expected: str | None
+) -> None:
+    """The windowed form sends ScalingDecisions as the live engine does, with the same
+    options; `none` sends none."""
+    assert main([*RUN, "--clock", "windowed:1000", *speed]) == 0
+    want = None if expected is None else settings_for(expected, window_ms=2000)
+    assert kafka_calls[1][2]["speed"] == want
+
+
 def test_run_windowed_clock_through_kafka_io(kafka_calls: Calls) -> None:
     argv = [*RUN, "--clock", "windowed:1000", "--kafka-io", "/x/expansion.jar"]
     assert main(argv) == 0
@@ -92,7 +110,8 @@ def test_run_windowed_clock_through_kafka_io(kafka_calls: Calls) -> None:
 @pytest.mark.parametrize(
     "argv",
     [
-        [*RUN, "--speed-controller", "aimd"],  # the Kafka forms run no speed controller
+        [*RUN, "--speed-controller", "aimd"],  # the exact clock runs no speed controller
+        [*RUN, "--clock", "windowed:5", "--speed-controller", "fixed-x"],
         [*RUN, "--allowed-lateness-ms", "5"],  # only the windowed form has lateness
         [*RUN, "--topic-state", "st"],  # ... and a state topic
         [*RUN, "--kafka-io", "/x/e.jar"],  # ... and the Java source
