@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from lafc_recording import decisions_per_fetcher
 
 from frontierflow.pipelines.beam.event_time import ClockWindows
 from frontierflow.pipelines.beam.kafka import (
@@ -20,8 +21,8 @@ from frontierflow.pipelines.beam.kafka import (
 from frontierflow.pipelines.beam.kafka_records import FUTURE_EVENT
 from frontierflow.pipelines.speed.per_fetcher import counts_for_speed, decisions_in_order
 from frontierflow.pipelines.speed.settings import settings_for
-from frontierflow.schemas.codecs import AvroCodec, decode_record, record_from_dict
-from frontierflow.schemas.records import FetchEvent, ScalingDecision
+from frontierflow.schemas.codecs import AvroCodec, record_from_dict
+from frontierflow.schemas.records import FetchEvent
 
 pytestmark = [pytest.mark.kafka, pytest.mark.beam_runner]
 
@@ -158,29 +159,20 @@ def test_kafka_stream_through_prism_equals_replay(
     # by hand: the watermark is the largest fetched_at read before it, base + 99 (lateness
     # 0), and the late event is at base − 5000: 5099 ms behind
     assert f"{base - 5000} is 5099 ms behind the watermark {base + 99}" in dead[2]["message"]
-    _assert_decisions_as_the_live_engine(kafka_client, settings, records)
+    _assert_decisions_as_the_live_engine(settings, records)
 
 
 SPEED = settings_for("hypothesis", window_ms=10)
 
 
-def _assert_decisions_as_the_live_engine(
-    kafka_client: Any, settings: Any, records: list[dict[str, Any]]
-) -> None:
-    """Each fetcher's ScalingDecisions on fetcher-control, keyed by its id, in order (a
-    bundle the runner retried sends its decisions again: each counted once), equal the
-    live engine's over `records`: 120 events a millisecond apart over three fetchers, 40
-    each, so 11 windows of 10 ms close per fetcher (the twelfth is still open)."""
+def _assert_decisions_as_the_live_engine(settings: Any, records: list[dict[str, Any]]) -> None:
+    """Each fetcher's ScalingDecisions on fetcher-control equal the live engine's over
+    `records`: 120 events a millisecond apart over three fetchers, 40 each, so 11 windows
+    of 10 ms close per fetcher (the twelfth is still open)."""
     events = [record_from_dict(FetchEvent, r) for r in records]
     expected = decisions_in_order(filter(counts_for_speed, events), SPEED)
     assert len(expected) == 3 * 11
-    got: dict[str, list[ScalingDecision]] = {}
-    for key, value in kafka_client.read_topic(settings, settings.topics.fetcher_control):
-        assert key is not None and value is not None
-        decision = decode_record(ScalingDecision, value)
-        assert key == decision.fetcher_id.encode()
-        if decision not in got.setdefault(decision.fetcher_id, []):
-            got[decision.fetcher_id].append(decision)
+    got = decisions_per_fetcher(settings)
     for fetcher in ("f0", "f1", "f2"):
         assert got[fetcher] == [d for d in expected if d.fetcher_id == fetcher]
 

@@ -14,7 +14,9 @@ restart from nothing), and the frontier it writes must end up, partition by part
 exactly what the live embedded engine writes for the same topic: nothing lost, and what
 is sent again after the restore is the same upsert (the form is deterministic in its
 input's append times). LAFC never reads the crawl clock, so the result does not depend on
-how arrivals fall into clock windows.
+how arrivals fall into clock windows. The job also runs the crawl-speed controller: its
+ScalingDecisions on fetcher-control must be the engine's, each fetcher's in order (one
+sent again after a restore counts once).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import pytest
 from flink_cluster import FlinkCluster
 from lafc_recording import (
     FRONTIER_PARTITIONS,
+    SPEED,
+    decisions_per_fetcher,
     engine_and_beam_settings,
     frontier_per_partition,
     lafc,
@@ -90,6 +94,7 @@ def _submit(
         strategy=lafc(),
         kafka_io=str(expansion_jar),
         wait=False,
+        speed=SPEED,
     )
     try:
         jid = wait_for(lambda: _running_job(cluster, before), "the job to run", JOB_S, 0.5)
@@ -124,9 +129,26 @@ def _engine_frontier(engine: Any, tmp_path: Path) -> dict[int, dict[bytes, bytes
         engine,
         lafc(),
         tmp_path / "live",
-        LiveOptions(step_size=7, exit_when_idle=True, retry_backoff_s=0.2),
+        LiveOptions(step_size=7, exit_when_idle=True, retry_backoff_s=0.2, speed=SPEED),
     )
     return frontier_per_partition(engine)
+
+
+def _wait_for_the_engines_decisions(engine: Any, beam_side: Any) -> None:
+    """The Beam form's ScalingDecisions come to equal the live engine's (which has run to
+    the end of the topic): 8 windows of 20 ms closed by the recording's one fetcher."""
+    expected = decisions_per_fetcher(engine)
+    assert [len(d) for d in expected.values()] == [8]
+    try:
+        wait_for(
+            lambda: decisions_per_fetcher(beam_side) == expected,
+            "the Beam form's ScalingDecisions to equal the embedded engine's",
+            RESTORE_S,
+            1.0,
+        )
+    except AssertionError as timeout:
+        got = decisions_per_fetcher(beam_side)
+        raise AssertionError(f"{timeout}: {got} against {expected}") from None
 
 
 def _end(cluster: FlinkCluster, result: Any, jid: str) -> None:
@@ -181,6 +203,7 @@ def test_stream_on_the_cluster_survives_a_killed_taskmanager(
             RESTORE_S,
             1.0,
         )
+        _wait_for_the_engines_decisions(engine, beam_side)
         # the kill reached the job: it failed over, restored its last completed checkpoint
         # (state and Kafka offsets, not a restart from nothing), and it is running again
         exceptions = flink_cluster.rest(f"/jobs/{jid}/exceptions")["exceptionHistory"]
@@ -255,6 +278,7 @@ def test_stop_with_a_savepoint_and_resume_equals_an_uninterrupted_run(
         except AssertionError as timeout:
             diff = _frontier_diff(frontier_per_partition(beam_side), expected)
             raise AssertionError(f"{timeout}: {diff}") from None
+        _wait_for_the_engines_decisions(engine, beam_side)
         restored = _checkpoints(flink_cluster, jid)["latest"]["restored"]
         assert restored is not None and restored["is_savepoint"]
         assert restored["external_path"] == savepoint
