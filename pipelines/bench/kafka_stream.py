@@ -5,10 +5,12 @@ N generated FetchEvents (as `frontierflow bench` makes them) are produced first 
 fetch-events topic, stamped on arrival (LogAppendTime, as the form requires). Then, each in
 a process of its own and writing a frontier topic of its own:
 
-1. the embedded engine, `frontierflow run --exit-when-idle` (IECA, RocksDB), timed as
-   `bench-kafka` times it (from its first frontier record to its last);
+1. the embedded engine, `frontierflow run --exit-when-idle` (IECA, RocksDB, the default
+   crawl-speed controller), timed as `bench-kafka` times it (from its first frontier
+   record to its last);
 2. the Beam form, `frontierflow run --runner beam --clock windowed:W --kafka-io JAR` on the
-   runner (`--streaming`, the SDK's state cache on), reading a fetch-events topic of its
+   runner (`--streaming`, the SDK's state cache on; the same controller, its
+   ScalingDecisions to a fetcher-control topic of its own), reading a fetch-events topic of its
    own that is filled in two steps: the first `STARTUP_EVENTS` events, then, once its
    frontier topic, compacted, holds the live keys the engine's held after those (the
    fixed cost: job server start, upload, the first windows' wait for the watermark), the
