@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from frontierflow.pipelines.bench.engine import BenchSetup, generate_log, spawn_worker
+from frontierflow.pipelines.bench.graph_log import write_graph_log
 
 RUNNERS = ("embedded", "fnapi", "prism", "flink", "flink-cluster", "flink-cluster-2")
 """What bench-beam can run; the two cluster runners need a running session cluster
@@ -284,8 +285,10 @@ def run_beam_bench(
     work_dir: Path | None = None,
     flink_master: str | None = None,
     worker_pool: str | None = None,
+    graph: str | None = None,
 ) -> str:
-    """Generate the log, run every runner `repeats` times in turn, format the report.
+    """Generate the log (with `graph`, a breadth-first crawl of that web graph:
+    `bench.graph_log`), run every runner `repeats` times in turn, format the report.
 
     Prism and Flink locations that are not given come from the repo's infra scripts when
     they are there; a runner whose binary or jar cannot be had is skipped with a note.
@@ -329,8 +332,14 @@ def run_beam_bench(
     with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
         root = Path(tmp)
         log, small = root / "events.avro", root / "small.avro"
-        generate_log(log, setup)
-        generate_log(small, BenchSetup(events=FIXED_COST_EVENTS, outlinks=outlinks, repeats=1))
+        if graph is None:
+            generate_log(log, setup)
+            generate_log(small, BenchSetup(events=FIXED_COST_EVENTS, outlinks=outlinks, repeats=1))
+            what = f"{outlinks} outlinks each"
+        else:
+            events, mean_links = write_graph_log(log, graph, events)
+            write_graph_log(small, graph, FIXED_COST_EVENTS)
+            what = f"a breadth-first crawl of {graph}, {mean_links:.1f} outlinks a page"
         args = {
             r: []
             if r == "embedded"
@@ -350,7 +359,7 @@ def run_beam_bench(
                 runs[r].append(_spawn(r, log, work, args[r]))
         size_mb = log.stat().st_size / 1e6
     header = (
-        f"log: {events:,} FetchEvents, {outlinks} outlinks each, {size_mb:.1f} MB Avro; "
+        f"log: {events:,} FetchEvents, {what}, {size_mb:.1f} MB Avro; "
         f"IECA; median of {repeats} run(s) per runner, each in its own process"
     )
     return _report(header, runs, fixed, notes)

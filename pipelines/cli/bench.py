@@ -164,6 +164,13 @@ def _kafka_arguments(kp: argparse.ArgumentParser) -> None:
 def _beam_arguments(bb: argparse.ArgumentParser) -> None:
     bb.add_argument("--events", type=int, default=2_000)
     bb.add_argument("--outlinks", type=int, default=30)
+    bb.add_argument(
+        "--graph",
+        default=None,
+        help="instead of the generated log, a breadth-first crawl of this web graph with "
+        "its pages' real outlinks (a bundled name such as uk-2007-05@100000, a BVGraph or "
+        "an edge list; --outlinks does not apply)",
+    )
     bb.add_argument("--repeats", type=int, default=3, help="runs of each; medians reported")
     bb.add_argument(
         "--runners",
@@ -346,6 +353,7 @@ def bench_beam(args: argparse.Namespace) -> int:
             work_dir=args.work_dir,
             flink_master=args.flink_master,
             worker_pool=args.worker_pool,
+            graph=args.graph,
         )
     )
     return 0

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from frontierflow.connectors.graphfiles import read_graph
 from frontierflow.pipelines.bench.baselines import pass_through, raw_ceiling
 from frontierflow.pipelines.bench.beam import (
     beam_args,
@@ -21,6 +22,7 @@ from frontierflow.pipelines.bench.beam import (
     run_beam_bench,
 )
 from frontierflow.pipelines.bench.engine import (
+    FIRST_FETCH_MS,
     JOB_RUN,
     BenchSetup,
     LinkPopularity,
@@ -29,7 +31,9 @@ from frontierflow.pipelines.bench.engine import (
     generated_events,
     spawn_bench_worker,
 )
+from frontierflow.pipelines.bench.graph_log import breadth_first, write_graph_log
 from frontierflow.pipelines.cli import main
+from frontierflow.pipelines.evaluation.simulator import node_url
 from frontierflow.schemas.container import read_container
 
 
@@ -293,3 +297,32 @@ def test_cluster_runners_without_a_cluster_are_skipped_with_a_note(tmp_path: Pat
     )
     assert "flink-cluster: no --flink-master" in report
     assert "cluster-p2" not in report.split("ratio:")[0]
+
+
+def test_graph_log_is_a_breadth_first_crawl_with_real_outlinks(tmp_path: Path) -> None:
+    """A graph of 6 nodes, by hand: 0 → 1, 2; 1 → 3, 0; 2 → 3, 4; 3 → 5; 4, 5 → nothing.
+    Breadth-first from 0: 0, 1, 2, 3, 4, 5 (3 is queued once, by 1, before 2 names it)."""
+    edges = tmp_path / "g.tsv"
+    edges.write_text("0\t1\n0\t2\n1\t3\n1\t0\n2\t3\n2\t4\n3\t5\n")
+    web = read_graph(str(edges))
+    assert breadth_first(web, 10) == [0, 1, 2, 3, 4, 5]
+    assert breadth_first(web, 3) == [0, 1, 2]
+    log = tmp_path / "g.avro"
+    assert write_graph_log(log, str(edges), 4) == (4, (2 + 2 + 2 + 1) / 4)
+    events = list(read_container(log))
+    assert [e["url"] for e in events] == [node_url(n) for n in (0, 1, 2, 3)]
+    assert events[1]["outlinks"] == [node_url(3), node_url(0)]  # in order, seen ones too
+    assert [e["fetched_at"] for e in events] == [FIRST_FETCH_MS + i for i in range(4)]
+
+
+def test_bench_beam_on_a_graph_crawl(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`bench beam --graph`: the log's header says what it is, and the run gives every
+    node fetched or linked a state."""
+    edges = tmp_path / "g.tsv"
+    edges.write_text("0\t1\n0\t2\n1\t3\n1\t0\n2\t3\n2\t4\n3\t5\n")
+    argv = ["bench", "beam", "--graph", str(edges), "--events", "5", "--repeats", "1"]
+    assert main([*argv, "--runners", "embedded", "--work-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"log: 5 FetchEvents, a breadth-first crawl of {edges}, 1.4 outlinks a page" in out
+    row = out.splitlines()[2].split()
+    assert row[0] == "embedded" and row[-2] == "6"  # every node has a state
