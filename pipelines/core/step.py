@@ -10,8 +10,9 @@ crawler or a WARC, its echo is filled from state when it carries none: `echo_fil
    revisit (`fetch_kind`): then it is routed as a first fetch is, and not counted;
 2. **route**: a first fetch becomes the keyed messages of `Strategy.route`, in the order
    of `Routed.messages`; a repeat becomes at most the parent's `Reinforce` with
-   `fresh=False`, and only for a strategy that `learns_from_repeats` (`keyed_messages`;
-   `queue_messages` queues them per key, a page's Links as one shared `Inlink`);
+   `fresh=False`, and only for a strategy that `learns_from_repeats` (`keyed_messages`,
+   which asks `Strategy.repeat_reinforce`; `queue_messages` queues them per key, a page's
+   Links as one shared `Inlink`);
 3. **apply**: a key's messages go through `Strategy.apply_batch` (by default `apply`
    message by message) in input order, one state read and one state written per batch
    (`apply_messages`; `apply_pending` for many keys, through `Strategy.apply_keys`);
@@ -150,7 +151,7 @@ def keyed_messages(
         return strategy.route(event).messages()
     if event.via is None or not strategy.learns_from_repeats:
         return ()
-    reinforce = strategy.route(event).reinforce
+    reinforce = strategy.repeat_reinforce(event)
     if reinforce is None:
         return ()
     return ((reinforce.parent, reinforce._replace(fresh=False)),)

@@ -255,6 +255,13 @@ class Strategy(ABC, Generic[S]):
         inlink = Inlink(event.url, event.crawl_id, event.cycle, value, weight)
         return Routed(fetched, outlinks, inlink=inlink)
 
+    def repeat_reinforce(self, event: FetchEvent) -> Reinforce | None:
+        """What a repeat fetch of `event.url` tells the parent that chose it (the only
+        message of a repeat, for a strategy that `learns_from_repeats`): `route(event)`'s
+        `reinforce`. A strategy may compute it without routing the whole page (a 208 answer
+        carries no page) as long as it equals that."""
+        return self.route(event).reinforce
+
     def link_payload(self, event: FetchEvent, outdegree: int) -> tuple[float, float]:
         """What every Link of this event carries; (0, 0) unless the strategy says more."""
         return 0.0, 0.0

@@ -100,6 +100,14 @@ def read_path(text: str, via: str, depth: int) -> tuple[str, ...]:
     return path
 
 
+def _answer(event: FetchEvent, worth: float) -> Reinforce | None:
+    """The answer to the page's choice that led to `event`, keyed by that page (the entry's
+    `via`); None unless the entry was LAFC+'s (by its echo) and names a `via`."""
+    if event.via is None or ECHO_ESTIMATE not in event.echo:
+        return None
+    return Reinforce(event.via, event.url, event.crawl_id, event.cycle, worth)
+
+
 @dataclass(frozen=True, slots=True)
 class LafcPlusSettings:
     """LAFC+'s knobs (see `LafcPlusParams`)."""
@@ -128,7 +136,7 @@ class LafcPlus(Strategy[LafcPlusState]):
         self._entries = EntryFactory(self.name)
 
     def route(self, event: FetchEvent) -> Routed:
-        worth = page_worth(self.topic, event_terms(event.terms, event.text), self.params)
+        worth = self._worth(event)
         outlinks = link_order(
             self.topic,
             (u for u in distinct_outlinks(event.outlinks) if u != event.url),
@@ -136,17 +144,25 @@ class LafcPlus(Strategy[LafcPlusState]):
             event.url,
         )
         path: tuple[str, ...] = ()
-        answer = None
+        answer = _answer(event, worth)
         credits: tuple[Reinforce, ...] = ()
-        if event.via is not None and ECHO_ESTIMATE in event.echo:
-            path = read_path(event.echo.get(ECHO_PATH, ""), event.via, self.params.depth)
-            answer = Reinforce(event.via, event.url, event.crawl_id, event.cycle, worth)
+        if answer is not None:
+            path = read_path(event.echo.get(ECHO_PATH, ""), answer.parent, self.params.depth)
             credits = tuple(
                 Reinforce(page, action, event.crawl_id, event.cycle, credit, credit=True)
                 for page, action, credit in credits_along(path, worth, self.params)
             )
         fetched = Fetched(event.url, event.crawl_id, event.cycle, outlinks, worth, path)
         return Routed(fetched, (), answer, credits)
+
+    def repeat_reinforce(self, event: FetchEvent) -> Reinforce | None:
+        """`route(event).reinforce` without the page's links, path and credits: a repeat
+        (a 208 answer, most of LAFC+'s events) tells the page that chose only that its
+        choice was answered."""
+        return _answer(event, self._worth(event))
+
+    def _worth(self, event: FetchEvent) -> float:
+        return page_worth(self.topic, event_terms(event.terms, event.text), self.params)
 
     def apply(
         self, key: str, state: LafcPlusState | None, message: Message, clock: CrawlClock

@@ -203,6 +203,21 @@ def test_queued_messages_are_the_keyed_messages_per_key(
             assert len(links) == (len(routed.children) if routed.inlink is not None else 0)
 
 
+@pytest.mark.parametrize("name", STRATEGY_NAMES)
+def test_a_repeats_reinforce_is_the_routed_one(
+    name: str, fetch_events: Callable[..., list[dict[str, Any]]]
+) -> None:
+    """What a repeat sends (`Strategy.repeat_reinforce`, which a strategy may compute
+    without routing the page) is the Reinforce of `route`, for every strategy."""
+    strategy = build_strategy(name, budget=50, topic=Topic.parse("page"), sections=("UK",))
+    records = fetch_events(
+        12, seed=7, pages=20, url="https://h{host}.example.org/page/{page}", hosts=3, max_outlinks=9
+    )
+    for record in records:
+        event = FetchEvent.from_avro(record)
+        assert strategy.repeat_reinforce(event) == strategy.route(event).reinforce
+
+
 @pytest.mark.parametrize(
     ("last_cycle", "cycle", "due", "answered", "kind"),
     [

@@ -22,7 +22,7 @@ from frontierflow.pipelines.strategies.lafc_plus import (
     LafcPlusSettings,
     read_path,
 )
-from frontierflow.schemas.records import REPLY_ECHO, FetchEvent, FrontierEntry
+from frontierflow.schemas.records import ALREADY_FETCHED, REPLY_ECHO, FetchEvent, FrontierEntry
 from frontierflow.state.lafc_plus import UNKNOWN, LafcPlusParams, LafcPlusState
 from frontierflow.state.relevance import Topic
 
@@ -168,6 +168,33 @@ def test_route_sends_the_answer_and_credits_up_the_echoed_path() -> None:
     # a seed's fetch (no estimate in the echo) answers nobody
     seed = plus.route(dataclasses.replace(event, via=None, echo={}))
     assert seed.reinforce is None and seed.credits == () and seed.fetched.path == ()
+
+
+def test_a_repeats_answer_is_the_routed_one_without_routing_the_page() -> None:
+    # a 208 answer (a repeat: the engine sends only its Reinforce) and a download, with and
+    # without the echo of a LAFC+ choice: `repeat_reinforce` is `route(...).reinforce`
+    plus = _plus()
+    answer = FetchEvent(
+        url="https://w.invalid/c",
+        fetched_at=5,
+        status=ALREADY_FETCHED,
+        fetcher_id="f",
+        host="w.invalid",
+        via="https://w.invalid/p",
+        crawl_id="c",
+        cycle=1,
+        echo={ECHO_ESTIMATE: "0.5", ECHO_PATH: "https://w.invalid/p\nG", REPLY_ECHO: "1"},
+    )
+    page = dataclasses.replace(
+        answer, status=200, outlinks=("https://w.invalid/x",), terms={"net": 1, "zzz": 1}
+    )
+    for event in (answer, page):
+        for changed in ({}, {"via": None}, {"echo": {}}):
+            ev = dataclasses.replace(event, **changed)  # type: ignore[arg-type]
+            assert plus.repeat_reinforce(ev) == plus.route(ev).reinforce
+    assert plus.repeat_reinforce(answer) == Reinforce(
+        "https://w.invalid/p", answer.url, "c", 1, 0.0
+    )
 
 
 def test_read_path_trusts_only_a_path_that_starts_at_via() -> None:
