@@ -114,7 +114,13 @@ class Step(Generic[S]):
         """The keys whose state the step changed, in the order first changed (a dict: the
         write path then reads the states in the order they were made, not a set's)."""
         self.last_crawled: dict[str, int | None] = {}
+        """The cycle each page of the step was last fetched in, as read, then as counted."""
         self.crawl_counts: dict[str, int] = {}
+        self.first_fetches: dict[str, int] = {}
+        self.counts_moved: set[str] = set()
+        """The pages the step fetched first (→ their cycle) and the crawls it counted them
+        in: what it writes of `last_crawled` and `crawl_counts` (a step of repeats, such
+        as 208 answers, writes neither)."""
         self.pending: defaultdict[str, list[Queued]] = defaultdict(list)
         """Messages routed in this step and not applied yet, per key, in input order (a
         page's Links as one shared `Inlink`: `queue_messages`)."""
@@ -224,6 +230,8 @@ class Step(Generic[S]):
             if not repeat:
                 self.last_crawled[url] = event.cycle
                 self.crawl_counts[event.crawl_id] = clock.crawled
+                self.first_fetches[url] = event.cycle
+                self.counts_moved.add(event.crawl_id)
             stats.events += 1
             if routed.inlink is not None:
                 stats.links += len(routed.children)
@@ -386,15 +394,13 @@ class Step(Generic[S]):
         self.txn.put_many(family, zip(map(str.encode, kept), encoded, strict=True))
         if deleted:
             self.txn.put_many(family, ((key.encode(), None) for key in deleted))
-        self.txn.put_many(
-            CRAWLED_FAMILY,
-            (
-                (url.encode(), encode_i32(cycle))
-                for url, cycle in self.last_crawled.items()
-                if cycle is not None
-            ),
-        )
-        for crawl_id, count in self.crawl_counts.items():
+        if self.first_fetches:
+            self.txn.put_many(
+                CRAWLED_FAMILY,
+                ((url.encode(), encode_i32(cycle)) for url, cycle in self.first_fetches.items()),
+            )
+        for crawl_id in self.counts_moved:
+            count = self.crawl_counts[crawl_id]
             self.txn.put(META_FAMILY, crawled_key(crawl_id), encode_u64(count))
         if self.hosts:
             self.txn.put_many(

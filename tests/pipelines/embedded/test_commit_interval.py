@@ -18,10 +18,11 @@ from list_sink import ListSink
 from frontierflow.connectors.base import InputItem, Position
 from frontierflow.pipelines.embedded.engine import Engine, EngineStats
 from frontierflow.pipelines.embedded.observer import StepReport
+from frontierflow.pipelines.embedded.step import Step
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.records import FetchEvent
-from frontierflow.state.storage.codec import decode_u64
-from frontierflow.state.storage.format import INPUT_POSITION, crawled_key
+from frontierflow.state.storage.codec import decode_u64, encode_u64
+from frontierflow.state.storage.format import CRAWLED_FAMILY, INPUT_POSITION, crawled_key
 from frontierflow.state.storage.memory import InMemoryStore
 from frontierflow.state.storage.store import META_FAMILY
 
@@ -209,3 +210,39 @@ def test_global_strategies_commit_every_step_and_bad_intervals_are_refused() -> 
     ieca = build_strategy("ieca", budget=40)
     with pytest.raises(ValueError, match="commit interval"):
         Engine(ieca, InMemoryStore(Engine.families_for(ieca)), ListSink(), commit_every=0)
+
+
+def test_a_step_writes_the_fetched_cycle_and_count_only_of_first_fetches(
+    fetch_events: Callable[..., list[dict[str, Any]]],
+) -> None:
+    """A repeat (a 208 answer, say) moves neither its page's fetched cycle nor its crawl's
+    count: its step writes neither, a first fetch's step both."""
+    engine, store, _ = _engine(1)
+    item = _items(fetch_events, 1)[0]
+    event = item[1]
+    assert isinstance(event, FetchEvent)
+    written: list[set[tuple[str, bytes]]] = []
+    for _ in range(2):  # the page's first fetch, then a repeat of it
+        step: Step[Any] = Step(engine)
+        keys: set[tuple[str, bytes]] = set()
+        put_many = step.txn.put_many
+
+        def spy(
+            family: str, items: Any, keys: set[tuple[str, bytes]] = keys, put_many: Any = put_many
+        ) -> None:
+            items = list(items)
+            keys.update((family, key) for key, _ in items)
+            put_many(family, items)
+
+        step.txn.put_many = spy  # type: ignore[method-assign]
+        step.txn.put = lambda f, k, v: spy(f, [(k, v)])  # type: ignore[method-assign]
+        step.prefetch([item])
+        step.event(event)
+        step.apply_pending()
+        step.write_states()
+        step.txn.commit()
+        engine._txn = None  # the next step starts a transaction of its own
+        written.append(keys)
+        assert store.get(META_FAMILY, crawled_key(event.crawl_id)) == encode_u64(1)
+    ours = {(CRAWLED_FAMILY, event.url.encode()), (META_FAMILY, crawled_key(event.crawl_id))}
+    assert ours <= written[0] and not ours & written[1]
