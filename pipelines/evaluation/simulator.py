@@ -204,6 +204,9 @@ def simulate_cycles(
     frontier = MemoryFrontier()
     store = InMemoryStore(Engine.families_for(strategy))
     engine = Engine(strategy, store, frontier, source_name="simulator")
+    # `web.index_of` of each entry URL served so far: a page is asked for again and again
+    # (most entries of a learning crawl are answered 208), its URL normalised once
+    pages: dict[str, int] = {}
     tick = 0
     out = []
     for cycle in range(cycles):
@@ -217,7 +220,9 @@ def simulate_cycles(
             entry = frontier.pop()
             if entry is None:
                 break
-            page = web.index_of(entry.url)
+            page = pages.get(entry.url)
+            if page is None:
+                page = pages[entry.url] = web.index_of(entry.url)
             tick += 1
             outlinks: tuple[str, ...] = ()
             terms: dict[str, int] | None = None
