@@ -1,10 +1,12 @@
 """How a budget of revisits per unit of time is shared among pages, and when each is due.
 
-Three rules over the rates `state/revisits.py` estimates, each giving revisit frequencies
-that add up to the budget: in proportion to the change rate; the allocation of Cho &
-Garcia-Molina 2003 (TODS) that maximises the mean freshness of the copies; and ours for
-discovery, in proportion to the square root of the rate at which a page yields new
-stories. Frequencies and rates are per millisecond here (any unit works if all agree).
+Rules over the rates `state/revisits.py` and `state/revisit_lifetimes.py` estimate, each
+giving revisit frequencies that add up to the budget: in proportion to the change rate; the
+allocation of Cho & Garcia-Molina 2003 (TODS) that maximises the mean freshness of the
+copies (weighted or not); and two of ours for discovery, in proportion to the square root of
+the rate at which a page yields new stories, or maximising the stories found given how long
+each page keeps them listed. Frequencies and rates are per millisecond here (any unit works
+if all agree).
 """
 
 from __future__ import annotations
@@ -80,12 +82,12 @@ def marginal_freshness(rate: float, frequency: float) -> float:
     return (1.0 - (1.0 + r) * math.exp(-r)) / rate
 
 
-def _frequencies_at(rates: np.ndarray, mu: float) -> np.ndarray:
-    """The frequencies at which every page's marginal freshness is μ (0 where even the
-    first revisit adds less): r with 1 − (1 + r)·e^(−r) = c = μλ, for 0 < c < 1, is
-    r = −1 − W₋₁(−(1 − c)/e) (with u = −(1 + r) the equation is u·e^u = −(1 − c)/e, on
-    the lower branch of Lambert's W since u ≤ −1); f = λ / r."""
-    c = mu * rates
+def _frequencies_at(rates: np.ndarray, weights: np.ndarray, mu: float) -> np.ndarray:
+    """The frequencies at which every page's weighted marginal freshness w·∂F̄/∂f is μ (0
+    where even the first revisit adds less): r with 1 − (1 + r)·e^(−r) = c = μλ/w, for
+    0 < c < 1, is r = −1 − W₋₁(−(1 − c)/e) (with u = −(1 + r) the equation is
+    u·e^u = −(1 − c)/e, on the lower branch of Lambert's W since u ≤ −1); f = λ / r."""
+    c = mu * rates / weights
     revisited = c < 1.0
     out = np.zeros_like(rates)
     if revisited.any():
@@ -97,37 +99,73 @@ def _frequencies_at(rates: np.ndarray, mu: float) -> np.ndarray:
 
 def optimal_freshness_frequencies(rates: Mapping[K, float], budget: float) -> dict[K, float]:
     """The frequencies that maximise Σ F̄(λ_i, f_i) under Σ f_i = B (Cho & Garcia-Molina
-    2003, TODS, the optimal allocation of revisits under a budget).
+    2003, TODS, the optimal allocation of revisits under a budget): every page weighs 1 in
+    `weighted_freshness_frequencies`."""
+    return weighted_freshness_frequencies(rates, dict.fromkeys(rates, 1.0), budget)
 
-    At the optimum every revisited page has the same marginal freshness μ (a Lagrange
-    multiplier): 1 − (1 + r_i)·e^(−r_i) = μ·λ_i with r_i = λ_i / f_i. A page whose
-    marginal freshness at f → 0, 1/λ_i, is not above μ gets no revisits: the optimal
-    frequency rises with the change rate, then falls to 0 for pages that change too often
-    to be kept fresh. μ is found by bisection so that the frequencies add up to B (they
-    fall as μ grows). The paper's equation numbers were not checked here; the condition is
-    derived again in the docstring of `marginal_freshness`.
+
+def weighted_freshness_frequencies(
+    rates: Mapping[K, float], weights: Mapping[K, float], budget: float
+) -> dict[K, float]:
+    """The frequencies that maximise Σ w_i·F̄(λ_i, f_i) under Σ f_i = B (Cho & Garcia-Molina
+    2003, TODS; their weighted freshness, each page by its importance w_i).
+
+    At the optimum every revisited page has the same weighted marginal freshness μ (a
+    Lagrange multiplier): w_i·(1 − (1 + r_i)·e^(−r_i))/λ_i = μ with r_i = λ_i / f_i. A page
+    whose weighted marginal freshness at f → 0, w_i/λ_i, is not above μ gets no revisits:
+    the optimal frequency rises with the change rate, then falls to 0 for pages that change
+    too often to be kept fresh. μ is found by bisection so that the frequencies add up to B
+    (they fall as μ grows). The paper's equation numbers were not checked here; the
+    condition is derived again in the docstring of `marginal_freshness`. A page of weight
+    0 gets none.
     """
     _check(rates, budget)
-    keys = [k for k, lam in rates.items() if lam > 0]
+    _check(weights, budget)
+    keys = [k for k, lam in rates.items() if lam > 0 and weights.get(k, 0.0) > 0]
     out = {k: 0.0 for k in rates}
     if budget <= 0 or not keys:
         return out
     lam = np.array([rates[k] for k in keys], dtype=float)
-    # for large f, r ≈ √(2μλ) and f ≈ √(λ / 2μ): start below the μ of that approximation
-    lo = (float(np.sqrt(lam).sum()) / budget) ** 2 / 8.0
-    while float(_frequencies_at(lam, lo).sum()) < budget:
+    w = np.array([weights[k] for k in keys], dtype=float)
+    # for large f, r ≈ √(2μλ/w) and f ≈ √(wλ / 2μ): start below the μ of that approximation
+    lo = (float(np.sqrt(w * lam).sum()) / budget) ** 2 / 8.0
+    while float(_frequencies_at(lam, w, lo).sum()) < budget:
         lo /= 4.0
-    hi = 1.0 / float(lam.min())
+    hi = float((w / lam).max())
     for _ in range(_BISECTIONS):
         mid = math.sqrt(lo * hi)
         if not lo < mid < hi or hi / lo < 1.0 + 1e-13:
             break
-        if float(_frequencies_at(lam, mid).sum()) > budget:
+        if float(_frequencies_at(lam, w, mid).sum()) > budget:
             lo = mid
         else:
             hi = mid
-    out.update(zip(keys, (float(f) for f in _frequencies_at(lam, lo)), strict=True))
+    out.update(zip(keys, (float(f) for f in _frequencies_at(lam, w, lo)), strict=True))
     return out
+
+
+def listing_frequencies(
+    yields: Mapping[K, float], departures: Mapping[K, float], budget: float, worth_ms: float
+) -> dict[K, float]:
+    """For discovery, with how long each page keeps a link listed (ours): the frequencies
+    that maximise the worth of the stories found, Σ y_i·F̄(μ_i + β, f_i), β = 1/worth_ms.
+
+    New stories appear on page i at rate y_i and stay listed for an exponential time of
+    rate μ_i (`revisit_lifetimes`). With a visit every T, a story appeared a ~ U[0, T]
+    before the next visit; it is still listed with probability e^(−μa), and a story found
+    a late is worth e^(−βa) (news ages). Its mean worth, (1/T)∫₀ᵀ e^(−(μ+β)a) da, is
+    F̄(μ + β, 1/T): the weighted freshness problem with rates μ_i + β and weights y_i. With
+    β → 0 it maximises the stories found; a page whose stories outlive the interval needs
+    few revisits, a page they soon leave many or (when too few are left) none. As the
+    budget grows, f_i → √(y_i(μ_i + β)/2ν), ν the multiplier: toward the square-root rule's
+    √y_i.
+    """
+    if not (math.isfinite(worth_ms) and worth_ms > 0):
+        raise ValueError(f"worth_ms must be finite and > 0, got {worth_ms}")
+    _check(departures, budget)
+    beta = 1.0 / worth_ms
+    rates = {k: departures.get(k, 0.0) + beta for k in yields}
+    return weighted_freshness_frequencies(rates, yields, budget)
 
 
 def due_ms(last_visit_ms: int, frequency: float) -> int | None:

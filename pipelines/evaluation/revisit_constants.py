@@ -43,10 +43,13 @@ def with_constants(base: RevisitPolicySettings, items: Mapping[str, str]) -> Rev
 
 def describe(settings: RevisitPolicySettings) -> str:
     """The constants as NAME=VALUE,… (what `with_constants` reads back; `skip_below` only
-    when links are skipped)."""
+    when links are skipped, `stale_ms` and `worth_ms` only when set)."""
     r = settings.revisit
     half = "none" if r.half_life_ms is None else str(r.half_life_ms)
     skip = f",skip_below={settings.skip_below:g}" if settings.skip_below > 0 else ""
+    for name in ("stale_ms", "worth_ms"):
+        if getattr(settings, name) > 0:
+            skip += f",{name}={getattr(settings, name)}"
     return (
         f"exploration={settings.exploration:g},plan_ms={settings.plan_ms},"
         f"half_life_ms={half},min_revisits={r.min_revisits},probe_ms={r.probe_ms},"

@@ -62,6 +62,14 @@ class RevisitPolicySettings:
     skip_below: float = 0.0
     """A link a revisit shows waits until no revisit is due when links of its kind were
     rewarded less often than this (`revisit_links.LinkOdds`); 0: no link waits."""
+    stale_ms: int = 0
+    """A link a revisit shows that the crawl first saw more than this long ago is not
+    fetched (a story listed that long is at least that old); 0: every link is."""
+    worth_ms: int = 0
+    """The discovery rule's allocation: 0, in proportion to the square root of each page's
+    rate of stories (`square_root_frequencies`); above 0, the most stories found given how
+    long each page keeps them listed, a story found d late worth e^(−d/worth_ms)
+    (`listing_frequencies`)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.exploration < 1.0:
@@ -70,3 +78,5 @@ class RevisitPolicySettings:
             raise ValueError(f"plan_ms must be >= 1, got {self.plan_ms}")
         if not 0.0 <= self.skip_below < 1.0:
             raise ValueError(f"skip_below must be in [0, 1), got {self.skip_below}")
+        if self.stale_ms < 0 or self.worth_ms < 0:
+            raise ValueError("stale_ms and worth_ms must be >= 0")

@@ -51,6 +51,7 @@ from frontierflow.pipelines.evaluation.news_site import (
 )
 from frontierflow.pipelines.evaluation.revisit_agenda import RevisitAgenda
 from frontierflow.pipelines.evaluation.revisit_links import LinkOdds
+from frontierflow.pipelines.evaluation.revisit_listings import PageListings
 from frontierflow.pipelines.evaluation.revisit_live_rule import LiveRevisitRule, live_policy
 from frontierflow.pipelines.evaluation.revisit_policy import Policy, RevisitPolicySettings
 from frontierflow.state.forager_agent import AgentParams
@@ -119,6 +120,8 @@ class RevisitCrawl:
         self.params = ForagerParams()
         self.m = RevisitMetrics()
         self.pages: dict[str, PageRevisits] = {}
+        self.listings = PageListings()
+        """What each page listed and how long its links stayed (`revisit_listings`)."""
         self.pending: deque[tuple[str, str]] = deque()
         """New links from the seed and the scheduled revisits, fetched before anything else."""
         self.skipped: deque[tuple[str, str]] = deque()
@@ -226,6 +229,7 @@ class RevisitCrawl:
         done = t + self.download_ms
         unseen = self._first_seen_at(url, page.links, t)
         self.pages[url] = first_visit(t, self._fingerprint(page.links), len(unseen))
+        self.listings.visit(url, t, page.links)
         self._live_download(url, page, t)
         if self.policy.learns:
             self._schedule_probe(url)
@@ -263,10 +267,13 @@ class RevisitCrawl:
         else:
             self.pages[url] = record_visit(old, t, fp, len(unseen), self.settings.revisit)
             self.m.revisits += 1
+        self.listings.visit(url, t, page.links)
         if not exploring:
             for link in links:
                 if link not in self.known:
                     self.known.add(link)
+                    if self._stale(link, t):
+                        continue
                     wait = self.pending if self.odds.worth(link) else self.skipped
                     wait.append((link, url))
         if exploring:
@@ -281,6 +288,12 @@ class RevisitCrawl:
             else:
                 self._schedule_probe(url)
         return t + self.download_ms
+
+    def _stale(self, link: str, t: int) -> bool:
+        """Whether a link was first seen more than `stale_ms` ago (a story listed that long
+        is at least that old); never when `stale_ms` is 0."""
+        stale = self.settings.stale_ms
+        return stale > 0 and t - self.first_seen.get(link, ("", t))[1] > stale
 
     def _first_seen_at(self, url: str, links: Iterable[str], t: int) -> list[str]:
         """The links the crawl neither knows nor has seen before, now seen first on `url`."""
@@ -314,6 +327,7 @@ class RevisitCrawl:
             Policy.DISCOVERY: square_root_frequencies,
         }[self.policy]
         rates = {}
+        watched = []
         # the share of rewarded stories among the new links fetched (Laplace's rule)
         hit_rate = (self.rewarded_new + 1) / (self.fetched_new + 2)
         for url, page in self.pages.items():
@@ -323,7 +337,20 @@ class RevisitCrawl:
                 rate = change_rate(page, s.revisit)
             if rate is not None and rate > 0:
                 rates[url] = rate
-        self.frequency = share(rates, self._revisit_share(t) / self.download_ms)
+            elif rate is not None:
+                watched.append(url)
+        budget = self._revisit_share(t) / self.download_ms
+        if self.policy is Policy.DISCOVERY and s.worth_ms > 0:
+            self.frequency = self.listings.frequencies(
+                self.pages,
+                [*rates, *watched],
+                self.frequency,
+                lambda link, seen_ms: self._worth(link, t - seen_ms),
+                budget,
+                s.worth_ms,
+            )
+        else:
+            self.frequency = share(rates, budget)
         self.agenda.clear()
         for url, page in self.pages.items():
             freq = self.frequency.get(url, 0.0)
@@ -332,6 +359,19 @@ class RevisitCrawl:
                 self.agenda.schedule_due(url, due)
             else:
                 self._schedule_probe(url)
+
+    def _worth(self, link: str, age_ms: int) -> float:
+        """A story's worth to the discovery rule with listing lifetimes: 1 when rewarded, 0
+        when fetched and not, its kind's odds when not fetched yet; weighed down by its age
+        with the record's half-life."""
+        if link in self.m.fleet.rewarded_at:
+            worth = 1.0
+        elif link in self.pages:
+            return 0.0
+        else:
+            worth = self.odds.hit_rate(link)
+        half = self.settings.revisit.half_life_ms
+        return worth if half is None else worth * 0.5 ** (age_ms / half)
 
     def _revisit_share(self, t: int) -> float:
         """The budget: the share of the last day's downloads that were revisits other than

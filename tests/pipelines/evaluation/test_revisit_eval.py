@@ -35,6 +35,7 @@ from frontierflow.pipelines.evaluation.revisits import (
     run_revisits,
     topic_hubs,
 )
+from frontierflow.state.revisit_lifetimes import listing_rate
 from frontierflow.state.revisits import HOUR_MS
 
 LEARNED = [Policy.PROPORTIONAL, Policy.OPTIMAL_FRESHNESS, Policy.DISCOVERY]
@@ -139,6 +140,39 @@ def test_the_discovery_rule_learns_where_new_stories_appear(setup: ForagerSetup)
     assert home.revisits > 0.5 * crawl.m.revisits and home.relevant > 0
 
 
+def test_the_discovery_rule_with_listing_lifetimes_learns_them(setup: ForagerSetup) -> None:
+    """With `worth_ms`, the frequencies come from `listing_frequencies`. On the synthetic
+    site the topic's stories are listed on the home page and on the Europe section page,
+    which keeps them longer (its ten latest): the budget goes to those two only, and the
+    section's links were measured to leave more slowly than the home page's."""
+    site = build_site(setup)
+    settings = RevisitPolicySettings(worth_ms=4 * HOUR_MS)
+    crawl = RevisitCrawl(site, setup.topic, Policy.DISCOVERY, settings, 60_000)
+    t = site.start_ms
+    while t < site.end_ms:
+        t = crawl.step(t)
+    europe = section_url("Europe")
+    assert {url for url, f in crawl.frequency.items() if f > 0} == {HOME, europe}
+    home, section = (listing_rate(crawl.listings.listings[url]) for url in (HOME, europe))
+    assert home is not None and section is not None and 0 < section < home
+    assert crawl.m.fleet.relevant > 0
+
+
+def test_links_first_seen_long_ago_are_not_fetched(setup: ForagerSetup) -> None:
+    """With `stale_ms` 1 h, a revisit of the home page 2 h in does not queue the links a
+    probe saw first at the start (they are at least 2 h old); without it, it queues them."""
+    site = build_site(setup)
+    for stale_ms, queued in ((HOUR_MS, False), (0, True)):
+        settings = RevisitPolicySettings(stale_ms=stale_ms)
+        crawl = RevisitCrawl(site, setup.topic, Policy.DISCOVERY, settings, 60_000)
+        start = site.start_ms
+        crawl._revisit(HOME, start, exploring=True)  # a probe: it only looks
+        assert not crawl.pending and crawl.first_seen
+        crawl._revisit(HOME, start + 2 * HOUR_MS, exploring=False)
+        old = {link for link, (_, seen) in crawl.first_seen.items() if seen == start}
+        assert bool(old & {link for link, _ in crawl.pending}) is queued
+
+
 @pytest.mark.parametrize("policy", LEARNED)
 def test_the_learned_rules_find_the_home_page_from_another_section(
     setup: ForagerSetup, policy: Policy
@@ -238,6 +272,7 @@ def test_tuning_runs_the_grid_on_early_windows_only(setup: ForagerSetup, tmp_pat
         ({"nope": "1"}, "unknown constant"),
         ({"min_revisits": "none"}, "cannot be none"),
         ({"skip_below": "1"}, "skip_below must be in"),
+        ({"worth_ms": "-1"}, "stale_ms and worth_ms must be >= 0"),
     ],
 )
 def test_bad_constants_are_refused(items: dict[str, str], message: str) -> None:
@@ -268,6 +303,13 @@ def test_constants_are_read_back() -> None:
     assert skipping.skip_below == 0.1 and describe(skipping).endswith(",skip_below=0.1")
     assert with_constants(RevisitPolicySettings(), {}).skip_below == 0.0
     assert "skip_below" not in describe(RevisitPolicySettings())
+    both = with_constants(s, {"stale_ms": "86400000", "worth_ms": "3600000"})
+    assert describe(both).endswith(",stale_ms=86400000,worth_ms=3600000")
+    assert with_constants(RevisitPolicySettings(), dict(_pairs(describe(both)))) == both
+
+
+def _pairs(text: str) -> list[tuple[str, str]]:
+    return [(k, v) for k, _, v in (item.partition("=") for item in text.split(","))]
 
 
 NEWS = Path(__file__).resolve().parents[4] / "shared" / "data" / "news"
