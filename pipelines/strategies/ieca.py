@@ -57,11 +57,17 @@ class IecaStrategy(Strategy[IecaDistance]):
         self._entries = EntryFactory(self.name)
         self._coefficients_at = -1
         self._coefficients = clock_coefficients(0, params)
+        self._coefficients_step = 0
 
     def coefficients(self, crawled: int) -> tuple[float, float]:
-        """(δ_t, α) at `crawled` pages; remembered, as every link of an event asks."""
+        """(δ_t, α) at `crawled` pages; remembered per step of k pages, as both are functions
+        of crawled div k (eqs. 12 and 5) and every link asks (a Beam fold of one URL asks at
+        the clocks of many events)."""
         if crawled != self._coefficients_at:
-            self._coefficients = clock_coefficients(crawled, self.params)
+            step = crawled // self.params.k
+            if step != self._coefficients_step:
+                self._coefficients = clock_coefficients(crawled, self.params)
+                self._coefficients_step = step
             self._coefficients_at = crawled
         return self._coefficients
 

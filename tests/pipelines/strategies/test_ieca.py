@@ -35,6 +35,7 @@ from frontierflow.state.ieca import (
     IecaDistance,
     IecaParams,
     alpha,
+    clock_coefficients,
     decode_ieca,
     delta_t,
     encode_ieca,
@@ -294,3 +295,16 @@ def test_batch_equals_the_message_by_message_fold(
         keep_latest(slow_latest, change)
     assert fast == slow_state
     assert fast_latest == slow_latest
+
+
+def test_coefficients_remembered_per_step_of_k_pages() -> None:
+    """With k = 10 and a budget of 100, δ_t and α change only at multiples of 10: asked at
+    clocks that jump back and forth (a Beam fold of one URL asks at many events' clocks),
+    the remembered pair is always eq. 12's and eq. 5's at that clock. By hand: at 25,
+    step 2, δ_t = 0.35 − 0.28·20/100 = 0.294 and α = e^(−0.1·2)."""
+    params = IecaParams(budget=100, k=10)
+    strategy = IecaStrategy(params)
+    for crawled in (0, 3, 9, 10, 25, 12, 29, 30, 7, 99, 100, 250, 25):
+        assert strategy.coefficients(crawled) == clock_coefficients(crawled, params)
+    delta, a = strategy.coefficients(25)
+    assert delta == pytest.approx(0.294) and a == pytest.approx(math.exp(-0.1 * 2))
