@@ -23,6 +23,7 @@ from apache_beam import typehints
 from frontierflow.pipelines.beam.revisits import RECORDS, VISITS
 from frontierflow.pipelines.core.revisit import page_fetch
 from frontierflow.pipelines.core.step import FetchKind, is_repeat_fetch
+from frontierflow.schemas.codecs import decode_record, encode_record
 from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.hosts import group_key
 from frontierflow.state.revisit_schedule import (
@@ -34,9 +35,14 @@ from frontierflow.state.revisit_schedule import (
 CLOCK_BUCKET = 4096
 """Input positions per bucket of the distributed crawl clock (`CountCrawledPages`)."""
 
-Fetch = typehints.Tuple[int, int, FetchEvent]
-"""(position, kind, event): a fetch with the step core's verdict, a `FetchKind` as an int
-(as a flag: whether it is not counted, `crawl_clock`'s `repeat`)."""
+Fetch = typehints.Tuple[int, int, bytes]
+"""(position, kind, the event's Avro bytes): a fetch with the step core's verdict, a
+`FetchKind` as an int (as a flag: whether it is not counted, `crawl_clock`'s `repeat`).
+The event crosses both shuffles as the bytes `encode_record` gave it once, decoded only
+where it is routed: a decode and an encode per stage less than as a typed record."""
+PageFetch = typehints.Tuple[int, int, str, bytes]
+"""(position, cycle, crawl id, the event's bytes): what the repeat rule and the clock's
+bucket read of a fetch, and the event."""
 BucketKey = typehints.Tuple[str, int]
 """(crawl id, position // CLOCK_BUCKET): where a fetch's clock is computed."""
 
@@ -61,9 +67,9 @@ class DecideRepeatFetches(beam.PTransform):
         ordered = (
             events
             | "ByPage"
-            >> beam.MapTuple(lambda p, e: (e.url, (p, e))).with_output_types(
-                typehints.KV[str, typehints.Tuple[int, FetchEvent]]
-            )
+            >> beam.MapTuple(
+                lambda p, e: (e.url, (p, e.cycle, e.crawl_id, encode_record(e)))
+            ).with_output_types(typehints.KV[str, PageFetch])
             | "PageFetches" >> beam.GroupByKey()
         )
         decide = beam.FlatMap(decide_repeats, self.keep_repeats, self.bucket, self.revisit)
@@ -78,29 +84,31 @@ class DecideRepeatFetches(beam.PTransform):
 
 
 def decide_repeats(
-    grouped: tuple[str, Iterable[tuple[int, FetchEvent]]],
+    grouped: tuple[str, Iterable[tuple[int, int, str, bytes]]],
     keep_repeats: bool,
     bucket: int,
     revisit: RevisitPolicy | None = None,
 ) -> Iterator[Any]:
     """One URL's fetches in input order, each with the step core's verdict; with `revisit`,
-    its visits (tagged `VISITS`) and its final record (`RECORDS`) too."""
+    its visits (tagged `VISITS`) and its final record (`RECORDS`) too. A fetch's event is
+    decoded only when the revisit rule reads it."""
     url, fetches = grouped
     last: int | None = None
     record: PageSchedule | None = None
-    for position, event in sorted(fetches, key=lambda f: f[0]):
+    for position, cycle, crawl_id, encoded in sorted(fetches, key=lambda f: f[0]):
         if revisit is None:
-            kind = FetchKind.REPEAT if is_repeat_fetch(last, event.cycle) else FetchKind.FIRST
+            kind = FetchKind.REPEAT if is_repeat_fetch(last, cycle) else FetchKind.FIRST
         else:
+            event = decode_record(FetchEvent, encoded)
             kind, record, visit = page_fetch(record, last, event, revisit)
             if visit is not None:
                 host = group_key(visit.crawl_id, visit.host)
                 yield beam.pvalue.TaggedOutput(VISITS, (host, (position, tuple(visit))))
         if kind is FetchKind.FIRST:
-            last = event.cycle
+            last = cycle
         elif kind is FetchKind.REPEAT and not keep_repeats:
             continue
-        yield (event.crawl_id, position // bucket), (position, int(kind), event)
+        yield (crawl_id, position // bucket), (position, int(kind), encoded)
     if record is not None:
         yield beam.pvalue.TaggedOutput(RECORDS, (url, encode_page_schedule(record)))
 

@@ -79,6 +79,7 @@ from frontierflow.pipelines.core.strategy import (
     Message,
     Strategy,
 )
+from frontierflow.schemas.codecs import decode_record
 from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
 from frontierflow.state.revisit_schedule import RevisitPolicy
@@ -119,7 +120,7 @@ class RouteFetchEvents(beam.PTransform):
 
 
 def route_bucket(
-    grouped: tuple[tuple[str, int], Iterable[tuple[int, int, FetchEvent]]],
+    grouped: tuple[tuple[str, int], Iterable[tuple[int, int, bytes]]],
     strategy: Strategy[Any],
     pages_before: dict[tuple[str, int], int],
 ) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
@@ -143,14 +144,15 @@ def route_filled_bucket(
 
 def _route_fetches(
     key: tuple[str, int],
-    fetches: Iterable[tuple[int, int, FetchEvent]],
+    fetches: Iterable[tuple[int, int, bytes]],
     strategy: Strategy[Any],
     pages_before: dict[tuple[str, int], int],
     fills: dict[int, dict[str, str]] | None,
 ) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
     pages = pages_before.get(key, 0)
     by_url: dict[str, list[tuple[Any, ...]]] = {}
-    for position, kind, event in sorted(fetches, key=lambda f: f[0]):
+    for position, kind, encoded in sorted(fetches, key=lambda f: f[0]):
+        event = decode_record(FetchEvent, encoded)
         clock = crawl_clock(pages, kind != FetchKind.FIRST, event.fetched_at)
         pages = clock.crawled
         now = (clock.crawled, clock.now_ms)
