@@ -175,12 +175,23 @@ def message_tuple(message: Message) -> tuple[Any, ...]:
 
 
 _MESSAGE_TYPES: dict[str, Any] = {cls.__name__: cls for cls in typing.get_args(Message)}
+_WITH_TUPLES = frozenset(
+    name
+    for name, cls in _MESSAGE_TYPES.items()
+    if any(typing.get_origin(hint) is tuple for hint in typing.get_type_hints(cls).values())
+)
+"""The messages with a tuple field (`PageSeen`'s links and vector), which a coder may hand
+back as a list."""
 
 
 def message_of(t: tuple[Any, ...]) -> Message:
-    """The message a `message_tuple` stands for (lists from a coder become tuples)."""
-    fields = (tuple(f) if isinstance(f, list) else f for f in t[1:])
-    return _MESSAGE_TYPES[t[0]](*fields)
+    """The message a `message_tuple` stands for (lists from a coder become tuples). Every
+    field is there, so the tuple's tail is the message's (`_make` checks the count): one
+    is built per link on the other side of a shuffle."""
+    name = t[0]
+    if name in _WITH_TUPLES:
+        return _MESSAGE_TYPES[name](*(tuple(f) if isinstance(f, list) else f for f in t[1:]))
+    return _MESSAGE_TYPES[name]._make(t[1:])  # type: ignore[no-any-return]
 
 
 class UpdateFrontier(beam.PTransform):

@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from apache_beam.coders import FastPrimitivesCoder
 
-from frontierflow.pipelines.beam.replay import run_beam_replay
+from frontierflow.pipelines.beam.replay import message_of, message_tuple, run_beam_replay
 from frontierflow.pipelines.beam.speed import read_beam_decisions
 from frontierflow.pipelines.cli import main
+from frontierflow.pipelines.core.strategy import Link, PageSeen, Reinforce
 from frontierflow.schemas.jsonl import json_to_record
 from frontierflow.schemas.records import ScalingDecision
 
@@ -91,3 +93,20 @@ def test_cli_replay_with_beam(beam_replay_case: Any, tmp_path: Path) -> None:
 def test_pagerank_is_refused_on_beam(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="global recomputation"):
         run_beam_replay(tmp_path / "x.avro", strategy_name="pagerank", out_prefix="x", budget=10)
+
+
+def test_messages_cross_a_shuffle_as_tuples_and_come_back_whole() -> None:
+    """A message as the routed tuple, through the coder of a shuffle (tuple fields may come
+    back as lists), is the same message again, of its own type; a tuple that lost a field
+    is refused, not read with the field's default."""
+    coder = FastPrimitivesCoder()
+    messages = [
+        Link("https://c/", "https://p/", "crawl", 2, 0.5, 0.25),
+        Reinforce("https://p/", "https://c/", "crawl", 1, 0.75, False, True),
+        PageSeen("https://u/", "crawl", 0, 200, ("https://a/",), (0.5, 0.25), -1, True, 3, 4),
+    ]
+    for message in messages:
+        back = message_of(coder.decode(coder.encode(message_tuple(message))))
+        assert back == message and type(back) is type(message)
+    with pytest.raises(TypeError):
+        message_of(message_tuple(messages[0])[:-1])
