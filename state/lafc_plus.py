@@ -364,8 +364,9 @@ def answered(
     enabled = list(state.enabled)
     enabled[index] = False
     if reward is None:
-        values = list(state.values)
+        values = state.values  # shared unless marked: no rule changes a list in place
         if params.skip_seen and values[index] == UNKNOWN:
+            values = list(values)
             values[index] = SEEN
         return LafcPlusState(
             state.actions,

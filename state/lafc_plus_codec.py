@@ -111,16 +111,17 @@ def _put_urls(out: bytearray, urls: tuple[str, ...], what: str) -> None:
 def encode_lafc_plus(state: LafcPlusState) -> bytes:
     """The version-1 bytes of `state` (layout above); StateCodecError if it is invalid."""
     _validate(state)
-    out = bytearray(_HEAD.pack(_VERSION, state.sim, state.future))
-    _put_varint(out, state.answers)
-    _put_signed(out, state.fetched_cycle, "fetched cycle")
-    _put_signed(out, state.pending, "pending action")
+    head = bytearray(_HEAD.pack(_VERSION, state.sim, state.future))
+    _put_varint(head, state.answers)
+    _put_signed(head, state.fetched_cycle, "fetched cycle")
+    _put_signed(head, state.pending, "pending action")
     r = len(state.actions)
-    out += _encoded_actions(state)
-    out += struct.pack(f"<{r}d", *state.values)
-    out += _mask(state.enabled, r)
-    _put_urls(out, state.path, "path pages")
-    return bytes(out)
+    actions = _encoded_actions(state)
+    values = struct.pack(f"<{r}d", *state.values)
+    tail = bytearray(_mask(state.enabled, r))
+    _put_urls(tail, state.path, "path pages")
+    # one copy of the actions' segment, the bulk of the bytes (not two through a bytearray)
+    return b"".join((head, actions, values, tail))
 
 
 def decode_lafc_plus(data: bytes) -> LafcPlusState:

@@ -212,6 +212,20 @@ def test_an_already_fetched_answer_marks_an_unknown_action_seen() -> None:
     assert again.values == [SEEN, 0.7, UNKNOWN] and again.enabled == [True] * 3
 
 
+def test_an_already_fetched_answer_copies_the_estimates_only_to_mark_one() -> None:
+    # a 208 answer that changes no estimate shares the list (no rule changes one in place);
+    # one that marks an action seen copies it, and the state answered keeps its own
+    state = _page([UNKNOWN, 0.7, SEEN], sim=0.3)
+    before = list(state.values)
+    for index in (1, 2):
+        assert answered(state, index, None, LafcPlusParams()).values is state.values
+    assert answered(state, 0, None, LafcPlusParams(skip_seen=0)).values is state.values
+    marked = answered(state, 0, None, LafcPlusParams())
+    assert marked.values == [SEEN, 0.7, SEEN] and state.values == before
+    assert answered(state, 1, 0.4, LafcPlusParams()).values is not state.values
+    assert decode_lafc_plus(encode_lafc_plus(marked)) == marked
+
+
 def test_a_seen_action_is_chosen_after_every_other_at_estimate_zero() -> None:
     params = LafcPlusParams(explore=0.15, shallow=0.0)
     # no answers: untried = worth 0.1 + 0.15/√1 = 0.25 > 0.0 (a known zero) > SEEN
