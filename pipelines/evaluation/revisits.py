@@ -27,7 +27,9 @@ downloads, and differs only in which page it revisits when no new link is waitin
   revisit shows them; until then those it showed first count for it at the crawl's hit
   rate (`discovery_rate`), as do those a page showed at its first download. With
   `skip_below`, links of a kind the judge seldom rewarded (`revisit_links`) wait until
-  no revisit is due, whatever the policy;
+  no revisit is due, and with `stale_ms` links first seen longer ago are not fetched,
+  whatever the policy; with `worth_ms`, the discovery rule's frequencies also weigh how
+  long each page keeps a story listed and what the other pages catch (`revisit_listings`);
 - `live`: the live job's `--revisit learned` rule (`revisit_live_rule`, one revisit per
   download per host, valuing a hub by the links new to it, a story never revisited): the
   page due first is revisited once it is due, as a fetcher honours `not_before`; when
