@@ -109,7 +109,8 @@ def test_listing_frequencies_add_the_worths_decay_to_the_departure_rate() -> Non
 def test_a_page_whose_stories_outlive_the_interval_needs_fewer_revisits() -> None:
     """Same yield, one page's links stay 10× longer (departures 0.1 against 1, β → 0): at a
     small budget the long-lived page is worth more per revisit (w/λ = 10 against 1 at
-    f → 0) and gets more; at a large one the short-lived page gets more (f → √(yλ/2μ))."""
+    f → 0) and gets more; at a large one the short-lived page gets more (f → √(yλ/2ν), ν
+    the multiplier)."""
     small = listing_frequencies({"long": 1.0, "short": 1.0}, {"long": 0.1, "short": 1.0}, 0.2, 1e12)
     assert small["long"] > small["short"]
     large = listing_frequencies({"long": 1.0, "short": 1.0}, {"long": 0.1, "short": 1.0}, 50, 1e12)
