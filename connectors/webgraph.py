@@ -29,6 +29,21 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _COMMENT_LINE = re.compile(rb"(?m)^[ \t]*#[^\n]*(?:\n|\Z)")
 
 
+URL_PREFIX = "https://n"
+URL_SUFFIX = ".graph.invalid/"
+
+
+def node_url(node: int) -> str:
+    """The URL a graph node gets in simulated crawls and benchmark logs (the reserved
+    .invalid TLD: never fetched)."""
+    return f"{URL_PREFIX}{node}{URL_SUFFIX}"
+
+
+def url_node(url: str) -> int:
+    """The node behind a `node_url`."""
+    return int(url[len(URL_PREFIX) : -len(URL_SUFFIX)])
+
+
 class GraphFormatError(ValueError):
     """A graph file is missing, malformed, truncated, or uses an unsupported feature."""
 

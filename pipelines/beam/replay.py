@@ -191,7 +191,7 @@ def message_of(t: tuple[Any, ...]) -> Message:
     name = t[0]
     if name in _WITH_TUPLES:
         return _MESSAGE_TYPES[name](*(tuple(f) if isinstance(f, list) else f for f in t[1:]))
-    return _MESSAGE_TYPES[name]._make(t[1:])  # type: ignore[no-any-return]
+    return _MESSAGE_TYPES[name]._make(t[1:])
 
 
 class UpdateFrontier(beam.PTransform):

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from frontierflow.connectors.graphfiles import WebGraph, read_graph
+from frontierflow.connectors.webgraph import node_url
 from frontierflow.pipelines.bench.engine import bench_event
-from frontierflow.pipelines.evaluation.simulator import node_url
 from frontierflow.schemas.container import write_container
 
 GRAPH_CRAWL_ID = "bench"
@@ -30,7 +30,7 @@ def breadth_first(graph: WebGraph, pages: int, start: int = 0) -> list[int]:
     successors in the graph's order), fewer if fewer are reachable."""
     seen = np.zeros(graph.num_nodes, dtype=np.bool_)
     seen[start] = True
-    queue, order = deque([start]), []
+    queue, order = deque([start]), list[int]()
     offsets, successors = graph.offsets, graph.successors
     while queue and len(order) < pages:
         node = queue.popleft()
@@ -57,5 +57,5 @@ def write_graph_log(path: Path, graph: str, pages: int) -> tuple[int, float]:
     web = read_graph(graph)
     events = list(graph_events(web, pages))
     write_container(path, "FetchEvent", events, codec="null")
-    links = sum(len(e["outlinks"]) for e in events)  # type: ignore[arg-type]
+    links = sum(len(e["outlinks"]) for e in events)  # type: ignore[misc, arg-type]
     return len(events), links / max(1, len(events))

@@ -18,7 +18,7 @@ from typing import Protocol
 import numpy as np
 
 from frontierflow.connectors.base import Position, Sink
-from frontierflow.connectors.webgraph import WebGraph
+from frontierflow.connectors.webgraph import WebGraph, node_url, url_node
 from frontierflow.pipelines.core.strategy import Strategy, change_key
 from frontierflow.pipelines.embedded.engine import Engine
 from frontierflow.schemas.frontier_view import FrontierView
@@ -33,19 +33,6 @@ from frontierflow.schemas.records import (
 from frontierflow.state.storage.memory import InMemoryStore
 
 log = logging.getLogger(__name__)
-
-URL_PREFIX = "https://n"
-URL_SUFFIX = ".graph.invalid/"
-
-
-def node_url(node: int) -> str:
-    """The URL the simulator gives a graph node (the reserved .invalid TLD: never fetched)."""
-    return f"{URL_PREFIX}{node}{URL_SUFFIX}"
-
-
-def url_node(url: str) -> int:
-    """The node behind a simulator URL."""
-    return int(url[len(URL_PREFIX) : -len(URL_SUFFIX)])
 
 
 class MemoryFrontier(Sink):

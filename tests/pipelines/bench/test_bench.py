@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from frontierflow.connectors.graphfiles import read_graph
+from frontierflow.connectors.webgraph import node_url
 from frontierflow.pipelines.bench.baselines import pass_through, raw_ceiling
 from frontierflow.pipelines.bench.beam import (
     beam_args,
@@ -33,7 +34,6 @@ from frontierflow.pipelines.bench.engine import (
 )
 from frontierflow.pipelines.bench.graph_log import breadth_first, write_graph_log
 from frontierflow.pipelines.cli import main
-from frontierflow.pipelines.evaluation.simulator import node_url
 from frontierflow.schemas.container import read_container
 
 
