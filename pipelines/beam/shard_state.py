@@ -47,10 +47,13 @@ from apache_beam.coders import (
 )
 from apache_beam.transforms.userstate import BagStateSpec
 
-STATE_SHARDS = 64
-"""Shards of the URL space for the shard-keyed steps (chosen by measurement, `docs/RESULTS.md`):
-a few dozen per worker slot, so keys spread over Flink's key groups while a window's
-changes to a shard come in one append."""
+STATE_SHARDS = 8
+"""Shards of the URL space for the shard-keyed steps (chosen by measurement,
+`docs/results/beam.md`, "The clock window and the shard count"): every timer-ordered step
+fires once per shard key and window, so fewer keys mean less per window (8 against 64
+took the latency at 1M URLs from 31 s to 11 s at p50), while a few per worker slot keep
+them spread over Flink's key groups. Part of the job's state layout: a savepoint resumes
+only with the count it was taken with."""
 
 MAX_CACHED_URLS = 16_000_000
 """URLs whose decoded values a process keeps in memory, over every step's shards; past it
