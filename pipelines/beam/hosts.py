@@ -46,6 +46,7 @@ from frontierflow.pipelines.beam.event_time import (
     held_coder,
     hold_unless_taken,
     take_due,
+    window_time_ms,
     with_through,
 )
 from frontierflow.pipelines.beam.io import PositionedEvent
@@ -215,8 +216,7 @@ class _KeyAnswers(beam.DoFn):
         self, item: tuple[int, FetchEvent], stamp: Any = beam.DoFn.TimestampParam
     ) -> Iterator[Any]:
         position, event = item
-        event_ms = int(stamp.micros) // 1000 if self.by_arrival else event.fetched_at
-        due = self.windows.due_micros(event_ms)
+        due = self.windows.due_micros(window_time_ms(event.fetched_at, stamp, self.by_arrival))
         value = (due, position, encode_record(answer_of(event)))
         shard = state_shard(event.host, self.shards)
         yield TimestampedValue((shard, value), Timestamp(micros=due + REPEAT_AFTER_US))

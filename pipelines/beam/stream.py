@@ -74,7 +74,6 @@ from apache_beam.transforms.userstate import (
     on_timer,
 )
 from apache_beam.transforms.window import GlobalWindows, TimestampCombiner, TimestampedValue
-from apache_beam.utils.timestamp import Timestamp
 
 from frontierflow.pipelines.beam.coders import UrlUpdate
 from frontierflow.pipelines.beam.event_time import (
@@ -83,10 +82,12 @@ from frontierflow.pipelines.beam.event_time import (
     REPEAT_AFTER_US,
     ROUTE_AFTER_US,
     ClockWindows,
+    at_own_time,
     cheap_state_cache_accounting,
     held_coder,
     hold_unless_taken,
     take_due,
+    window_time_ms,
     with_through,
 )
 from frontierflow.pipelines.beam.hosts import (
@@ -163,13 +164,11 @@ class _KeyByPage(beam.DoFn):
         stamp: Any = beam.DoFn.TimestampParam,
     ) -> Iterator[Any]:
         position, event = item
-        event_ms = int(stamp.micros) // 1000 if self.by_arrival else event.fetched_at
+        event_ms = window_time_ms(event.fetched_at, stamp, self.by_arrival)
         due = self.windows.due_micros(event_ms)
         value = (due, position, event.url, event.cycle, event.crawl_id, encode_record(event))
-        # stamped at its own time (never moved back), at most due + 999 µs: before the
-        # repeat step's timer (`event_time.REPEAT_AFTER_US`)
-        at = max(int(stamp.micros), event_ms * 1000)
-        yield TimestampedValue((state_shard(event.url, self.shards), value), Timestamp(micros=at))
+        at = at_own_time(stamp, event_ms)  # before the repeat step's timer
+        yield TimestampedValue((state_shard(event.url, self.shards), value), at)
 
 
 PageFetch = typehints.Tuple[int, int, str, int, str, bytes]

@@ -33,17 +33,18 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.transforms.window import TimestampedValue
-from apache_beam.utils.timestamp import Timestamp
 
 from frontierflow.connectors.kafka import decision_record
 from frontierflow.pipelines.beam.event_time import (
     HELD_STATE,
     REPEAT_AFTER_US,
     ClockWindows,
+    at_own_time,
     cheap_state_cache_accounting,
     held_coder,
     hold_unless_taken,
     take_due,
+    window_time_ms,
     with_through,
 )
 from frontierflow.pipelines.speed.per_fetcher import counts_for_speed, observe, speed_event_problem
@@ -113,11 +114,9 @@ class _KeyByFetcher(beam.DoFn):
         if speed_event_problem(event) is not None:
             SKIPPED.inc()
             return
-        event_ms = int(stamp.micros) // 1000 if self.by_arrival else event.fetched_at
+        event_ms = window_time_ms(event.fetched_at, stamp, self.by_arrival)
         held = (self.windows.due_micros(event_ms), position, encode_record(speed_view(event)))
-        # at its own time, never moved back: before the timer 1 ms past the due
-        at = max(int(stamp.micros), event_ms * 1000)
-        yield TimestampedValue((event.fetcher_id, held), Timestamp(micros=at))
+        yield TimestampedValue((event.fetcher_id, held), at_own_time(stamp, event_ms))
 
 
 class _DecideInEventTime(beam.DoFn):
