@@ -13,12 +13,15 @@ function below:
 - learning (`answered`): the action's estimate becomes that reward (exact for a page that does
   not change), and the page's *harvest* H — what its untried links are expected to earn —
   moves toward it with step max(a, 1/n): the mean of the first 1/a answers, then an
-  exponential mean. Until the first answer H is the page's own similarity (`harvest`), the
-  best-first assumption that neighbouring pages share a topic;
+  exponential mean. By default H and n take in only the answers to actions that were untried
+  when chosen (`harvest_untried`): a known link chosen again for its known worth is no
+  sample of the untried ones. Until the first answer H is the page's own similarity
+  (`harvest`), the best-first assumption that neighbouring pages share a topic;
 - choice (`best_action`): the enabled action with the largest estimate, an untried action
-  counting as H + c/√(1 + n) + s/(1 + h) (`untried_value`: optimism that fades as the page's
-  links are learned, and more of it the fewer hops h the page lies from a seed along the
-  path that led to it); ties go to the first in page order. Its estimate is the priority of
+  counting as H + c/√(1 + n) + (1 − H)·s/(1 + h) (`untried_value`: optimism that fades as
+  the page's links are learned, and more of it the fewer hops h the page lies from a seed
+  along the path that led to it and the less its links have paid); ties go to the first in
+  page order. Its estimate is the priority of
   the page's one outstanding entry, so all pages' choices compete in one frontier;
 - credit (`credits_along`, `credited`): the page d hops above the one that chose gets
   γ^d·reward for the action that led down the path, and an action's estimate only rises by a
@@ -56,7 +59,8 @@ NEVER = -1
 @dataclass(frozen=True, slots=True)
 class LafcPlusParams:
     """LAFC+'s constants, validated once. Defaults: chosen on the sockets and concurrency
-    topics of the Debian manuals (docs/RESULTS.md, the LAFC+ section)."""
+    topics of the Debian manuals, `shallow_gap` and `harvest_untried` on the wider
+    development set (docs/results/focused.md, the LAFC+ section)."""
 
     rate: float = 0.5
     """a: the floor of the step size of the harvest H, in (0, 1]."""
@@ -84,11 +88,17 @@ class LafcPlusParams:
     """p: the depth bonus is s/(1 + h)^p. 1: halved at the first hop (today's); 2: a quarter
     there, a ninth at the second, so it stays near the seeds (measured on the development
     set, not chosen: docs/results/focused.md). In 1..4."""
-    shallow_gap: int = 0
+    shallow_gap: int = 1
     """1: the depth bonus times 1 − H, the room the page's harvest leaves, so a region whose
     links pay well gets no push toward its shallow pages (git's manual, where most shallow
     pages are relevant) and one whose first links disappointed gets all of it; 0: the bonus
-    alone (measured on the development set, not chosen yet: docs/results/focused.md)."""
+    alone (chosen on the wider development set: docs/results/focused.md)."""
+    harvest_untried: int = 1
+    """1: H and n take in only the rewards of actions that were untried when chosen (estimate
+    UNKNOWN or SEEN), so H stays what an untried action is expected to earn: from the second
+    cycle on a page re-collects its best known links first, and their rewards, taken into H,
+    would rank its untried links above its other known good ones (docs/results/focused.md);
+    0: every reward (the first LAFC+)."""
     local_first: int = 0
     """1: among equal estimates a page tries first the links that share the most leading
     folders of its own URL (its section), page order among equals (`link_order`); 0: page
@@ -117,7 +127,7 @@ class LafcPlusParams:
             raise ValueError(f"LAFC+ depth must be an int in 1..16, got {self.depth!r}")
         if not (isinstance(self.evidence, int) and self.evidence >= 0):
             raise ValueError(f"LAFC+ evidence must be an int >= 0, got {self.evidence!r}")
-        for flag in ("skip_seen", "url_order", "local_first", "shallow_gap"):
+        for flag in ("skip_seen", "url_order", "local_first", "shallow_gap", "harvest_untried"):
             value = getattr(self, flag)
             if value not in (0, 1) or isinstance(value, bool):
                 raise ValueError(f"LAFC+ {flag} must be 0 or 1, got {value!r}")
@@ -357,8 +367,10 @@ def answered(
 ) -> LafcPlusState:
     """The page after action `index` was answered: disabled for the cycle, and with a
     `reward` (None: the page was already fetched this cycle, nothing to learn) the action's
-    estimate set to it and H ← H + max(a, 1/n)·(reward − H) (the first reward sets H).
-    Without a reward an action with an unknown estimate becomes `SEEN` when `skip_seen`."""
+    estimate set to it and, unless `harvest_untried` and the action had an estimate
+    (the reward of a known link chosen again), n ← n + 1 and H ← H + max(a, 1/n)·(reward − H)
+    (the first reward sets H). Without a reward an action with an unknown estimate becomes
+    `SEEN` when `skip_seen`."""
     if not 0 <= index < len(state.actions):
         raise ValueError(f"action index {index} out of range for {len(state.actions)} actions")
     enabled = list(state.enabled)
@@ -383,9 +395,12 @@ def answered(
     if not (math.isfinite(reward) and reward >= 0.0):
         raise ValueError(f"a reward must be finite and >= 0, got {reward}")
     values = list(state.values)
+    untried = values[index] < 0.0
     values[index] = reward
-    n = min(state.answers + 1, MAX_ANSWERS)
-    future = state.future + max(params.rate, 1.0 / n) * (reward - state.future)
+    n, future = state.answers, state.future
+    if untried or not params.harvest_untried:
+        n = min(n + 1, MAX_ANSWERS)
+        future += max(params.rate, 1.0 / n) * (reward - future)
     return LafcPlusState(
         state.actions,
         values,

@@ -18,8 +18,9 @@ functions of `frontierflow.state.lafc_plus`):
    hardly follows cycle 1's good links; an estimate is exact after one answer.
 3. **An optimistic prior instead of uniform probabilities**: an untried action is worth the
    page's harvest H — its own similarity until answers come in (best-first's ordering), then
-   the running mean of its answers — plus c/√(1 + n), plus s/(1 + h) for a page h hops from
-   a seed. A page whose links keep disappointing sinks *within* the cycle (best-first's trap:
+   the running mean of the answers to its untried links (a known link chosen again is no
+   sample of them) — plus c/√(1 + n), plus (1 − H)·s/(1 + h) for a page h hops from a
+   seed. A page whose links keep disappointing sinks *within* the cycle (best-first's trap:
    one similar index page with hundreds of off-topic links), pages whose links were never
    tried get served before a known, mediocre region is exhausted, and the shallow pages of a
    region whose first links disappointed keep a claim on the budget (topical pages lie a few

@@ -70,7 +70,7 @@ def test_refetch_keeps_estimates_by_url_enables_all_and_records_the_path() -> No
 def test_harvest_is_the_pages_worth_until_answers_then_a_floored_running_mean() -> None:
     state = _page([UNKNOWN] * 4, sim=0.6)
     assert harvest(state) == 0.6
-    params = LafcPlusParams(rate=0.2)
+    params = LafcPlusParams(rate=0.2, harvest_untried=0)  # every answer, known or not
     # step max(0.2, 1/n): n = 1 → F = 0.2; n = 2 → 0.2 + (0.8 − 0.2)/2 = 0.5;
     # n = 3 → 0.5 + (0 − 0.5)/3 = 1/3; n = 4 → 1/3 + (1 − 1/3)/4 = 0.5;
     # n = 5 → 0.5 + 0.2·(0 − 0.5) = 0.4 (the floor a = 0.2 now wins over 1/5 = 0.2)
@@ -83,6 +83,35 @@ def test_harvest_is_the_pages_worth_until_answers_then_a_floored_running_mean() 
         assert harvest(state) == pytest.approx(want)
     # n = 6: 0.4 + 0.2·(0 − 0.4) = 0.32 (1/6 < 0.2)
     assert answered(state, 0, 0.0, params).future == pytest.approx(0.32)
+
+
+def test_harvest_takes_in_only_the_answers_to_links_untried_when_chosen() -> None:
+    # H = 0.3 after n = 2 answers; the page knows its first link (0.9), not its second,
+    # and its third was answered 208 (SEEN). a = 0.5.
+    state = _page([0.9, UNKNOWN, SEEN], future=0.3, answers=2)
+    params = LafcPlusParams(rate=0.5)  # harvest_untried = 1, the default
+    # the known link chosen again earns 0.9 again: its estimate stays, H and n do not move
+    again = answered(state, 0, 0.9, params)
+    assert (again.values[0], again.future, again.answers) == (0.9, 0.3, 2)
+    # the untried link earns 0.1: n = 3, H = 0.3 + max(0.5, 1/3)·(0.1 − 0.3) = 0.2
+    fresh = answered(state, 1, 0.1, params)
+    assert (fresh.values[1], fresh.answers) == (0.1, 3)
+    assert fresh.future == pytest.approx(0.2)
+    # a SEEN link had no estimate either: 0.5 moves H to 0.3 + 0.5·(0.5 − 0.3) = 0.4
+    seen = answered(state, 2, 0.5, params)
+    assert (seen.values[2], seen.answers) == (0.5, 3)
+    assert seen.future == pytest.approx(0.4)
+    # the first LAFC+ takes in every reward: 0.3 + 0.5·(0.9 − 0.3) = 0.6 after the known one
+    every = answered(state, 0, 0.9, LafcPlusParams(rate=0.5, harvest_untried=0))
+    assert (every.answers, every.future) == (3, pytest.approx(0.6))
+    # so after the known 0.9 the page's untried link (explore 0, no bonus) is worth H = 0.3
+    # and a third link known at 0.45 comes first; taking in every reward it would be worth
+    # 0.6 and come before the known 0.45
+    plain = LafcPlusParams(explore=0.0, shallow=0.0)
+    first = LafcPlusParams(explore=0.0, shallow=0.0, harvest_untried=0)
+    known = _page([0.9, UNKNOWN, 0.45], future=0.3, answers=2)
+    assert best_action(answered(known, 0, 0.9, plain), plain) == (2, 0.45)
+    assert best_action(answered(known, 0, 0.9, first), first) == (1, pytest.approx(0.6))
 
 
 def test_an_answer_sets_the_estimate_and_disables_the_action() -> None:
@@ -117,15 +146,15 @@ def test_choice_is_the_best_estimate_an_untried_action_counting_as_optimistic_ha
     # three answers with F = 0.2: untried = 0.2 + 0.25/√4 = 0.325 < 0.4
     learned = _page([0.4, UNKNOWN], sim=0.9, future=0.2, answers=3)
     assert best_action(learned, params) == (0, 0.4)
-    # with the default explore = 0.15 and shallow = 0.3 at a seed (no path, h = 0):
-    # 0.2 + 0.15/2 + 0.3/1 = 0.575
-    assert untried_value(learned, LafcPlusParams()) == pytest.approx(0.575)
+    # with the default explore = 0.15, shallow = 0.3 and the gap at a seed (no path, h = 0):
+    # 0.2 + 0.15/2 + (1 − 0.2)·0.3/1 = 0.515
+    assert untried_value(learned, LafcPlusParams()) == pytest.approx(0.515)
     learned.enabled[:] = [False, False]
     assert best_action(learned, params) is None
 
 
 def test_untried_links_of_pages_near_a_seed_are_worth_more() -> None:
-    params = LafcPlusParams(explore=0.2, shallow=0.3)
+    params = LafcPlusParams(explore=0.2, shallow=0.3, shallow_gap=0)
     # worth 0.1, no answers: 0.1 + 0.2/√1 + 0.3/(1 + h)
     seed = _page([UNKNOWN], sim=0.1)
     assert untried_value(seed, params) == pytest.approx(0.6)  # h = 0: + 0.3
@@ -139,7 +168,7 @@ def test_untried_links_of_pages_near_a_seed_are_worth_more() -> None:
     # without the bonus (the first LAFC+) the known 0.4 wins over 0.3
     assert best_action(learned, LafcPlusParams(explore=0.2, shallow=0.0)) == (0, 0.4)
     # with p = 2 the bonus is 0.3/(1 + h)²: + 0.3 at the seed, + 0.075 at h = 1, + 0.01875 at h = 3
-    squared = LafcPlusParams(explore=0.2, shallow=0.3, shallow_power=2)
+    squared = LafcPlusParams(explore=0.2, shallow=0.3, shallow_power=2, shallow_gap=0)
     assert untried_value(seed, squared) == pytest.approx(0.6)
     assert untried_value(child, squared) == pytest.approx(0.375)
     assert untried_value(deep, squared) == pytest.approx(0.31875)
@@ -315,6 +344,7 @@ def test_codec_refuses_malformed_states_and_bytes() -> None:
         {"shallow_power": 0},
         {"shallow_power": 1.5},
         {"shallow_gap": 2},
+        {"harvest_untried": 2},
         {"url_order": 2},
         {"evidence": -1},
         {"skip_seen": 2},

@@ -101,7 +101,29 @@ def test_the_depth_bonus_sends_the_crawl_back_to_a_seeds_untried_links() -> None
     # 0, 1, 2, 3 (2, worth 0 at h = 1, offers 5 at 0.15, behind 3).
     web = Web([[1, 2], [3], [5], [4], [], []], [OFF, ON, OFF, ON, OFF, ON])
     assert _orders(web, _plus(explore=0.0), 4, 1) == [[0, 1, 3, 2]]
-    assert _orders(web, _plus(explore=0.0, shallow=0.3), 4, 1) == [[0, 1, 2, 3]]
+    assert _orders(web, _plus(explore=0.0, shallow=0.3, shallow_gap=0), 4, 1) == [[0, 1, 2, 3]]
+    # with the gap (the default) the bonus is times 1 − H: the seed's 2 at 1.0 + 0.3·0 = 1.0
+    # and 1's 3 at 1.0 + 0.15·0 = 1.0 tie, and 3 entered first: 0, 1, 3, 2 again
+    assert _orders(web, _plus(explore=0.0, shallow=0.3), 4, 1) == [[0, 1, 3, 2]]
+
+
+def test_a_known_link_collected_again_does_not_raise_what_untried_ones_are_worth() -> None:
+    # 0 → 1, 2, 3, 4 on the topic "net tcp": 1 is worth 1, 3 (net only) 1/√2 ≈ 0.707, 2 and
+    # 4 nothing. explore = 0, no depth bonus, a = 0.5, budget 4. Cycle 1, all untried: 1
+    # (H: the seed's worth 0) earns 1 (H = 1), 2 earns 0 (H = 0.5), 3 earns 0.707
+    # (H = 0.604); the budget ends before 4. Cycle 2: the seed chooses its known 1 (1.0)
+    # first. Taking that reward into H (harvest_untried = 0) gives H = 0.802, so the untried
+    # 4 comes before the known 3 (0.707); with H kept to the answers of untried links it
+    # stays 0.604 and 3 comes first.
+    topic = Topic.parse("net tcp")
+    web = Web([[1, 2, 3, 4], [], [], [], []], [OFF, {"net": 1, "tcp": 1}, OFF, {"net": 1}, OFF])
+
+    def orders(untried_only: int) -> list[list[int]]:
+        params = LafcPlusParams(explore=0.0, shallow=0.0, harvest_untried=untried_only)
+        return _orders(web, LafcPlus(topic, LafcPlusSettings(params)), 4, 2)
+
+    assert orders(1) == [[0, 1, 2, 3], [0, 1, 3, 4]]
+    assert orders(0) == [[0, 1, 2, 3], [0, 1, 4, 3]]
 
 
 def test_an_answer_learns_then_chooses_the_next_link_with_the_path_in_the_echo() -> None:
