@@ -255,9 +255,28 @@ def timed_job(
     subprocess.run(command, check=True, capture_output=True)
     if n == 0:  # nothing to time (a run that measures the job's start-up)
         return 0.0, 0
-    times = [ts for ts, _, _ in read_topic(settings.bootstrap_servers, settings.topics.frontier)]
-    span_s = (max(times) - min(times)) / 1000
-    return span_s * n / max(1, n - step), len(times)
+    first, last, records = topic_time_span(settings.bootstrap_servers, settings.topics.frontier)
+    span_s = (last - first) / 1000
+    return span_s * n / max(1, n - step), records
+
+
+def topic_time_span(bootstrap: str, topic: str) -> tuple[int, int, int]:
+    """(earliest timestamp, latest timestamp, records) of `topic` up to its current end,
+    read without keeping the records (a scale run's frontier holds millions)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+    consumer.assign(parts)
+    consumer.seek_to_beginning(*parts)
+    ends = consumer.end_offsets(parts)
+    first, last, records = 2**63, -1, 0
+    while any(consumer.position(tp) < ends[tp] for tp in parts):
+        for batch in consumer.poll(timeout_ms=500, max_records=10_000).values():
+            stamps = [r.timestamp for r in batch]
+            first, last, records = min(first, *stamps), max(last, *stamps), records + len(stamps)
+    consumer.close()
+    if not records:
+        raise RuntimeError(f"{topic} holds no records: the job wrote nothing")
+    return first, last, records
 
 
 def _read_all(settings: KafkaSettings, topic: str) -> list[tuple[bytes | None, bytes | None]]:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from frontierflow.pipelines.bench.engine import spawn_worker
+from frontierflow.pipelines.bench.scale_live import live_run
 from frontierflow.pipelines.bench.scale_report import ScaleRuns, scale_report
 from frontierflow.pipelines.bench.scale_state import (
     DEFAULT,
@@ -51,6 +52,8 @@ def run_scale_bench(setup: ScaleSetup, work_dir: Path | None = None) -> str:
             runs.new_urls[urls] = write_scale_log(log, setup.log, urls)
             for variant in setup.variants:
                 runs.add(urls, variant, _measure(setup, root, log, urls, variant))
+            if setup.live_bootstrap:
+                runs.live[urls] = _live(setup, root, urls)
             if setup.restart:
                 runs.restarts[urls] = _restart(setup, root, log, urls)
         return scale_report(setup, runs)
@@ -75,7 +78,8 @@ def _measure(
     base = home / "base"
     options = VARIANTS[variant]
     built = build_state(base, urls, options, home / "sst", setup.sst_file_bytes)
-    state = _copy(base, home / "run", variant) if setup.restart else base
+    keep_base = setup.restart or (setup.live_bootstrap is not None and variant == DEFAULT)
+    state = _copy(base, home / "run", variant) if keep_base else base
     replayed = _run(
         _spec(
             setup,
@@ -88,6 +92,14 @@ def _measure(
         )
     )
     return {"build": {"seconds": built.seconds, "files": built.files}, "replay": replayed}
+
+
+def _live(setup: ScaleSetup, root: Path, urls: int) -> dict[str, float]:
+    """The live job on a fresh copy of the population's default state (`scale_live`)."""
+    assert setup.live_bootstrap is not None
+    home = root / f"{urls}-{DEFAULT}"
+    state = _copy(home / "base", home / "live", DEFAULT)
+    return live_run(setup.live_bootstrap, setup.log, urls, state, setup.step_size)
 
 
 def _restart(setup: ScaleSetup, root: Path, log: Path, urls: int) -> dict[str, float]:

@@ -33,6 +33,8 @@ class ScaleRuns:
     new_urls: dict[int, int] = field(default_factory=dict)
     """Distinct URLs the log links to that the state did not hold."""
     restarts: dict[int, Figures] = field(default_factory=dict)
+    live: dict[int, Figures] = field(default_factory=dict)
+    """The live job's run on each population (`scale_live`), when a broker was given."""
 
     def add(self, urls: int, variant: str, figures: dict[str, Figures]) -> None:
         self.built[urls, variant] = figures["build"]
@@ -105,6 +107,8 @@ def scale_report(setup: ScaleSetup, runs: ScaleRuns) -> str:
         "cache in use at the end (memtables charged to it included), pinned: of which "
         "pinned index and filter blocks; pending: RocksDB's estimate of compaction left",
     ]
+    if runs.live:
+        lines += ["", *_live_lines(runs, rate)]
     if runs.restarts:
         lines += [
             "",
@@ -142,6 +146,31 @@ def scale_report(setup: ScaleSetup, runs: ScaleRuns) -> str:
             f"the uninterrupted run's: {'yes' if same else 'NO'}"
         )
     return "\n".join(lines)
+
+
+def _live_lines(runs: ScaleRuns, rate: dict[tuple[int, str], float]) -> list[str]:
+    """The live job's rows: its rate, beside the replay's on the same state and log."""
+    small = min(runs.live)
+    live_rate = {urls: run["events"] / run["seconds"] for urls, run in runs.live.items()}
+    lines = [
+        "live: frontierflow run --exit-when-idle over a copy of the same state, the same "
+        "log produced to the broker (IECA, no speed controller), timed by its first and "
+        "last frontier record; records out: its frontier records (the entries and a "
+        "tombstone for each fetched page), replay out: the replay's frontier entries",
+        f"{'URLs':>12}{'events/s':>10}{'records out':>13}{'replay out':>12}{'CPU s':>7}"
+        f"{'vs replay':>11}{'vs smallest':>13}{'(CPU)':>7}",
+    ]
+    for urls in sorted(runs.live):
+        run = runs.live[urls]
+        per_cpu = run["events"] / run["cpu_seconds"]
+        per_cpu_small = runs.live[small]["events"] / runs.live[small]["cpu_seconds"]
+        lines.append(
+            f"{urls:>12,}{live_rate[urls]:>10,.0f}{run['entries']:>13,.0f}"
+            f"{runs.replayed[urls, DEFAULT]['entries']:>12,.0f}{run['cpu_seconds']:>7.1f}"
+            f"{live_rate[urls] / rate[urls, DEFAULT]:>11.3f}"
+            f"{live_rate[urls] / live_rate[small]:>13.3f}{per_cpu / per_cpu_small:>7.3f}"
+        )
+    return lines
 
 
 def _verdict(met: bool) -> str:

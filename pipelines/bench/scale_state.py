@@ -262,6 +262,8 @@ class ScaleSetup:
     variants: tuple[str, ...] = (DEFAULT,)
     restart: bool = True
     sst_file_bytes: int = SST_FILE_BYTES
+    live_bootstrap: str | None = None
+    """A broker: also run the live job on each population (`scale_live`)."""
 
     def __post_init__(self) -> None:
         if len(self.populations) < 2:

@@ -100,6 +100,13 @@ def _engine_arguments(bp: argparse.ArgumentParser) -> None:
         help="with --scale: skip the kill -9 and restart of each population's default run",
     )
     bp.add_argument(
+        "--live-bootstrap",
+        default=None,
+        metavar="HOST:PORT",
+        help="with --scale: also run the live job (frontierflow run) on each population "
+        "through this broker, on the same state and log",
+    )
+    bp.add_argument(
         "--ui",
         action="store_true",
         help="also run IECA with the operator's page served and polled once a second "
@@ -261,6 +268,7 @@ def bench_scale(args: argparse.Namespace) -> int:
         step_size=args.step_size,
         variants=tuple(args.scale_variants),
         restart=not args.no_restart,
+        live_bootstrap=args.live_bootstrap,
     )
     print(run_scale_bench(setup, work_dir=args.work_dir))
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import fastavro
 import numpy as np
@@ -182,3 +183,26 @@ def test_scale_report_with_a_restart(tmp_path: Path, capsys: pytest.CaptureFixtu
     # every key of the three families: 20,000 known URLs, the new ones, 5,000 + 400 crawled
     assert int(keys.replace(",", "")) > 20_000 + 5_400 and differ == block_differ == "0"
     assert blocks == "16"  # one container block per step
+
+
+@pytest.mark.kafka
+def test_scale_live_job_writes_the_replays_frontier(
+    kafka_broker: Any, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """With a broker, the live job runs on each population over the same state and log:
+    it writes the replay's frontier entries and a tombstone for each page fetched (200
+    events, each fetching a page of its own)."""
+    argv = ["bench", "--scale", "--scale-urls", "2k,4k", "--events", "200", "--step-size", "25"]
+    live = ["--no-restart", "--live-bootstrap", kafka_broker.bootstrap]
+    assert main([*argv, *live, "--work-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    rows = {
+        cells[0]: cells
+        for cells in (line.split() for line in out.split("\nlive: ", 1)[1].splitlines())
+        if cells[:1] in (["2,000"], ["4,000"])
+    }
+    assert set(rows) == {"2,000", "4,000"}
+    for cells in rows.values():
+        records_out, replay_out = (int(c.replace(",", "")) for c in cells[2:4])
+        assert replay_out > 200 and records_out == replay_out + 200
+    assert rows["2,000"][6] == "1.000"  # the smallest population against itself
