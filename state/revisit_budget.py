@@ -12,7 +12,7 @@ if all agree).
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import TypeVar
 
 import numpy as np
@@ -166,6 +166,38 @@ def listing_frequencies(
     beta = 1.0 / worth_ms
     rates = {k: departures.get(k, 0.0) + beta for k in yields}
     return weighted_freshness_frequencies(rates, yields, budget)
+
+
+def floored_frequencies(
+    share: Callable[[float, frozenset[K]], Mapping[K, float]],
+    floors: Mapping[K, float],
+    budget: float,
+) -> tuple[dict[K, float], frozenset[K]]:
+    """The frequencies of an allocation rule with every page of `floors` revisited at least
+    at its floor φ_i (ours, the discovery rule's floor of revisits, `PageListings.floors`),
+    and the pages held at their floor; `share(b, fixed)` is the rule's frequencies for a
+    budget b among its pages but `fixed`.
+
+    The allocations above maximise a sum of terms each concave in its page's frequency, so
+    with the bounds f_i ≥ φ_i the optimum (Karush-Kuhn-Tucker) holds at its floor every page
+    the rule would put below it and shares the rest of the budget among the others by the
+    rule: the pages put below their floor are fixed at it, their floors taken off the
+    budget, and the rest shared again, until no page is below its floor. Floors that add
+    up to the budget or more are not kept (they would leave nothing to the pages that find
+    the most, and could not all be met): the rule's frequencies alone.
+    """
+    _check(floors, budget)
+    fixed: dict[K, float] = {}
+    if sum(floors.values()) >= budget:
+        floors = {}
+    while True:
+        free = share(max(0.0, budget - sum(fixed.values())), frozenset(fixed))
+        below = {k: phi for k, phi in floors.items() if k not in fixed and free.get(k, 0.0) < phi}
+        if not below:
+            out = {k: f for k, f in free.items() if k not in fixed}
+            out.update(fixed)
+            return out, frozenset(fixed)
+        fixed.update(below)
 
 
 def due_ms(last_visit_ms: int, frequency: float) -> int | None:

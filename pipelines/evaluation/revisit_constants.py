@@ -43,11 +43,11 @@ def with_constants(base: RevisitPolicySettings, items: Mapping[str, str]) -> Rev
 
 def describe(settings: RevisitPolicySettings) -> str:
     """The constants as NAME=VALUE,… (what `with_constants` reads back; `skip_below` only
-    when links are skipped, `stale_ms` and `worth_ms` only when set)."""
+    when links are skipped, `stale_ms`, `worth_ms` and `floor_ms` only when set)."""
     r = settings.revisit
     half = "none" if r.half_life_ms is None else str(r.half_life_ms)
     skip = f",skip_below={settings.skip_below:g}" if settings.skip_below > 0 else ""
-    for name in ("stale_ms", "worth_ms"):
+    for name in ("stale_ms", "worth_ms", "floor_ms"):
         if getattr(settings, name) > 0:
             skip += f",{name}={getattr(settings, name)}"
     return (
@@ -91,7 +91,7 @@ TUNED: dict[int, dict[Policy, RevisitPolicySettings]] = {
         Policy.OPTIMAL_FRESHNESS: _chosen("exploration=0.05,half_life_ms=none,min_revisits=2"),
         Policy.DISCOVERY: _chosen(
             "exploration=0.02,half_life_ms=86400000,min_revisits=2,skip_below=0.15,"
-            "stale_ms=86400000,worth_ms=14400000"
+            "stale_ms=86400000,worth_ms=3600000,floor_ms=86400000"
         ),
     },
     1_800_000: {

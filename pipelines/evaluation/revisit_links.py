@@ -13,6 +13,12 @@ from urllib.parse import urlsplit
 _LEAD = re.compile(r"[A-Za-z_-]*")
 
 
+def link_folder(url: str) -> str:
+    """The host and the folder of the path (www.bbc.com/sections for every section page)."""
+    parts = urlsplit(url)
+    return f"{parts.netloc}{parts.path.rpartition('/')[0]}"
+
+
 def link_kind(url: str) -> str:
     """The host, the folder of the path and the letters and hyphens its last segment
     starts with (a story's number or date and what follows are dropped)."""
@@ -42,6 +48,13 @@ class LinkOdds:
     def hit_rate(self, url: str) -> float:
         kind = link_kind(url)
         return (self._rewarded.get(kind, 0) + 1) / (self._judged.get(kind, 0) + 2)
+
+    def rewarded_share(self, url: str) -> float:
+        """The share of the links of this kind downloaded that were rewarded (0 for a kind
+        never downloaded): the evidence that links of this kind are on the topic."""
+        kind = link_kind(url)
+        judged = self._judged.get(kind, 0)
+        return self._rewarded.get(kind, 0) / judged if judged else 0.0
 
     def worth(self, url: str) -> bool:
         return self.skip_below <= 0.0 or self.hit_rate(url) >= self.skip_below

@@ -14,9 +14,13 @@ which is how stories that stay on the home page for less than its interval are c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
-from frontierflow.state.revisit_budget import freshness, listing_frequencies
+from frontierflow.state.revisit_budget import (
+    floored_frequencies,
+    freshness,
+    listing_frequencies,
+)
 from frontierflow.state.revisit_lifetimes import (
     PageListing,
     first_listing,
@@ -43,6 +47,8 @@ class PageListings:
         """Every link each page listed."""
         self.appeared: dict[str, dict[str, int]] = {}
         """The links that appeared on each page after its first visit, and when first seen."""
+        self.floored: frozenset[str] = frozenset()
+        """The pages the last plan held at their floor (not counted on to catch stories)."""
 
     def visit(self, url: str, t: int, links: tuple[str, ...]) -> None:
         """A download of `url` at `t` showing `links` (the first or a later one)."""
@@ -59,6 +65,36 @@ class PageListings:
                 shown.add(link)
                 appeared[link] = t
 
+    def departure_rates(self, urls: Iterable[str]) -> dict[str, float]:
+        """Each page's departure rate μ; a page with fewer than `MIN_TRIALS` trials takes
+        every page's rate (0 before any trial)."""
+        prior = pooled_rate(self.listings) or 0.0
+        mu = {}
+        for url in urls:
+            listing = self.listings[url]
+            rate = listing_rate(listing) if listing.trials >= MIN_TRIALS else None
+            mu[url] = prior if rate is None else rate
+        return mu
+
+    def floors(
+        self, hubs: Iterable[str], worth: Callable[[str], float], on_topic: float, floor_ms: int
+    ) -> dict[str, float]:
+        """The floor of revisits of the listing pages `hubs` whose listed links are worth a
+        download on average (mean `worth(link)` over the last visit's links at least
+        `on_topic`): max(μ, 1/floor_ms), a revisit at least once per the mean stay of a link
+        (1/μ) or per `floor_ms` if that is shorter (`floor_ms` the judge's horizon: a story
+        found later is too old to be rewarded), so that a story listed there and missed
+        elsewhere is still found, in time (`floored_frequencies`). None when `floor_ms` is
+        0."""
+        if floor_ms <= 0:
+            return {}
+        hubs = [u for u in hubs if self._mean_worth(u, worth) >= on_topic]
+        return {u: max(mu, 1.0 / floor_ms) for u, mu in self.departure_rates(hubs).items()}
+
+    def _mean_worth(self, url: str, worth: Callable[[str], float]) -> float:
+        listed = self.listings[url].listed
+        return sum(worth(link) for link in listed) / len(listed) if listed else 0.0
+
     def frequencies(
         self,
         pages: Mapping[str, PageRevisits],
@@ -67,18 +103,20 @@ class PageListings:
         worth: Callable[[str, int], float],
         budget: float,
         worth_ms: int,
+        floors: Mapping[str, float] | None = None,
     ) -> dict[str, float]:
-        """`listing_frequencies` over `candidates` (pages with an estimate): `before` the
+        """`listing_frequencies` over `candidates` (pages with an estimate), every page of
+        `floors` revisited at least at its floor (`floored_frequencies`): `before` the
         frequencies of the last plan (who catches what), `worth(link, first_seen_ms)` a
-        story's worth. A page with fewer than `MIN_TRIALS` trials takes every page's rate."""
-        prior = pooled_rate(self.listings) or 0.0
+        story's worth."""
+        floors = floors or {}
         beta = 1.0 / worth_ms
-        mu = {}
-        for url in {*candidates, *before}:
-            listing = self.listings[url]
-            rate = listing_rate(listing) if listing.trials >= MIN_TRIALS else None
-            mu[url] = prior if rate is None else rate
-        catching = {p: freshness(mu[p] + beta, f) for p, f in before.items() if f > 0}
+        mu = self.departure_rates({*candidates, *before, *floors})
+        catching = {
+            p: freshness(mu[p] + beta, f)
+            for p, f in before.items()
+            if f > 0 and p not in self.floored
+        }
         yields = {}
         for url in candidates:
             page = pages[url]
@@ -88,4 +126,12 @@ class PageListings:
             found = residual_worth(stories, others) / page.observed_ms
             caught = freshness(mu[url], page.visits / page.observed_ms)
             yields[url] = found / max(MIN_CAUGHT, caught)
-        return listing_frequencies(yields, mu, budget, worth_ms)
+        for url in floors:
+            yields.setdefault(url, 0.0)
+
+        def share(b: float, fixed: frozenset[str]) -> dict[str, float]:
+            free = {u: y for u, y in yields.items() if u not in fixed}
+            return listing_frequencies(free, mu, b, worth_ms)
+
+        frequencies, self.floored = floored_frequencies(share, floors, budget)
+        return frequencies

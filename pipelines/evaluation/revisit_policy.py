@@ -70,6 +70,10 @@ class RevisitPolicySettings:
     rate of stories (`square_root_frequencies`); above 0, the most stories found given how
     long each page keeps them listed, a story found d late worth e^(−d/worth_ms)
     (`listing_frequencies`)."""
+    floor_ms: int = 0
+    """With `worth_ms`: a page that lists links (no publication time) worth a download on
+    average (their odds at least `skip_below`) is revisited at least once per the mean stay
+    of a link on it or per `floor_ms` if shorter (`PageListings.floors`); 0: no floor."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.exploration < 1.0:
@@ -78,5 +82,5 @@ class RevisitPolicySettings:
             raise ValueError(f"plan_ms must be >= 1, got {self.plan_ms}")
         if not 0.0 <= self.skip_below < 1.0:
             raise ValueError(f"skip_below must be in [0, 1), got {self.skip_below}")
-        if self.stale_ms < 0 or self.worth_ms < 0:
-            raise ValueError("stale_ms and worth_ms must be >= 0")
+        if self.stale_ms < 0 or self.worth_ms < 0 or self.floor_ms < 0:
+            raise ValueError("stale_ms, worth_ms and floor_ms must be >= 0")

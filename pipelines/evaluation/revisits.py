@@ -29,7 +29,9 @@ downloads, and differs only in which page it revisits when no new link is waitin
   `skip_below`, links of a kind the judge seldom rewarded (`revisit_links`) wait until
   no revisit is due, and with `stale_ms` links first seen longer ago are not fetched,
   whatever the policy; with `worth_ms`, the discovery rule's frequencies also weigh how
-  long each page keeps a story listed and what the other pages catch (`revisit_listings`);
+  long each page keeps a story listed and what the other pages catch, and with `floor_ms`
+  revisit the hubs that list stories on the topic at least once per their stay or
+  `floor_ms` (`revisit_listings`; a hub's link is then never stale);
 - `live`: the live job's `--revisit learned` rule (`revisit_live_rule`, one revisit per
   download per host, valuing a hub by the links new to it, a story never revisited): the
   page due first is revisited once it is due, as a fetcher honours `not_before`; when
@@ -52,7 +54,7 @@ from frontierflow.pipelines.evaluation.news_site import (
     section_url,
 )
 from frontierflow.pipelines.evaluation.revisit_agenda import RevisitAgenda
-from frontierflow.pipelines.evaluation.revisit_links import LinkOdds
+from frontierflow.pipelines.evaluation.revisit_links import LinkOdds, link_folder
 from frontierflow.pipelines.evaluation.revisit_listings import PageListings
 from frontierflow.pipelines.evaluation.revisit_live_rule import LiveRevisitRule, live_policy
 from frontierflow.pipelines.evaluation.revisit_policy import Policy, RevisitPolicySettings
@@ -131,6 +133,10 @@ class RevisitCrawl:
         self.fetched_new = 0
         self.rewarded_new = 0
         """New links fetched, and of them rewarded, since the start (the hit rate)."""
+        self.listing_pages: set[str] = set()
+        self.listing_folders: set[str] = set()
+        """The pages downloaded that state no publication time (hubs, not stories), and
+        their folders (`revisit_links.link_folder`)."""
         self.first_seen: dict[str, tuple[str, int]] = {}
         """The page each link was first seen on (by a revisit or a probe), and when."""
         self.hubs = [seed]
@@ -231,7 +237,7 @@ class RevisitCrawl:
         done = t + self.download_ms
         unseen = self._first_seen_at(url, page.links, t)
         self.pages[url] = first_visit(t, self._fingerprint(page.links), len(unseen))
-        self.listings.visit(url, t, page.links)
+        self._list(url, t, page)
         self._live_download(url, page, t)
         if self.policy.learns:
             self._schedule_probe(url)
@@ -269,7 +275,7 @@ class RevisitCrawl:
         else:
             self.pages[url] = record_visit(old, t, fp, len(unseen), self.settings.revisit)
             self.m.revisits += 1
-        self.listings.visit(url, t, page.links)
+        self._list(url, t, page)
         if not exploring:
             for link in links:
                 if link not in self.known:
@@ -291,11 +297,20 @@ class RevisitCrawl:
                 self._schedule_probe(url)
         return t + self.download_ms
 
+    def _list(self, url: str, t: int, page: Page) -> None:
+        """What `url` listed; a page that says when it was published is a story, not a hub."""
+        self.listings.visit(url, t, page.links)
+        if page.published_ms is None:
+            self.listing_pages.add(url)
+            self.listing_folders.add(link_folder(url))
+
     def _stale(self, link: str, t: int) -> bool:
         """Whether a link was first seen more than `stale_ms` ago (a story listed that long
         is at least that old); never when `stale_ms` is 0."""
-        stale = self.settings.stale_ms
-        return stale > 0 and t - self.first_seen.get(link, ("", t))[1] > stale
+        s = self.settings
+        if s.floor_ms > 0 and link_folder(link) in self.listing_folders:
+            return False  # a listing page's age says nothing of a story's
+        return s.stale_ms > 0 and t - self.first_seen.get(link, ("", t))[1] > s.stale_ms
 
     def _first_seen_at(self, url: str, links: Iterable[str], t: int) -> list[str]:
         """The links the crawl neither knows nor has seen before, now seen first on `url`."""
@@ -343,6 +358,8 @@ class RevisitCrawl:
                 watched.append(url)
         budget = self._revisit_share(t) / self.download_ms
         if self.policy is Policy.DISCOVERY and s.worth_ms > 0:
+            on_topic = self.odds.rewarded_share
+            floors = self.listings.floors(self.listing_pages, on_topic, s.skip_below, s.floor_ms)
             self.frequency = self.listings.frequencies(
                 self.pages,
                 [*rates, *watched],
@@ -350,6 +367,7 @@ class RevisitCrawl:
                 lambda link, seen_ms: self._worth(link, t - seen_ms),
                 budget,
                 s.worth_ms,
+                floors,
             )
         else:
             self.frequency = share(rates, budget)

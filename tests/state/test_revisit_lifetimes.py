@@ -6,14 +6,17 @@ discovery rule with listing lifetimes uses, with values worked by hand."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 
 from frontierflow.state.revisit_budget import (
+    floored_frequencies,
     freshness,
     listing_frequencies,
     marginal_freshness,
     optimal_freshness_frequencies,
+    proportional_frequencies,
     weighted_freshness_frequencies,
 )
 from frontierflow.state.revisit_lifetimes import (
@@ -115,3 +118,35 @@ def test_a_page_whose_stories_outlive_the_interval_needs_fewer_revisits() -> Non
     assert small["long"] > small["short"]
     large = listing_frequencies({"long": 1.0, "short": 1.0}, {"long": 0.1, "short": 1.0}, 50, 1e12)
     assert large["short"] > large["long"]
+
+
+def _proportional_but(
+    weights: dict[str, float],
+) -> Callable[[float, frozenset[str]], dict[str, float]]:
+    """A rule for `floored_frequencies`: shares in proportion to `weights`, among the pages
+    not held at their floor."""
+    return lambda budget, fixed: proportional_frequencies(
+        {k: w for k, w in weights.items() if k not in fixed}, budget
+    )
+
+
+def test_a_page_below_its_floor_is_held_there_and_the_rest_shared_by_the_rule() -> None:
+    """Weights a 3, b 1, budget 4: the rule gives a 3, b 1. With b's floor 2, b is held at
+    2 and the 2 left go to a alone; with b's floor 0.5 nothing changes. A page the rule
+    does not know (c, floor 1) is held at its floor and the rule shares 3: a 2.25, b 0.75."""
+    share = _proportional_but({"a": 3.0, "b": 1.0})
+    f, held = floored_frequencies(share, {"b": 2.0}, 4.0)
+    assert f == {"a": pytest.approx(2.0), "b": 2.0} and held == {"b"}
+    f, held = floored_frequencies(share, {"b": 0.5}, 4.0)
+    assert f == {"a": pytest.approx(3.0), "b": pytest.approx(1.0)} and held == frozenset()
+    f, held = floored_frequencies(share, {"c": 1.0}, 4.0)
+    assert f == {"a": pytest.approx(2.25), "b": pytest.approx(0.75), "c": 1.0}
+    assert held == {"c"}
+
+
+def test_floors_the_budget_cannot_cover_are_not_kept() -> None:
+    """Floors a 3 and b 2 add up to 5, more than the budget 4: the rule's frequencies alone
+    (a 3, b 1), no page held."""
+    share = _proportional_but({"a": 3.0, "b": 1.0})
+    f, held = floored_frequencies(share, {"a": 3.0, "b": 2.0}, 4.0)
+    assert f == {"a": pytest.approx(3.0), "b": pytest.approx(1.0)} and held == frozenset()

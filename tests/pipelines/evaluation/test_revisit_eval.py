@@ -173,6 +173,42 @@ def test_links_first_seen_long_ago_are_not_fetched(setup: ForagerSetup) -> None:
         assert bool(old & {link for link, _ in crawl.pending}) is queued
 
 
+def test_with_a_floor_listing_pages_are_never_stale(setup: ForagerSetup) -> None:
+    """With `stale_ms` 1 h and `floor_ms`, once a section page was downloaded (a page with
+    no publication time), a revisit of the home page 2 h after a probe queues the other
+    section pages the probe saw (their folder lists), and still not the stories it saw."""
+    site = build_site(setup)
+    settings = RevisitPolicySettings(stale_ms=HOUR_MS, worth_ms=HOUR_MS, floor_ms=24 * HOUR_MS)
+    crawl = RevisitCrawl(site, setup.topic, Policy.DISCOVERY, settings, 60_000)
+    start = site.start_ms
+    crawl._revisit(HOME, start, exploring=True)
+    crawl.known.add(section_url("Europe"))  # as a queued link is
+    crawl._fetch(section_url("Europe"), HOME, start + 60_000, exploring=False)
+    crawl._revisit(HOME, start + 2 * HOUR_MS, exploring=False)
+    old = {link for link, (_, seen) in crawl.first_seen.items() if seen == start}
+    queued = {link for link, _ in crawl.pending} | {link for link, _ in crawl.skipped}
+    sections = {section_url(s) for s in site.sections} - {section_url("Europe")}
+    assert old & sections and old & sections <= queued
+    assert not (old - sections) & queued
+
+
+def test_the_floor_revisits_the_section_page_on_the_topic(setup: ForagerSetup) -> None:
+    """With `floor_ms` 1 day, the Europe section page (its stories rewarded) is revisited at
+    least at its floor, max(μ, 1/day) (on the synthetic site every story is of one kind,
+    news/s-, so which pages are on the topic is `test_revisit_listings`'s)."""
+    site = build_site(setup)
+    settings = RevisitPolicySettings(worth_ms=4 * HOUR_MS, floor_ms=24 * HOUR_MS)
+    crawl = RevisitCrawl(site, setup.topic, Policy.DISCOVERY, settings, 60_000)
+    t = site.start_ms
+    while t < site.end_ms:
+        t = crawl.step(t)
+    europe = section_url("Europe")
+    assert europe in crawl.listing_pages and HOME in crawl.listing_pages
+    assert not {url for url in crawl.listing_pages if url.startswith(f"{HOME}news/")}
+    mu = crawl.listings.departure_rates([europe])[europe]
+    assert crawl.frequency[europe] >= max(mu, 1 / (24 * HOUR_MS)) * (1 - 1e-9)
+
+
 @pytest.mark.parametrize("policy", LEARNED)
 def test_the_learned_rules_find_the_home_page_from_another_section(
     setup: ForagerSetup, policy: Policy
@@ -272,7 +308,8 @@ def test_tuning_runs_the_grid_on_early_windows_only(setup: ForagerSetup, tmp_pat
         ({"nope": "1"}, "unknown constant"),
         ({"min_revisits": "none"}, "cannot be none"),
         ({"skip_below": "1"}, "skip_below must be in"),
-        ({"worth_ms": "-1"}, "stale_ms and worth_ms must be >= 0"),
+        ({"worth_ms": "-1"}, "stale_ms, worth_ms and floor_ms must be >= 0"),
+        ({"floor_ms": "-1"}, "stale_ms, worth_ms and floor_ms must be >= 0"),
     ],
 )
 def test_bad_constants_are_refused(items: dict[str, str], message: str) -> None:
@@ -306,6 +343,10 @@ def test_constants_are_read_back() -> None:
     assert "skip_below" not in describe(RevisitPolicySettings())
     both = with_constants(s, {"stale_ms": "86400000", "worth_ms": "3600000"})
     assert describe(both).endswith(",stale_ms=86400000,worth_ms=3600000")
+    floored = with_constants(both, {"floor_ms": "86400000"})
+    assert floored.floor_ms == 86_400_000 and describe(floored).endswith(",floor_ms=86400000")
+    read = dict(item.split("=") for item in describe(floored).split(","))
+    assert with_constants(RevisitPolicySettings(), read) == floored
     assert with_constants(RevisitPolicySettings(), dict(_pairs(describe(both)))) == both
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from frontierflow.pipelines.evaluation.revisit_links import LinkOdds, link_kind
+from frontierflow.pipelines.evaluation.revisit_links import LinkOdds, link_folder, link_kind
 
 
 @pytest.mark.parametrize(
@@ -50,3 +50,29 @@ def test_without_a_bar_every_link_is_worth_a_download() -> None:
 def test_a_bar_outside_zero_to_one_is_refused(bad: float) -> None:
     with pytest.raises(ValueError, match="skip_below"):
         LinkOdds(bad)
+
+
+@pytest.mark.parametrize(
+    ("url", "folder"),
+    [
+        ("https://www.bbc.com/sections/europe", "www.bbc.com/sections"),
+        ("https://www.bbc.com/sections/football", "www.bbc.com/sections"),
+        ("https://www.bbc.com/news/world-europe-65432101", "www.bbc.com/news"),
+        ("https://www.bbc.com/", "www.bbc.com"),
+    ],
+)
+def test_a_links_folder_is_its_host_and_path_without_the_last_segment(
+    url: str, folder: str
+) -> None:
+    assert link_folder(url) == folder
+
+
+def test_the_rewarded_share_of_a_kind_has_no_prior() -> None:
+    """Never downloaded: 0 (no evidence), where Laplace's rule says 1/2. Four downloaded,
+    three rewarded: 3/4."""
+    odds = LinkOdds(skip_below=0.1)
+    europe = "https://www.bbc.com/news/world-europe-1"
+    assert odds.rewarded_share(europe) == 0.0
+    for rewarded in (True, True, False, True):
+        odds.judged(europe, rewarded)
+    assert odds.rewarded_share("https://www.bbc.com/news/world-europe-2") == pytest.approx(0.75)
