@@ -45,7 +45,6 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, count
-from operator import and_
 
 from frontierflow.state.relevance import Topic, keyword_occurrences, similarity, url_terms
 
@@ -159,6 +158,9 @@ class LafcPlusState:
     """The codec's (`lafc_plus_codec`): `actions` as encoded and checked, kept by every rule that
     keeps the actions, so writing a page after an answer encodes only what changed (its
     hundreds of URLs are the bulk of its bytes). None: not encoded yet. Never set by hand."""
+    encoded_path: bytes | None = field(default=None, compare=False, repr=False)
+    """The codec's: `path` as encoded and checked, kept like `encoded_actions` by every rule
+    that keeps the path (all but `refetched` along a new path). Never set by hand."""
 
 
 MAX_ANSWERS = 2**32 - 1
@@ -254,6 +256,7 @@ def refetched(
         -1,
         path,
         encoded,
+        base.encoded_path if path == base.path else None,
     )
 
 
@@ -300,6 +303,7 @@ def credited(state: LafcPlusState, action: str, credit: float) -> LafcPlusState 
         state.pending,
         state.path,
         state.encoded_actions,
+        state.encoded_path,
     )
 
 
@@ -353,13 +357,23 @@ def choosing(state: LafcPlusState, index: int) -> LafcPlusState:
         index,
         state.path,
         state.encoded_actions,
+        state.encoded_path,
     )
 
 
 def _first_enabled(state: LafcPlusState, value: float) -> int:
-    """The first enabled action whose estimate is `value`; −1 if none."""
-    same = map(value.__eq__, state.values)
-    return next(compress(count(), map(and_, state.enabled, same)), -1)
+    """The first enabled action whose estimate is `value`; −1 if none. Each search for the
+    next action with that estimate runs at C speed (`list.index`); an action disabled this
+    cycle is passed over."""
+    values, enabled = state.values, state.enabled
+    index = -1
+    try:
+        while True:
+            index = values.index(value, index + 1)
+            if enabled[index]:
+                return index
+    except ValueError:  # no further action with that estimate
+        return -1
 
 
 def answered(
@@ -391,6 +405,7 @@ def answered(
             -1,
             state.path,
             state.encoded_actions,
+            state.encoded_path,
         )
     if not (math.isfinite(reward) and reward >= 0.0):
         raise ValueError(f"a reward must be finite and >= 0, got {reward}")
@@ -412,4 +427,5 @@ def answered(
         -1,
         state.path,
         state.encoded_actions,
+        state.encoded_path,
     )

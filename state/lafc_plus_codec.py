@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import struct
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
 from frontierflow.state.lafc import _put_signed, _put_varint, _Reader, take_lines
@@ -43,15 +43,26 @@ def _validate(state: LafcPlusState) -> None:
     if not -1 <= state.pending < r:
         raise StateCodecError(f"LAFC+ pending action {state.pending} out of range for {r}")
     # at C speed (states hold hundreds of estimates and this runs at every write): a finite sum
-    # means no NaN or infinity (a sum too large to be finite is checked value by value), and
-    # the estimates below 0 must be exactly the marks
+    # means no NaN or infinity (a sum too large to be finite is checked value by value); then,
+    # in sorted order, the estimates below 0 must be a run of SEEN followed by a run of UNKNOWN
     values = state.values
     finite = math.isfinite(sum(values)) or all(map(math.isfinite, values))
-    marks = values.count(UNKNOWN) + values.count(SEEN)
-    if not finite or bisect_left(sorted(values), 0.0) != marks:
+    if not finite or not _only_marks_below_zero(sorted(values)):
         raise StateCodecError(
             "LAFC+ estimates must be finite and >= 0, or -1 (unknown), or -2 (seen)"
         )
+
+
+def _only_marks_below_zero(ordered: list[float]) -> bool:
+    """Whether every value below 0 of the sorted, finite `ordered` is SEEN or UNKNOWN: none
+    before the SEEN run, none between it and the UNKNOWN run, none between that and 0."""
+    seen_end = bisect_right(ordered, SEEN)
+    unknown_end = bisect_right(ordered, UNKNOWN)
+    return (
+        bisect_left(ordered, SEEN) == 0
+        and bisect_left(ordered, UNKNOWN) == seen_end
+        and bisect_left(ordered, 0.0) == unknown_end
+    )
 
 
 def _encoded_actions(state: LafcPlusState) -> bytes:
@@ -65,6 +76,17 @@ def _encoded_actions(state: LafcPlusState) -> bytes:
         out = bytearray()
         _put_urls(out, state.actions, "actions")
         state.encoded_actions = encoded = bytes(out)
+    return encoded
+
+
+def _encoded_path(state: LafcPlusState) -> bytes:
+    """The path's segment of the encoding, checked and kept on the state like the actions'
+    (`_encoded_actions`): a page's path is the same at every write between two fetches."""
+    encoded = state.encoded_path
+    if encoded is None:
+        out = bytearray()
+        _put_urls(out, state.path, "path pages")
+        state.encoded_path = encoded = bytes(out)
     return encoded
 
 
@@ -118,10 +140,9 @@ def encode_lafc_plus(state: LafcPlusState) -> bytes:
     r = len(state.actions)
     actions = _encoded_actions(state)
     values = struct.pack(f"<{r}d", *state.values)
-    tail = bytearray(_mask(state.enabled, r))
-    _put_urls(tail, state.path, "path pages")
+    mask = _mask(state.enabled, r)
     # one copy of the actions' segment, the bulk of the bytes (not two through a bytearray)
-    return b"".join((head, actions, values, tail))
+    return b"".join((head, actions, values, mask, _encoded_path(state)))
 
 
 def decode_lafc_plus(data: bytes) -> LafcPlusState:
@@ -142,16 +163,28 @@ def decode_lafc_plus(data: bytes) -> LafcPlusState:
     encoded = reader.data[start : reader.pos]
     values = list(struct.unpack(f"<{r}d", reader.take(8 * r)))
     enabled = _flags(reader.take((r + 7) // 8), r)
+    start = reader.pos
     p = reader.varint()
     if p > len(reader.data) - reader.pos:
         raise StateCodecError(f"LAFC+ state truncated: {p} path pages cannot fit")
     path = take_lines(reader, p, "LAFC+ path pages")
+    encoded_path = reader.data[start : reader.pos]
     if reader.pos != len(reader.data):
         raise StateCodecError(f"LAFC+ state has {len(reader.data) - reader.pos} trailing bytes")
     if len(set(actions)) != r:
         raise StateCodecError("LAFC+ actions must be distinct")
     state = LafcPlusState(
-        actions, values, enabled, sim, future, answers, fetched_cycle, pending, path, encoded
+        actions,
+        values,
+        enabled,
+        sim,
+        future,
+        answers,
+        fetched_cycle,
+        pending,
+        path,
+        encoded,
+        encoded_path,
     )
     _validate(state)
     return state

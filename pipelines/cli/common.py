@@ -163,8 +163,8 @@ def add_lafc_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> 
         default="",
         metavar="NAME=VALUE,...",
         help="LAFC+'s constants (rate, gamma, depth, explore, shallow, shallow_power, shallow_gap, "
-        "skip_seen, url_order, local_first, evidence); default: the values chosen in "
-        "docs/RESULTS.md",
+        "harvest_untried, skip_seen, url_order, local_first, evidence); default: the values "
+        "chosen in docs/RESULTS.md",
     )
     parser.add_argument(
         "--tres",

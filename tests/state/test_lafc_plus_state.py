@@ -318,6 +318,8 @@ def test_codec_refuses_malformed_states_and_bytes() -> None:
         LafcPlusState((A,), [math.nan], [True]),
         LafcPlusState((A,), [-0.5], [True]),
         LafcPlusState((A, B), [UNKNOWN, -1.5], [True, True]),  # negative, not a mark
+        LafcPlusState((A, B), [SEEN, -3.0], [True, True]),  # below both marks
+        LafcPlusState((A, B), [-0.5, 0.5], [True, True]),  # no mark at all, one negative
         LafcPlusState((A,), [0.1], [2]),  # a flag that is not a boolean
         LafcPlusState((A, A), [0.1, 0.1], [True, True]),
         LafcPlusState((A,), [0.1], [True], pending=1),
@@ -379,8 +381,9 @@ def test_estimates_too_large_to_sum_are_still_finite() -> None:
 
 
 def test_rules_keep_the_encoded_actions_so_a_write_encodes_only_what_changed() -> None:
-    # a decoded page keeps the actions' bytes it was read from; every rule that keeps the
-    # actions keeps them, and the bytes written are those of the same state built afresh
+    # a decoded page keeps the actions' and the path's bytes it was read from; every rule that
+    # keeps the actions (the path) keeps them, and the bytes written are those of the same
+    # state built afresh
     page = LafcPlusState((A, B, C), [UNKNOWN, 0.5, SEEN], [True, True, False], 0.2, path=(D,))
     decoded = decode_lafc_plus(encode_lafc_plus(page))
     assert decoded.encoded_actions is not None
@@ -391,15 +394,24 @@ def test_rules_keep_the_encoded_actions_so_a_write_encodes_only_what_changed() -
         credited(decoded, C, 0.4),
         refetched(decoded, (A, B, C), 0.3, 1, (D,)),
     ]
+    assert decoded.encoded_path is not None
     for state in steps:
         assert state is not None and state.encoded_actions is decoded.encoded_actions
+        assert state.encoded_path is decoded.encoded_path
         fresh = replace(
-            state, values=list(state.values), enabled=list(state.enabled), encoded_actions=None
+            state,
+            values=list(state.values),
+            enabled=list(state.enabled),
+            encoded_actions=None,
+            encoded_path=None,
         )
-        assert fresh.encoded_actions is None
+        assert fresh.encoded_actions is None and fresh.encoded_path is None
         assert encode_lafc_plus(state) == encode_lafc_plus(fresh)
-    # new actions are encoded anew
-    assert refetched(decoded, (B, A), 0.3, 1).encoded_actions is None
+    # new actions, or a new path, are encoded anew
+    assert refetched(decoded, (B, A), 0.3, 1, (D,)).encoded_actions is None
+    along_c = refetched(decoded, (A, B, C), 0.3, 1, (C, D))
+    assert along_c.encoded_path is None
+    assert decode_lafc_plus(encode_lafc_plus(along_c)).path == (C, D)
 
 
 def test_ties_between_a_known_estimate_and_an_untried_link_go_to_page_order() -> None:
@@ -432,3 +444,15 @@ def test_local_first_puts_links_of_the_pages_own_section_first_when_asked() -> N
     net = "https://o.invalid/net.html"
     both = LafcPlusParams(url_order=1, local_first=1)
     assert link_order(topic, [*links, net], both, page) == (net, r, q, x, s)
+
+
+def test_the_choice_passes_over_disabled_actions_of_the_same_estimate() -> None:
+    # no optimism, no depth bonus: an untried link is worth the page's own similarity
+    flat = LafcPlusParams(explore=0.0, shallow=0.0)
+    # the best known estimate 0.7 is held by actions 0 and 1; 0 was answered this cycle, so
+    # the choice is 1 (the untried action 2 is worth 0.2 < 0.7)
+    known = LafcPlusState((A, B, C), [0.7, 0.7, UNKNOWN], [False, True, True], 0.2)
+    assert best_action(known, flat) == (1, 0.7)
+    # nothing known: the first untried action still enabled, 1, at the page's 0.5
+    untried = LafcPlusState((A, B, C), [UNKNOWN, UNKNOWN, SEEN], [False, True, True], 0.5)
+    assert best_action(untried, flat) == (1, 0.5)
