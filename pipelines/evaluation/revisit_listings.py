@@ -10,6 +10,8 @@ down by age with the record's half-life) that the other pages given revisits do 
 time watched and over the share its own visits catch: so the home page is valued by the
 stories it lists, all of them, and a section page by those the home page's revisits miss,
 which is how stories that stay on the home page for less than its interval are caught.
+A page never revisited has no such stories; with `floor_ms`, the hubs whose listed links are
+on the topic get a floor of revisits (`floors`), so that they are watched at all.
 """
 
 from __future__ import annotations
