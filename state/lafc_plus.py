@@ -161,6 +161,11 @@ class LafcPlusState:
     encoded_path: bytes | None = field(default=None, compare=False, repr=False)
     """The codec's: `path` as encoded and checked, kept like `encoded_actions` by every rule
     that keeps the path (all but `refetched` along a new path). Never set by hand."""
+    encoded: bytes | None = field(default=None, init=False, compare=False, repr=False)
+    """The codec's: this state's whole encoding once it was written. No rule changes a state
+    in place (each returns a new one, which starts without it, as does `dataclasses.replace`),
+    so a state written again unchanged (a credit that raised nothing: the engine writes every
+    state a step touched) is not encoded again."""
 
 
 MAX_ANSWERS = 2**32 - 1

@@ -131,7 +131,10 @@ def _put_urls(out: bytearray, urls: tuple[str, ...], what: str) -> None:
 
 
 def encode_lafc_plus(state: LafcPlusState) -> bytes:
-    """The version-1 bytes of `state` (layout above); StateCodecError if it is invalid."""
+    """The version-1 bytes of `state` (layout above); StateCodecError if it is invalid. Kept
+    on the state (`encoded`): a state is never changed once made."""
+    if state.encoded is not None:
+        return state.encoded
     _validate(state)
     head = bytearray(_HEAD.pack(_VERSION, state.sim, state.future))
     _put_varint(head, state.answers)
@@ -142,7 +145,8 @@ def encode_lafc_plus(state: LafcPlusState) -> bytes:
     values = struct.pack(f"<{r}d", *state.values)
     mask = _mask(state.enabled, r)
     # one copy of the actions' segment, the bulk of the bytes (not two through a bytearray)
-    return b"".join((head, actions, values, mask, _encoded_path(state)))
+    state.encoded = data = b"".join((head, actions, values, mask, _encoded_path(state)))
+    return data
 
 
 def decode_lafc_plus(data: bytes) -> LafcPlusState:

@@ -456,3 +456,18 @@ def test_the_choice_passes_over_disabled_actions_of_the_same_estimate() -> None:
     # nothing known: the first untried action still enabled, 1, at the page's 0.5
     untried = LafcPlusState((A, B, C), [UNKNOWN, UNKNOWN, SEEN], [False, True, True], 0.5)
     assert best_action(untried, flat) == (1, 0.5)
+
+
+def test_a_state_written_again_unchanged_is_not_encoded_again() -> None:
+    page = LafcPlusState((A, B), [UNKNOWN, 0.5], [True, True], 0.2, path=(C,))
+    assert page.encoded is None
+    data = encode_lafc_plus(page)
+    assert page.encoded is data and encode_lafc_plus(page) is data
+    # a rule's result and a replaced copy start without the memo and encode what they hold:
+    # action 1 (0.5) chosen, answered 0.75 -> its estimate 0.75; a page worth 0.3 instead
+    after = answered(choosing(page, 1), 1, 0.75, LafcPlusParams())
+    assert after.encoded is None
+    assert decode_lafc_plus(encode_lafc_plus(after)).values == [UNKNOWN, 0.75]
+    other = replace(page, sim=0.3)
+    assert other.encoded is None
+    assert decode_lafc_plus(encode_lafc_plus(other)).sim == 0.3
