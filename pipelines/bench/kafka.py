@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -187,9 +188,9 @@ def bench_topics(settings: KafkaSettings) -> None:
     ensure_topics(settings)
 
 
-def produce_events(settings: KafkaSettings, values: list[bytes]) -> None:
+def produce_events(settings: KafkaSettings, values: Iterable[bytes]) -> int:
     """The job's topics created (`bench_topics`), then `values` produced to its
-    fetch-events topic."""
+    fetch-events topic, one by one (an iterator is never held whole); how many."""
     bench_topics(settings)
     producer = KafkaProducer(
         bootstrap_servers=settings.bootstrap_servers,
@@ -197,10 +198,13 @@ def produce_events(settings: KafkaSettings, values: list[bytes]) -> None:
         linger_ms=5,
         compression_type="lz4",
     )
+    produced = 0
     for v in values:
         producer.send(settings.topics.fetch_events, value=v)
+        produced += 1
     producer.flush()
     producer.close()
+    return produced
 
 
 def _job_command(
@@ -263,17 +267,10 @@ def timed_job(
 def topic_time_span(bootstrap: str, topic: str) -> tuple[int, int, int]:
     """(earliest timestamp, latest timestamp, records) of `topic` up to its current end,
     read without keeping the records (a scale run's frontier holds millions)."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
-    consumer.assign(parts)
-    consumer.seek_to_beginning(*parts)
-    ends = consumer.end_offsets(parts)
     first, last, records = 2**63, -1, 0
-    while any(consumer.position(tp) < ends[tp] for tp in parts):
-        for batch in consumer.poll(timeout_ms=500, max_records=10_000).values():
-            stamps = [r.timestamp for r in batch]
-            first, last, records = min(first, *stamps), max(last, *stamps), records + len(stamps)
-    consumer.close()
+    for batch in _batches(bootstrap, topic):
+        stamps = [r.timestamp for r in batch]
+        first, last, records = min(first, *stamps), max(last, *stamps), records + len(stamps)
     if not records:
         raise RuntimeError(f"{topic} holds no records: the job wrote nothing")
     return first, last, records
@@ -285,17 +282,22 @@ def _read_all(settings: KafkaSettings, topic: str) -> list[tuple[bytes | None, b
 
 def read_topic(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
     """(timestamp, key, value) of every record of `topic` up to its current end."""
+    return [(r.timestamp, r.key, r.value) for batch in _batches(bootstrap, topic) for r in batch]
+
+
+def _batches(bootstrap: str, topic: str) -> Iterator[list[Any]]:
+    """The records of `topic`, every partition from its start to its current end, in the
+    batches the consumer polls."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
     consumer.assign(parts)
     consumer.seek_to_beginning(*parts)
     ends = consumer.end_offsets(parts)
-    out: list[tuple[int, bytes | None, bytes | None]] = []
-    while any(consumer.position(tp) < ends[tp] for tp in parts):
-        for records in consumer.poll(timeout_ms=500, max_records=10_000).values():
-            out.extend((r.timestamp, r.key, r.value) for r in records)
-    consumer.close()
-    return out
+    try:
+        while any(consumer.position(tp) < ends[tp] for tp in parts):
+            yield from consumer.poll(timeout_ms=500, max_records=10_000).values()
+    finally:
+        consumer.close()
 
 
 def _ceiling(

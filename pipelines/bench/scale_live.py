@@ -12,13 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kafka import KafkaProducer
-
-from frontierflow.connectors.kafka import KafkaSettings
 from frontierflow.pipelines.bench.kafka import (
-    bench_topics,
     children_cpu_seconds,
     fresh_settings,
+    produce_events,
     timed_job,
 )
 from frontierflow.pipelines.bench.scale_state import ScaleLogSetup, scale_events
@@ -27,33 +24,14 @@ from frontierflow.schemas.codecs import AvroCodec
 Figures = dict[str, float]
 
 
-def produce_scale_log(settings: KafkaSettings, setup: ScaleLogSetup, urls: int) -> int:
-    """The timed log of population `urls` produced, event by event, to the fetch-events
-    topic of `settings` (created as `bench kafka` creates them); never all held in memory
-    (200,000 events of 30 links are ~460 MB). Returns the number of events."""
-    bench_topics(settings)
-    codec = AvroCodec.for_name("FetchEvent")
-    producer = KafkaProducer(
-        bootstrap_servers=settings.bootstrap_servers,
-        acks="all",
-        linger_ms=5,
-        compression_type="lz4",
-    )
-    events = 0
-    for event in scale_events(setup, urls):
-        producer.send(settings.topics.fetch_events, value=codec.encode(event))
-        events += 1
-    producer.flush()
-    producer.close()
-    return events
-
-
 def live_run(bootstrap: str, setup: ScaleLogSetup, urls: int, state: Path, step: int) -> Figures:
-    """The live job over `state` (a copy of the population's built state) on the produced
-    log: events, seconds (first to last frontier record, scaled to every event), frontier
-    records, and the job process's CPU seconds (start-up included)."""
+    """The live job over `state` (a copy of the population's built state) on the log of
+    population `urls`, produced event by event (200,000 events of 30 links are ~460 MB, never
+    held whole): events, seconds (first to last frontier record, scaled to every event),
+    frontier records, and the job process's CPU seconds (start-up included)."""
     settings = fresh_settings(bootstrap)
-    events = produce_scale_log(settings, setup, urls)
+    codec = AvroCodec.for_name("FetchEvent")
+    events = produce_events(settings, (codec.encode(e) for e in scale_events(setup, urls)))
     cpu_before = children_cpu_seconds()
     seconds, entries = timed_job(settings, state, step, events, ["--speed-controller", "none"])
     return {

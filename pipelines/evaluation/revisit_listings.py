@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
+from frontierflow.pipelines.evaluation.revisit_links import link_folder
 from frontierflow.state.revisit_budget import (
     floored_frequencies,
     freshness,
@@ -51,9 +52,17 @@ class PageListings:
         """The links that appeared on each page after its first visit, and when first seen."""
         self.floored: frozenset[str] = frozenset()
         """The pages the last plan held at their floor (not counted on to catch stories)."""
+        self.hubs: set[str] = set()
+        self.hub_folders: set[str] = set()
+        """The pages visited that are hubs (they state no publication time), and their
+        folders (`revisit_links.link_folder`)."""
 
-    def visit(self, url: str, t: int, links: tuple[str, ...]) -> None:
-        """A download of `url` at `t` showing `links` (the first or a later one)."""
+    def visit(self, url: str, t: int, links: tuple[str, ...], hub: bool = False) -> None:
+        """A download of `url` at `t` showing `links` (the first or a later one); `hub`: the
+        page states no publication time (it lists stories, it is not one)."""
+        if hub:
+            self.hubs.add(url)
+            self.hub_folders.add(link_folder(url))
         old = self.listings.get(url)
         if old is None:
             self.listings[url] = first_listing(t, links)
@@ -66,6 +75,10 @@ class PageListings:
             if link not in shown:
                 shown.add(link)
                 appeared[link] = t
+
+    def in_hub_folder(self, link: str) -> bool:
+        """Whether `link` lies in the folder of a hub visited (a section page, say)."""
+        return link_folder(link) in self.hub_folders
 
     def departure_rates(self, urls: Iterable[str]) -> dict[str, float]:
         """Each page's departure rate μ; a page with fewer than `MIN_TRIALS` trials takes

@@ -54,7 +54,7 @@ from frontierflow.pipelines.evaluation.news_site import (
     section_url,
 )
 from frontierflow.pipelines.evaluation.revisit_agenda import RevisitAgenda
-from frontierflow.pipelines.evaluation.revisit_links import LinkOdds, link_folder
+from frontierflow.pipelines.evaluation.revisit_links import LinkOdds
 from frontierflow.pipelines.evaluation.revisit_listings import PageListings
 from frontierflow.pipelines.evaluation.revisit_live_rule import LiveRevisitRule, live_policy
 from frontierflow.pipelines.evaluation.revisit_policy import Policy, RevisitPolicySettings
@@ -133,10 +133,6 @@ class RevisitCrawl:
         self.fetched_new = 0
         self.rewarded_new = 0
         """New links fetched, and of them rewarded, since the start (the hit rate)."""
-        self.listing_pages: set[str] = set()
-        self.listing_folders: set[str] = set()
-        """The pages downloaded that state no publication time (hubs, not stories), and
-        their folders (`revisit_links.link_folder`)."""
         self.first_seen: dict[str, tuple[str, int]] = {}
         """The page each link was first seen on (by a revisit or a probe), and when."""
         self.hubs = [seed]
@@ -237,7 +233,7 @@ class RevisitCrawl:
         done = t + self.download_ms
         unseen = self._first_seen_at(url, page.links, t)
         self.pages[url] = first_visit(t, self._fingerprint(page.links), len(unseen))
-        self._list(url, t, page)
+        self.listings.visit(url, t, page.links, hub=page.published_ms is None)
         self._live_download(url, page, t)
         if self.policy.learns:
             self._schedule_probe(url)
@@ -275,7 +271,7 @@ class RevisitCrawl:
         else:
             self.pages[url] = record_visit(old, t, fp, len(unseen), self.settings.revisit)
             self.m.revisits += 1
-        self._list(url, t, page)
+        self.listings.visit(url, t, page.links, hub=page.published_ms is None)
         if not exploring:
             for link in links:
                 if link not in self.known:
@@ -297,18 +293,16 @@ class RevisitCrawl:
                 self._schedule_probe(url)
         return t + self.download_ms
 
-    def _list(self, url: str, t: int, page: Page) -> None:
-        """What `url` listed; a page that says when it was published is a story, not a hub."""
-        self.listings.visit(url, t, page.links)
-        if page.published_ms is None:
-            self.listing_pages.add(url)
-            self.listing_folders.add(link_folder(url))
+    @property
+    def listing_pages(self) -> set[str]:
+        """The pages downloaded that state no publication time (hubs, not stories)."""
+        return self.listings.hubs
 
     def _stale(self, link: str, t: int) -> bool:
         """Whether a link was first seen more than `stale_ms` ago (a story listed that long
         is at least that old); never when `stale_ms` is 0."""
         s = self.settings
-        if s.floor_ms > 0 and link_folder(link) in self.listing_folders:
+        if s.floor_ms > 0 and self.listings.in_hub_folder(link):
             return False  # a listing page's age says nothing of a story's
         return s.stale_ms > 0 and t - self.first_seen.get(link, ("", t))[1] > s.stale_ms
 
