@@ -2,7 +2,8 @@
 
 `write_container` and `read_container` handle Avro object container files; `read_log` and
 `iter_log_from` read a log that is either a container or JSON lines, from any record position,
-and turn unreadable records into error items instead of stopping, for the dead-letter output.
+and turn unreadable records into error items instead of stopping, for the dead-letter output;
+`container_log_part` reads one of several parts of a container, for readers side by side.
 """
 
 from __future__ import annotations
@@ -240,17 +241,47 @@ def _block_items(
 
 def container_log(handle: IO[bytes], kind: str | None, start: int) -> Iterator[LogItem]:
     """Items of a container file from record `start`; a broken frame ends it with an error."""
+    return _container_items(handle, kind, start, 0, 1)
+
+
+def container_log_part(
+    handle: IO[bytes], kind: str | None, part: int, parts: int
+) -> Iterator[LogItem]:
+    """The items of one of `parts` parts of a container file: those of the blocks whose
+    ordinal (0, 1, 2, … in file order) is `part` modulo `parts`, so that parts can be read
+    side by side. Every part reads every block header (to count the records before its
+    blocks) and skips the other parts' data unread. A bad header is part 0's error item; a
+    broken frame is the error item of the part its block belongs to, and ends every part.
+    Over `part` in ``range(parts)``, the items are those of `container_log` from record 0.
+    """
+    if not 0 <= part < parts:
+        raise ValueError(f"part must be in 0..{parts - 1}, got {part} of {parts}")
+    return _container_items(handle, kind, 0, part, parts)
+
+
+_SKIP_ANY: Final = 1 << 70
+"""More records than a block header's count can hold (a varint of at most 10 bytes)."""
+
+
+def _container_items(
+    handle: IO[bytes], kind: str | None, start: int, part: int, parts: int
+) -> Iterator[LogItem]:
+    """`container_log` from record `start`, of the blocks whose ordinal is `part` modulo
+    `parts` (`container_log_part`): the one loop both read through."""
     try:
         container = _read_container_header(handle, kind)
     except CodecError as error:
-        yield start, error, b""
+        if part == 0:
+            yield start, error, b""
         return
     first = 0
-    while True:
+    for ordinal in itertools.count():
+        mine = ordinal % parts == part
         try:
-            block = _next_block(handle, container, start - first)
+            block = _next_block(handle, container, start - first if mine else _SKIP_ANY)
         except CodecError as error:
-            yield max(first, start), error, b""
+            if mine:
+                yield max(first, start), error, b""
             return
         if block is None:
             return

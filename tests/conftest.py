@@ -32,6 +32,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from frontierflow.connectors.kafka import KafkaSettings, KafkaTopics, ensure_topics
 from frontierflow.connectors.logs import read_fetch_events
+from frontierflow.pipelines.beam.io import READ_PARTS
 from frontierflow.pipelines.beam.replay import run_beam_replay
 from frontierflow.pipelines.core.step import is_repeat_fetch
 from frontierflow.pipelines.embedded.engine import Engine
@@ -203,6 +204,8 @@ class BeamReplayCase:
         `beam_args`; the Beam frontier and states must equal the engine's."""
         log = tmp / "events.avro"
         records = self.write_log(log, deferred=(20, 120, 220))
+        data = log.read_bytes()  # each block ends with the header's sync marker, its last 16
+        assert data.count(data[-16:]) - 1 > READ_PARTS  # blocks: every part Beam reads has some
         expected, expected_states = self.embedded(log, tmp, strategy)
         prefix = tmp / "beam" / "out"
         prefix.parent.mkdir()

@@ -27,7 +27,7 @@ from frontierflow.pipelines.core.validate import checked
 from frontierflow.schemas.container import (
     SNIFF_BYTES,
     WARC_SUFFIXES,
-    container_log,
+    container_log_part,
     jsonl_log,
     log_format,
 )
@@ -70,62 +70,104 @@ def with_dead_letters(outputs: Any) -> tuple[Any, Any]:
     return events, dead
 
 
+READ_PARTS = 8
+"""How many parts an Avro container log is read in, side by side (`container_log_part`):
+enough for the workers of a small cluster, few enough that the block headers each part
+scans past (a seek each) cost little beside its share of the decoding. JSON lines and WARC
+files are read in one part."""
+
+
 class ReadFetchEventLog(beam.PTransform):
     """(valid `(position, FetchEvent)`s, `DeadLetter`s) of one log file.
 
     `path` is a local path or any URL Beam's `FileSystems` knows (`gs://…` with the GCP
     extra installed). It must name exactly one file: positions are record indexes, and two
     files would give two records the same position. Checked when the pipeline is built.
+    An Avro container is read in `parts` parts (its blocks dealt round, `container_log_part`)
+    spread over the workers by a reshuffle; JSON lines and WARC files in one. The format is
+    sniffed when the pipeline is built; a remote file that cannot be opened then is read in
+    one part.
     """
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, parts: int = READ_PARTS) -> None:
         super().__init__()
+        if parts < 1:
+            raise ValueError(f"parts must be >= 1, got {parts}")
         self.source = str(path)
         self.path = one_log_file(self.source)
+        self.parts = parts if _is_container_log(self.path) else 1
 
     def expand(self, pbegin: Any) -> tuple[Any, Any]:
-        read = (
-            pbegin
-            | "LogPath" >> beam.Create([self.path])
-            | "ReadChecked" >> beam.ParDo(_ReadLog(self.source)).with_outputs(DEAD, main="events")
+        # Create's own reshuffle is off: the parts are spread by one explicit step, and a
+        # single part (JSON lines, WARC) needs none
+        parts = pbegin | "LogParts" >> beam.Create(
+            [(self.path, part) for part in range(self.parts)], reshuffle=False
+        ).with_output_types(typehints.Tuple[str, int])
+        if self.parts > 1:
+            parts = parts | "SpreadParts" >> beam.Reshuffle().with_output_types(
+                typehints.Tuple[str, int]
+            )
+        read = parts | "ReadChecked" >> beam.ParDo(_ReadLog(self.source, self.parts)).with_outputs(
+            DEAD, main="events"
         )
         return with_dead_letters(read)  # the grouping steps after this spread the work
 
 
 class _ReadLog(beam.DoFn):
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, parts: int) -> None:
         self.source = source
+        self.parts = parts
 
-    def process(self, path: str) -> Iterator[Any]:
-        for position, decoded, raw in read_log_items(path):
+    def process(self, element: tuple[str, int]) -> Iterator[Any]:
+        path, part = element
+        for position, decoded, raw in read_log_items(path, part, self.parts):
             item = checked_item(self.source, None, position.offset, decoded, raw)
             if item is not None:
                 yield item
 
 
-def read_log_items(path: str) -> Iterator[Any]:
-    """The input items of one log, opened through `FileSystems` (any registered scheme): an
-    Avro container, JSON lines, or a WARC/ARC file (read as `frontierflow replay` reads it,
-    positions being record indexes either way)."""
-    # a WARC's gzip members are read one by one (a corrupt one is skipped): no decompression
-    # by Beam, which picks it from a name ending in .gz
+def _open_log(path: str) -> Any:
+    """`path` opened through `FileSystems`; a WARC's gzip members are read one by one (a
+    corrupt one is skipped): no decompression by Beam, which picks it from a name ending
+    in .gz."""
     compression = (
         CompressionTypes.UNCOMPRESSED
         if path.lower().endswith(WARC_SUFFIXES)
         else CompressionTypes.AUTO
     )
-    with FileSystems.open(path, "application/octet-stream", compression) as handle:
+    return FileSystems.open(path, "application/octet-stream", compression)
+
+
+def _is_container_log(path: str) -> bool:
+    """Whether the log `path` is an Avro container, from its first bytes; False for a
+    remote file that cannot be opened where the pipeline is built (read in one part)."""
+    try:
+        with _open_log(path) as handle:
+            return log_format(handle.read(SNIFF_BYTES), path) == "container"
+    except (OSError, ValueError):  # BeamIOError is an IOError
+        if "://" in path:
+            return False
+        raise
+
+
+def read_log_items(path: str, part: int = 0, parts: int = 1) -> Iterator[Any]:
+    """The input items of one log, opened through `FileSystems` (any registered scheme): an
+    Avro container, JSON lines, or a WARC/ARC file (read as `frontierflow replay` reads it,
+    positions being record indexes either way). Of a container, only the items of `part`
+    of `parts` (`container_log_part`); any other log is read whole by part 0, and the
+    other parts give nothing."""
+    with _open_log(path) as handle:
         kind = log_format(handle.read(SNIFF_BYTES), path)
         handle.seek(0)
+        if kind == "container":
+            yield from fetch_event_items(container_log_part(handle, "FetchEvent", part, parts))
+            return
+        if part != 0:
+            return
         if kind == "warc":
             yield from load_warc_reader()(handle, path.rsplit("/", 1)[-1])
             return
-        records = (
-            container_log(handle, "FetchEvent", 0)
-            if kind == "container"
-            else jsonl_log(handle, "FetchEvent", 0)
-        )
-        yield from fetch_event_items(records)
+        yield from fetch_event_items(jsonl_log(handle, "FetchEvent", 0))
 
 
 def one_log_file(path: str) -> str:

@@ -34,7 +34,14 @@ from frontierflow.schemas.codecs import (
     record_from_dict,
     schema_fingerprint,
 )
-from frontierflow.schemas.container import iter_log_from, read_container, read_log, write_container
+from frontierflow.schemas.container import (
+    container_log,
+    container_log_part,
+    iter_log_from,
+    read_container,
+    read_log,
+    write_container,
+)
 from frontierflow.schemas.entry_blocks import FrontierEntryEncoder
 from frontierflow.schemas.jsonl import json_to_record, record_to_json
 from frontierflow.schemas.records import (
@@ -597,6 +604,93 @@ def test_container_of_another_kind_is_one_error_item(tmp_path: Path) -> None:
     assert position == 0
     assert isinstance(error, CodecError)
     assert "is not 'frontierflow.v1.FetchEvent'" in str(error)
+
+
+def _small_blocks(path: Path, records: list[dict[str, Any]]) -> list[int]:
+    """Write `records` as a container of blocks of about 2 kB (a few records each); returns
+    where each block's sync marker starts, found by hand from the layout."""
+    with path.open("wb") as handle:
+        fastavro.writer(handle, load_schema("FetchEvent"), records, sync_interval=2_000)
+    data = path.read_bytes()
+    sync = data[-16:]  # every block, the last one too, ends with the file's sync marker
+    header_end = data.index(sync) + 16
+    markers = []
+    at = data.find(sync, header_end)
+    while at != -1:
+        markers.append(at)
+        at = data.find(sync, at + 16)
+    return markers
+
+
+def _parts(path: Path, parts: int) -> list[list[Any]]:
+    result = []
+    for part in range(parts):
+        with path.open("rb") as handle:
+            result.append(list(container_log_part(handle, "FetchEvent", part, parts)))
+    return result
+
+
+def _whole(path: Path) -> list[Any]:
+    with path.open("rb") as handle:
+        return list(container_log(handle, "FetchEvent", 0))
+
+
+def test_container_parts_together_are_the_whole_log(tmp_path: Path) -> None:
+    records = _many_events(300)
+    path = tmp_path / "log.avro"
+    blocks = len(_small_blocks(path, records))
+    assert blocks >= 20  # each of the 4 parts gets several blocks
+    parts = _parts(path, 4)
+    assert all(parts)
+    union = sorted(item for part in parts for item in part)
+    assert union == _whole(path)
+    assert [position for position, _, _ in union] == list(range(300))
+    assert [item for _, item, _ in union] == records
+    # one part is the whole log; parts are block-aligned runs of positions
+    assert _parts(path, 1) == [_whole(path)]
+    assert [position for position, _, _ in parts[0]][:1] == [0]
+
+
+def test_container_broken_frame_is_one_error_over_the_parts(tmp_path: Path) -> None:
+    records = _many_events(300)
+    path = tmp_path / "log.avro"
+    markers = _small_blocks(path, records)
+    data = bytearray(path.read_bytes())
+    data[markers[5] : markers[5] + 16] = bytes(16)  # block 5's sync marker: part 5 % 4 = 1
+    path.write_bytes(bytes(data))
+    whole = _whole(path)
+    *good, (broken_at, error, _) = whole
+    assert isinstance(error, CodecError)
+    assert "sync marker mismatch" in str(error)
+    assert [position for position, _, _ in good] == list(range(broken_at))
+    assert 5 <= broken_at < 300 - 20
+    parts = _parts(path, 4)
+    errors = [
+        (number, position)
+        for number, part in enumerate(parts)
+        for position, item, _ in part
+        if isinstance(item, CodecError)
+    ]
+    assert errors == [(1, broken_at)]
+    assert max(position for part in parts for position, _, _ in part) == broken_at
+    union = sorted((item for part in parts for item in part), key=lambda item: item[0])
+    assert union[:-1] == good
+    assert union[-1][0] == broken_at
+    assert str(union[-1][1]) == str(error)
+
+
+def test_container_bad_header_is_part_zeros_error(tmp_path: Path) -> None:
+    path = tmp_path / "log.avro"
+    _small_blocks(path, _many_events(30))
+    path.write_bytes(b"PK\x03\x04" + path.read_bytes()[4:])
+    parts = _parts(path, 3)
+    assert [len(part) for part in parts] == [1, 0, 0]
+    [(position, error, _)] = parts[0]
+    assert position == 0
+    assert isinstance(error, CodecError)
+    assert "not an Avro container file" in str(error)
+    with pytest.raises(ValueError, match=r"part must be in 0\.\.2, got 3 of 3"):
+        container_log_part(io.BytesIO(), "FetchEvent", 3, 3)
 
 
 # --- property -------------------------------------------------------------------------------

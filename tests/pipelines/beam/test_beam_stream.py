@@ -20,7 +20,12 @@ from beam_state import Cell, Timer
 
 from frontierflow.pipelines.beam import shard_state
 from frontierflow.pipelines.beam.event_time import ClockWindows, parse_clock
-from frontierflow.pipelines.beam.io import one_log_file, read_log_items
+from frontierflow.pipelines.beam.io import (
+    READ_PARTS,
+    ReadFetchEventLog,
+    one_log_file,
+    read_log_items,
+)
 from frontierflow.pipelines.beam.replay import build_replay
 from frontierflow.pipelines.beam.routing import (
     ClockMissing,
@@ -309,6 +314,27 @@ def test_log_reads_through_beam_filesystems(beam_replay_case: Any, tmp_path: Pat
         one_log_file("memtest://bucket/missing.avro")
     with pytest.raises(FileNotFoundError, match="no such log"):
         one_log_file(str(tmp_path / "missing.avro"))
+
+
+def test_container_log_reads_in_parts(beam_replay_case: Any, tmp_path: Path) -> None:
+    """A container is read in `READ_PARTS` parts whose items together are the whole log's;
+    JSON lines, and a remote log that cannot be opened when the pipeline is built, in one."""
+    log = tmp_path / "events.avro"
+    beam_replay_case.write_log(log)  # 300 events + 1 dead letter, in 11 blocks
+    whole = list(read_log_items(str(log)))
+    parts = [list(read_log_items(str(log), part, 4)) for part in range(4)]
+    assert all(parts)
+    union = sorted((item for part in parts for item in part), key=lambda item: item[0].offset)
+    assert union == whole
+    assert [position.offset for position, _, _ in whole] == list(range(301))
+    assert ReadFetchEventLog(log).parts == READ_PARTS
+    jsonl = tmp_path / "events.jsonl"
+    event = '{"url":"u","fetched_at":1,"status":200,"fetcher_id":"f","host":"h"}'
+    jsonl.write_text(event + "\n" + event + "\n")
+    assert ReadFetchEventLog(jsonl).parts == 1
+    assert len(list(read_log_items(str(jsonl)))) == 2
+    assert list(read_log_items(str(jsonl), 1, 4)) == []
+    assert ReadFetchEventLog("nosuch://bucket/events.avro").parts == 1
 
 
 def test_cli_replay_with_windowed_clock(beam_replay_case: Any, tmp_path: Path) -> None:
