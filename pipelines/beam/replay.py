@@ -8,12 +8,14 @@ Composite transforms with labelled steps, four shuffles in all:
   core's repeat verdict on its fetches in input order; IECA's global clock, exact and
   distributed, as prefix sums of first fetches per (crawl, bucket of positions);
 - `RouteFetchEvents`: per bucket, fetches in input order get the step core's
-  `crawl_clock` and become its `keyed_messages`, tagged with (position, index) so every
-  key applies them in input order;
-- `UpdateFrontier`: per URL, all its messages arrive together and are folded through the
-  step core's `apply_messages` from no state (each key is visited once: no state spec);
-  out comes a `UrlUpdate`: the final state and the latest change per change key (a key
-  owns every change key it emits, so per key is the whole story);
+  `crawl_clock` and are routed by the strategy; their messages leave as one block per
+  shard of their keys (`beam.shard_blocks`: a block, not a key, is what crosses the
+  shuffle);
+- `UpdateFrontier`: per shard, its blocks arrive together; each key's messages are put in
+  input order and folded through the step core's `apply_messages` from no state (each key
+  is visited once: no state spec); out comes a `UrlUpdate` per key: the final state and
+  the latest change per change key (a key owns every change key it emits, so per key is
+  the whole story);
 - `HoldPausedHosts` (`beam.hosts`): per queue group, the host rule over its answers
   (deferred ones too: a 429 answers for its host, not its page) gives its pauses; every
   entry emitted inside one is held until it ends, as the embedded engine holds it.
@@ -24,32 +26,30 @@ whose state fills it, with the echo found for it in the round before (`FillEchoe
 the fold answers each probe with the echo the key's state implies at that position.
 
 Records cross stages through the coders of `beam.coders` (Avro bytes; no pickling, no
-JSON inside the pipeline). The result equals the embedded engine's on the same log: same
-clock, same repeats, same per-key order, same functions. Global strategies (the PageRank
+JSON inside the pipeline), blocks as primitives (`FastPrimitivesCoder`). The result
+equals the embedded engine's on the same log: same clock, same repeats, same per-key
+order, same functions. Global strategies (the PageRank
 baselines) are refused. The bounded form waits for the input to end; `beam.stream` is
 the unbounded form.
 """
 
 from __future__ import annotations
 
-import typing
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
 from apache_beam import typehints
+from apache_beam.io.filesystems import FileSystems
 
 from frontierflow.pipelines.beam.coders import UrlUpdate
 from frontierflow.pipelines.beam.echo_fill import (
     FILLS,
     MAX_FILL_ROUNDS,
-    PROBE,
     Fills,
-    echo_at_probe,
     given_fills,
-    probe_message,
     run_fill_rounds,
     write_fills,
 )
@@ -63,35 +63,35 @@ from frontierflow.pipelines.beam.io import (
 )
 from frontierflow.pipelines.beam.options import pipeline_options
 from frontierflow.pipelines.beam.revisits import MergeRevisits, ScheduleRevisits
-from frontierflow.pipelines.beam.strategy import beam_strategy
-from frontierflow.pipelines.core.step import (
-    FetchKind,
-    LatestChanges,
-    apply_messages,
-    crawl_clock,
-    echo_fill_key,
-    keyed_messages,
-    seed_message,
+from frontierflow.pipelines.beam.shard_blocks import (
+    MIN_FOLD_SHARDS,
+    fold_blocks,
+    fold_blocks_probing,
+    fold_shards,
+    message_of,
+    route_blocks,
+    seed_blocks,
 )
+from frontierflow.pipelines.beam.strategy import beam_strategy
+from frontierflow.pipelines.core.step import LatestChanges, apply_messages, seed_message
 from frontierflow.pipelines.core.strategy import (
     CrawlClock,
     EchoFill,
     Message,
     Strategy,
 )
-from frontierflow.schemas.codecs import decode_record
-from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
 from frontierflow.state.revisit_schedule import RevisitPolicy
 
 
 class RouteFetchEvents(beam.PTransform):
     """Per (crawl, bucket), fetches in input order with their exact clocks, routed by the
-    step core: (url, [(position, index, (crawled, now_ms), message tuple), …])."""
+    step core into blocks: (shard, encoded `Block`)s (`beam.shard_blocks`)."""
 
-    def __init__(self, strategy: Strategy[Any], filling: bool = False) -> None:
+    def __init__(self, strategy: Strategy[Any], shards: int, filling: bool = False) -> None:
         super().__init__()
         self.strategy = strategy
+        self.shards = shards
         self.filling = filling
 
     def expand(self, pcolls: Any) -> Any:
@@ -103,8 +103,11 @@ class RouteFetchEvents(beam.PTransform):
             | "BucketFetches" >> beam.GroupByKey()
             | "Route"
             >> beam.FlatMap(
-                route_bucket, self.strategy, beam.pvalue.AsSingleton(pages_before)
-            ).with_output_types(typehints.KV[str, typehints.Any])
+                route_bucket,
+                self.strategy,
+                beam.pvalue.AsSingleton(pages_before),
+                self.shards,
+            ).with_output_types(typehints.KV[int, bytes])
         )
 
     def _expand_filling(self, fetches: Any, pages_before: Any, fills: Any) -> Any:
@@ -114,8 +117,11 @@ class RouteFetchEvents(beam.PTransform):
             | "FillEchoes" >> beam.CoGroupByKey()
             | "RouteFilled"
             >> beam.FlatMap(
-                route_filled_bucket, self.strategy, beam.pvalue.AsSingleton(pages_before)
-            ).with_output_types(typehints.KV[str, typehints.Any])
+                route_filled_bucket,
+                self.strategy,
+                beam.pvalue.AsSingleton(pages_before),
+                self.shards,
+            ).with_output_types(typehints.KV[int, bytes])
         )
 
 
@@ -123,147 +129,63 @@ def route_bucket(
     grouped: tuple[tuple[str, int], Iterable[tuple[int, int, bytes]]],
     strategy: Strategy[Any],
     pages_before: dict[tuple[str, int], int],
-) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
-    """A bucket's fetches in input order: the step core's clock, then its routing; one
-    element per URL with all its messages from the bucket (fewer elements to shuffle)."""
-    key, fetches = grouped
-    yield from _route_fetches(key, fetches, strategy, pages_before, None)
+    shards: int,
+) -> list[tuple[int, bytes]]:
+    """A bucket's fetches through `route_blocks`."""
+    bucket, fetches = grouped
+    return route_blocks(bucket, fetches, strategy, pages_before, shards)
 
 
 def route_filled_bucket(
     grouped: tuple[tuple[str, int], dict[str, Iterable[Any]]],
     strategy: Strategy[Any],
     pages_before: dict[tuple[str, int], int],
-) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
-    """`route_bucket` when echoes are filled: an event without echo gets the one found for
-    its position in the last round, and sends a probe to the key whose state fills it."""
-    key, joined = grouped
+    shards: int,
+) -> list[tuple[int, bytes]]:
+    """`route_blocks` with the echoes found for the bucket's events in the last round."""
+    bucket, joined = grouped
     fills = {position: dict(echo) for position, echo in joined["fills"]}
-    yield from _route_fetches(key, joined["fetches"], strategy, pages_before, fills)
-
-
-def _route_fetches(
-    key: tuple[str, int],
-    fetches: Iterable[tuple[int, int, bytes]],
-    strategy: Strategy[Any],
-    pages_before: dict[tuple[str, int], int],
-    fills: dict[int, dict[str, str]] | None,
-) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
-    pages = pages_before.get(key, 0)
-    by_url: dict[str, list[tuple[Any, ...]]] = {}
-    for position, kind, encoded in sorted(fetches, key=lambda f: f[0]):
-        event = decode_record(FetchEvent, encoded)
-        clock = crawl_clock(pages, kind != FetchKind.FIRST, event.fetched_at)
-        pages = clock.crawled
-        now = (clock.crawled, clock.now_ms)
-        if fills is not None:
-            fill_key = echo_fill_key(strategy, event)
-            if fill_key is not None:
-                by_url.setdefault(fill_key, []).append((position, -1, now, probe_message(event)))
-                echo = fills.get(position)
-                if echo:
-                    event = replace(event, echo=echo)
-        repeat = kind == FetchKind.REPEAT
-        for index, (url, message) in enumerate(keyed_messages(strategy, event, repeat)):
-            by_url.setdefault(url, []).append((position, index, now, message_tuple(message)))
-    yield from by_url.items()
-
-
-def message_tuple(message: Message) -> tuple[Any, ...]:
-    """A message as it crosses Beam stages: (type name, fields…), primitives only."""
-    return (type(message).__name__, *message)
-
-
-_MESSAGE_TYPES: dict[str, Any] = {cls.__name__: cls for cls in typing.get_args(Message)}
-_WITH_TUPLES = frozenset(
-    name
-    for name, cls in _MESSAGE_TYPES.items()
-    if any(typing.get_origin(hint) is tuple for hint in typing.get_type_hints(cls).values())
-)
-"""The messages with a tuple field (`PageSeen`'s links and vector), which a coder may hand
-back as a list."""
-
-
-def message_of(t: tuple[Any, ...]) -> Message:
-    """The message a `message_tuple` stands for (lists from a coder become tuples). Every
-    field is there, so the tuple's tail is the message's (`_make` checks the count): one
-    is built per link on the other side of a shuffle."""
-    name = t[0]
-    if name in _WITH_TUPLES:
-        return _MESSAGE_TYPES[name](*(tuple(f) if isinstance(f, list) else f for f in t[1:]))
-    return _MESSAGE_TYPES[name]._make(t[1:])
+    return route_blocks(bucket, joined["fetches"], strategy, pages_before, shards, fills)
 
 
 class UpdateFrontier(beam.PTransform):
-    """Per URL: all its messages arrive together after the shuffle and are folded in input
-    order through the step core, from no state: a bounded replay visits each key once, so
-    it needs no state spec."""
+    """Per shard of the URL space: its blocks arrive together after the shuffle, each key's
+    messages are folded in input order through the step core from no state (a bounded
+    replay visits each key once, so it needs no state spec), one `UrlUpdate` per key out."""
 
     def __init__(self, strategy: Strategy[Any], probes: bool = False) -> None:
         super().__init__()
         self.strategy = strategy
         self.probes = probes
 
-    def expand(self, keyed: Any) -> Any:
-        grouped = keyed | "ByUrl" >> beam.GroupByKey()
+    def expand(self, blocks: Any) -> Any:
+        grouped = blocks | "ByShard" >> beam.GroupByKey()
         if not self.probes:
-            return grouped | "FoldInOrder" >> beam.Map(
-                fold_messages, self.strategy
+            return grouped | "FoldInOrder" >> beam.FlatMap(
+                fold_shard, self.strategy
             ).with_output_types(UrlUpdate)
         folded = grouped | "FoldAndProbe" >> beam.FlatMap(
-            fold_with_probes, self.strategy
+            fold_shard_probing, self.strategy
         ).with_outputs(FILLS, main="updates")
         updates = folded.updates
         updates.element_type = UrlUpdate
         return updates, folded[FILLS]
 
 
-def fold_messages(
-    grouped: tuple[str, Iterable[list[tuple[int, int, tuple[int, int], tuple[Any, ...]]]]],
-    strategy: Strategy[Any],
-) -> UrlUpdate:
-    """One URL's messages (in batches, one per bucket) sorted by (position, index) through
-    `apply_messages`."""
-    url, batches = grouped
-    messages = [message for batch in batches for message in batch]
-    latest: LatestChanges = {}
-    state = apply_messages(
-        strategy,
-        url,
-        None,
-        (
-            (CrawlClock(*clock), message_of(message))
-            for _, _, clock, message in sorted(messages, key=lambda m: m[:2])
-        ),
-        latest,
-    )
-    encoded = None if state is None else strategy.encode_state(state)
-    return UrlUpdate(url, encoded, tuple(latest.values()))
+def fold_shard(grouped: tuple[int, Iterable[bytes]], strategy: Strategy[Any]) -> list[UrlUpdate]:
+    """Each key of the shard folded from its messages in input order."""
+    return fold_blocks(strategy, grouped[1])
 
 
-def fold_with_probes(
-    grouped: tuple[str, Iterable[list[tuple[int, int, tuple[int, int], tuple[Any, ...]]]]],
-    strategy: Strategy[Any],
+def fold_shard_probing(
+    grouped: tuple[int, Iterable[bytes]], strategy: Strategy[Any]
 ) -> Iterator[Any]:
-    """`fold_messages`, answering probes on the way: at a probe the key's state as it stands
-    (before the probing event's own messages, which come after it at its position) gives
-    the echo of that event (the step core's `with_echo_from_state`), tagged `FILLS` as
-    (crawl id, position, echo) when there is one."""
-    url, batches = grouped
-    messages = sorted((m for batch in batches for m in batch), key=lambda m: m[:2])
-    latest: LatestChanges = {}
-    state = None
-    for position, _, clock, message in messages:
-        if message[0] == PROBE:
-            crawl_id, echo = echo_at_probe(strategy, message, state)
-            if echo:
-                yield beam.pvalue.TaggedOutput(FILLS, (crawl_id, position, echo))
-            continue
-        state = apply_messages(
-            strategy, url, state, ((CrawlClock(*clock), message_of(message)),), latest
-        )
-    encoded = None if state is None else strategy.encode_state(state)
-    yield UrlUpdate(url, encoded, tuple(latest.values()))
+    """`fold_shard`, with each echo found at a probe tagged `FILLS` as (crawl id,
+    position, echo)."""
+    updates, found = fold_blocks_probing(strategy, grouped[1])
+    yield from updates
+    for fill in found:
+        yield beam.pvalue.TaggedOutput(FILLS, fill)
 
 
 def apply_encoded(
@@ -307,6 +229,7 @@ class ReplayFrontier(beam.PTransform):
         hosts: HostPolicy | None = DEFAULT_POLICY,
         filling: bool = False,
         revisit: RevisitPolicy | None = None,
+        shards: int = MIN_FOLD_SHARDS,
     ) -> None:
         super().__init__()
         if filling and seeds is not None and seeds.urls:
@@ -320,9 +243,10 @@ class ReplayFrontier(beam.PTransform):
         self.hosts = hosts
         self.filling = filling
         self.revisit = revisit
+        self.shards = shards
 
     def expand(self, pcolls: Any) -> Any:
-        strategy = self.strategy
+        strategy, shards = self.strategy, self.shards
         events, fills = pcolls if self.filling else (pcolls, None)
         pages = page_answers(events)
         repeats = DecideRepeatFetches(strategy.learns_from_repeats, revisit=self.revisit)
@@ -331,14 +255,15 @@ class ReplayFrontier(beam.PTransform):
             fetches, visits, records = fetches
         pages_before = fetches | "Clock" >> CountCrawledPages()
         if fills is None:
-            keyed = (fetches, pages_before) | "Route" >> RouteFetchEvents(strategy)
+            blocks = (fetches, pages_before) | "Route" >> RouteFetchEvents(strategy, shards)
         else:
             routed = (fetches, pages_before, fills)
-            keyed = routed | "Route" >> RouteFetchEvents(strategy, filling=True)
+            blocks = routed | "Route" >> RouteFetchEvents(strategy, shards, filling=True)
         if self.seeds is not None and self.seeds.urls:
-            seeded = events.pipeline | "Seeds" >> beam.Create(seed_messages(strategy, self.seeds))
-            keyed = (keyed, seeded) | "WithSeeds" >> beam.Flatten()
-        updates = keyed | "Update" >> UpdateFrontier(strategy, probes=self.filling)
+            seeded = seed_blocks(seed_messages(strategy, self.seeds), shards)
+            seeded_blocks = events.pipeline | "Seeds" >> beam.Create(seeded)
+            blocks = (blocks, seeded_blocks) | "WithSeeds" >> beam.Flatten()
+        updates = blocks | "Update" >> UpdateFrontier(strategy, probes=self.filling)
         found = None
         if self.filling:
             updates, found = updates
@@ -361,14 +286,11 @@ class Seeds:
     at_ms: int = 0
 
 
-def seed_messages(strategy: Strategy[Any], seeds: Seeds) -> list[tuple[str, list[Any]]]:
-    """Each seed's message for its `seed_key`, at position −1 (before every event) and a
-    crawl clock of 0 pages: what `Engine.seed` applies to a fresh state."""
-    out = []
-    for i, url in enumerate(seeds.urls):
-        key, message, clock = seed_message(strategy, url, seeds.crawl_id, 0, 0, seeds.at_ms)
-        out.append((key, [(-1, i, (clock.crawled, clock.now_ms), message_tuple(message))]))
-    return out
+def seed_messages(strategy: Strategy[Any], seeds: Seeds) -> list[tuple[str, Message, CrawlClock]]:
+    """Each seed's (`seed_key`, message, clock) in order, at a crawl clock of 0 pages: what
+    `Engine.seed` applies to a fresh state, before every event (position −1 in
+    `seed_blocks`)."""
+    return [seed_message(strategy, url, seeds.crawl_id, 0, 0, seeds.at_ms) for url in seeds.urls]
 
 
 def build_replay(
@@ -385,19 +307,29 @@ def build_replay(
     and `<out>-dead-letters*.jsonl`; with `fills` ((crawl id, position) → echo: one round
     of the echo fill), also `<out>-echo-fills*.jsonl`, the echoes this round found; with
     `revisit`, also `<out>-revisits*.jsonl`, the revisit states."""
-    events, dead = pipeline | "Read" >> ReadFetchEventLog(log)
+    read = ReadFetchEventLog(log)
+    events, dead = pipeline | "Read" >> read
+    shards = fold_shards(log_bytes(read.path))
     if fills is None:
-        frontier = ReplayFrontier(strategy, seeds, hosts, revisit=revisit)
+        frontier = ReplayFrontier(strategy, seeds, hosts, revisit=revisit, shards=shards)
         updates = events | "Frontier" >> frontier
         if revisit is not None:
             updates, states = updates
             states | "WriteRevisits" >> WriteKeyedStates(out_prefix + "-revisits")
         (updates, dead) | "Write" >> WriteResults(out_prefix)
         return
-    frontier = ReplayFrontier(strategy, seeds, hosts, filling=True)
+    frontier = ReplayFrontier(strategy, seeds, hosts, filling=True, shards=shards)
     updates, found = (events, given_fills(pipeline, fills)) | "Frontier" >> frontier
     (updates, dead) | "Write" >> WriteResults(out_prefix)
     write_fills(found, out_prefix)
+
+
+def log_bytes(path: str) -> int | None:
+    """The size of the log file `path` (None when it cannot be listed here)."""
+    try:
+        return int(FileSystems.match([path])[0].metadata_list[0].size_in_bytes)
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def run_beam_replay(

@@ -60,7 +60,7 @@ from frontierflow.pipelines.beam.event_time import (
     take_due,
     taken_before,
 )
-from frontierflow.pipelines.beam.replay import message_tuple
+from frontierflow.pipelines.beam.shard_blocks import message_tuple
 from frontierflow.pipelines.beam.shard_state import STATE_SHARDS, state_shard
 from frontierflow.pipelines.core.step import crawl_clock, keyed_messages
 from frontierflow.pipelines.core.strategy import Strategy

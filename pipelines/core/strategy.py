@@ -229,6 +229,10 @@ class Strategy(ABC, Generic[S]):
     """Whether an entry it emits may be a reply request (`REPLY_ECHO`), which
     `change_key` keeps per (url, via). Without them every change's key is its URL, and
     the step core keeps the latest change per key in one pass (`apply_pending`)."""
+    changes_own_key: ClassVar[bool] = False
+    """Whether every change a key's messages emit is for that key's own URL, so the
+    changes of many keys folded at once can be told apart by URL (the bounded Beam
+    replay folds a shard's keys in one `apply_pending` then: `beam.shard_blocks`)."""
 
     def echo_from_state(self, event: FetchEvent, state: S) -> dict[str, str]:
         """The echo the frontier entry that led to `event` carried, derived from the state,

@@ -27,6 +27,7 @@ from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
 from frontierflow.connectors.base import DecisionSink, Failed, InputItem, Position, Sink
+from frontierflow.pipelines.core.collector import collector_paused
 from frontierflow.pipelines.core.strategy import (
     GlobalStrategy,
     Strategy,
@@ -371,28 +372,6 @@ class Engine(Generic[S]):
                 self.hot.clear()
                 self._cache_ahead = False
             raise
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off for the duration of one step, as it was after.
-
-    A step allocates a few container objects per link (messages, their queue entries,
-    frontier entries) that live until the step ends and then go by reference counting,
-    none of them in a cycle. Left on, the collector runs every 700 allocations and, as
-    they pile up, walks every object the process holds, the decoded states of the
-    engine's cache among them: measured on `frontierflow bench`, a quarter of IECA's time.
-    Off for a step, it runs on the next allocations after it, over what the step left.
-    A loop of steps pauses it for longer (`StepCollector`).
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 COLLECT_EVERY_STEPS = 64

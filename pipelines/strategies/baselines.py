@@ -31,6 +31,7 @@ class ScoredStrategy(Strategy[ScoredUrl]):
     """A baseline defined by a seed score, a link rule and score → priority."""
 
     echo_key = ""
+    changes_own_key = True
     seed_score = 0.0
     echo_fill = EchoFill.PAGE
 

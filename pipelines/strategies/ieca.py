@@ -48,6 +48,7 @@ class IecaStrategy(Strategy[IecaDistance]):
     """Logarithmic-distance ordering; every change re-emits the URL's entry."""
 
     name = "ieca"
+    changes_own_key = True
     family = "ieca"
     echo_fill = EchoFill.PAGE
     immutable_states = True

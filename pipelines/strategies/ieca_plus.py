@@ -30,6 +30,7 @@ class IecaPlusStrategy(Strategy[IecaPlusDistance]):
     """Log-cash distances; priority = −distance; every change re-emits the URL's entry."""
 
     name = "ieca-plus"
+    changes_own_key = True
     family = "ieca-plus"
 
     def __init__(self, params: IecaPlusParams) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from apache_beam.coders import FastPrimitivesCoder
 
-from frontierflow.pipelines.beam.replay import message_of, message_tuple, run_beam_replay
+from frontierflow.pipelines.beam.replay import run_beam_replay
+from frontierflow.pipelines.beam.shard_blocks import message_of, message_tuple
 from frontierflow.pipelines.beam.speed import read_beam_decisions
 from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.core.strategy import Link, PageSeen, Reinforce

@@ -104,7 +104,7 @@ def test_graph_builds_with_dataflow_options() -> None:
     assert {
         "Frontier/Repeats/PageFetches",
         "Frontier/Route/BucketFetches",
-        "Frontier/Update/ByUrl",
+        "Frontier/Update/ByShard",
         "Frontier/Hosts/GroupPauses/AnswersByGroup",
     } <= shuffles
     # the clock's counts per bucket are combined, not grouped on one key
