@@ -116,17 +116,43 @@ def decide_repeats(
 class CountCrawledPages(beam.PTransform):
     """The exact crawl clock as a distributed count: first fetches per (crawl, bucket of
     positions), then, as one small dict, the pages of each crawl fetched before each
-    bucket (prefix sums). No worker holds more than one bucket's fetches."""
+    bucket (prefix sums). No worker holds more than one bucket's fetches: each counts its
+    own per bucket, and one grouping merges the counts (`BucketCounts`)."""
 
     def expand(self, fetches: Any) -> Any:
         return (
             fetches
             | "FirstFetches" >> beam.Filter(lambda kv: kv[1][1] == FetchKind.FIRST)
-            | "One" >> beam.MapTuple(lambda key, _: (key, 1))
-            | "PerBucket" >> beam.CombinePerKey(sum)
-            | "AllBuckets" >> beam.combiners.ToDict()
+            | "Buckets" >> beam.Map(lambda kv: kv[0])
+            | "PerBucket" >> beam.CombineGlobally(BucketCounts())
             | "PagesBefore" >> beam.Map(pages_before_buckets)
         )
+
+
+class BucketCounts(beam.CombineFn):
+    """(crawl, bucket)s → how many of each, as one dict: counted where the fetches are,
+    merged once."""
+
+    def create_accumulator(self) -> dict[tuple[str, int], int]:
+        return {}
+
+    def add_input(
+        self, counts: dict[tuple[str, int], int], bucket: tuple[str, int]
+    ) -> dict[tuple[str, int], int]:
+        counts[bucket] = counts.get(bucket, 0) + 1
+        return counts
+
+    def merge_accumulators(
+        self, accumulators: Iterable[dict[tuple[str, int], int]]
+    ) -> dict[tuple[str, int], int]:
+        merged: dict[tuple[str, int], int] = {}
+        for counts in accumulators:
+            for bucket, count in counts.items():
+                merged[bucket] = merged.get(bucket, 0) + count
+        return merged
+
+    def extract_output(self, counts: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        return counts
 
 
 def pages_before_buckets(counts: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:

@@ -51,7 +51,7 @@ from frontierflow.pipelines.core.strategy import CrawlClock, Inlink, Message, Qu
 from frontierflow.schemas.codecs import decode_record
 from frontierflow.schemas.records import FetchEvent, FrontierChange
 
-MIN_FOLD_SHARDS = 32
+MIN_FOLD_SHARDS = 16
 """Fold shards of a small log: a few per worker slot, so the folds spread."""
 FOLD_SHARD_BYTES = 16 << 20
 """Log bytes per fold shard past `MIN_FOLD_SHARDS`: a shard's fold holds the messages of
