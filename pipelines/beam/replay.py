@@ -35,7 +35,7 @@ the unbounded form.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ from frontierflow.pipelines.beam.echo_fill import (
     write_fills,
 )
 from frontierflow.pipelines.beam.exact_clock import CountCrawledPages, DecideRepeatFetches
-from frontierflow.pipelines.beam.hosts import HoldPausedHosts
+from frontierflow.pipelines.beam.hosts import GroupPauses, HoldPausedHosts, hold_update
 from frontierflow.pipelines.beam.io import (
     ReadFetchEventLog,
     WriteKeyedStates,
@@ -80,6 +80,7 @@ from frontierflow.pipelines.core.strategy import (
     Message,
     Strategy,
 )
+from frontierflow.state.host_pauses import Pause
 from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
 from frontierflow.state.revisit_schedule import RevisitPolicy
 
@@ -151,39 +152,53 @@ def route_filled_bucket(
 class UpdateFrontier(beam.PTransform):
     """Per shard of the URL space: its blocks arrive together after the shuffle, each key's
     messages are folded in input order through the step core from no state (a bounded
-    replay visits each key once, so it needs no state spec), one `UrlUpdate` per key out."""
+    replay visits each key once, so it needs no state spec), one `UrlUpdate` per key out.
+    With `pauses` (the host rule's, `beam.hosts.GroupPauses`), the entries emitted inside
+    one are held there, in the fold's own stage (no stage after it decodes the updates
+    again to hold them)."""
 
-    def __init__(self, strategy: Strategy[Any], probes: bool = False) -> None:
+    def __init__(self, strategy: Strategy[Any], probes: bool = False, pauses: Any = None) -> None:
         super().__init__()
         self.strategy = strategy
         self.probes = probes
+        self.pauses = pauses
 
     def expand(self, blocks: Any) -> Any:
         grouped = blocks | "ByShard" >> beam.GroupByKey()
+        pauses = () if self.pauses is None else (beam.pvalue.AsDict(self.pauses),)
         if not self.probes:
             return grouped | "FoldInOrder" >> beam.FlatMap(
-                fold_shard, self.strategy
+                fold_shard, self.strategy, *pauses
             ).with_output_types(UrlUpdate)
         folded = grouped | "FoldAndProbe" >> beam.FlatMap(
-            fold_shard_probing, self.strategy
+            fold_shard_probing, self.strategy, *pauses
         ).with_outputs(FILLS, main="updates")
         updates = folded.updates
         updates.element_type = UrlUpdate
         return updates, folded[FILLS]
 
 
-def fold_shard(grouped: tuple[int, Iterable[bytes]], strategy: Strategy[Any]) -> list[UrlUpdate]:
-    """Each key of the shard folded from its messages in input order."""
-    return fold_blocks(strategy, grouped[1])
+def fold_shard(
+    grouped: tuple[int, Iterable[bytes]],
+    strategy: Strategy[Any],
+    pauses: Mapping[str, list[Pause]] | None = None,
+) -> list[UrlUpdate]:
+    """Each key of the shard folded from its messages in input order, the entries emitted
+    inside a pause of `pauses` held."""
+    updates = fold_blocks(strategy, grouped[1])
+    return [hold_update(u, pauses) for u in updates] if pauses else updates
 
 
 def fold_shard_probing(
-    grouped: tuple[int, Iterable[bytes]], strategy: Strategy[Any]
+    grouped: tuple[int, Iterable[bytes]],
+    strategy: Strategy[Any],
+    pauses: Mapping[str, list[Pause]] | None = None,
 ) -> Iterator[Any]:
     """`fold_shard`, with each echo found at a probe tagged `FILLS` as (crawl id,
     position, echo)."""
     updates, found = fold_blocks_probing(strategy, grouped[1])
-    yield from updates
+    for update in updates:
+        yield hold_update(update, pauses) if pauses else update
     for fill in found:
         yield beam.pvalue.TaggedOutput(FILLS, fill)
 
@@ -263,7 +278,10 @@ class ReplayFrontier(beam.PTransform):
             seeded = seed_blocks(seed_messages(strategy, self.seeds), shards)
             seeded_blocks = events.pipeline | "Seeds" >> beam.Create(seeded)
             blocks = (blocks, seeded_blocks) | "WithSeeds" >> beam.Flatten()
-        updates = blocks | "Update" >> UpdateFrontier(strategy, probes=self.filling)
+        # the host rule's pauses are held in the fold, unless revisits join the updates first
+        hold_in_fold = self.hosts is not None and self.revisit is None
+        pauses = events | "Hosts" >> GroupPauses(self.hosts) if hold_in_fold else None
+        updates = blocks | "Update" >> UpdateFrontier(strategy, self.filling, pauses)
         found = None
         if self.filling:
             updates, found = updates
@@ -272,7 +290,7 @@ class ReplayFrontier(beam.PTransform):
             decisions, hosts = visits | "Revisits" >> schedule
             updates = (updates, decisions) | "WithRevisits" >> MergeRevisits()
             found = (records, hosts) | "RevisitStates" >> beam.Flatten()
-        if self.hosts is not None:
+        if self.hosts is not None and not hold_in_fold:
             updates = (events, updates) | "Hosts" >> HoldPausedHosts(self.hosts)
         return updates if found is None else (updates, found)
 

@@ -105,7 +105,7 @@ def test_graph_builds_with_dataflow_options() -> None:
         "Frontier/Repeats/PageFetches",
         "Frontier/Route/BucketFetches",
         "Frontier/Update/ByShard",
-        "Frontier/Hosts/GroupPauses/AnswersByGroup",
+        "Frontier/Hosts/AnswersByGroup",
     } <= shuffles
     # the clock's counts per bucket are combined, not grouped on one key
     assert any(name.startswith("Frontier/Clock/PerBucket") for name in transforms)
