@@ -36,6 +36,7 @@ from apache_beam.coders import FastPrimitivesCoder
 
 from frontierflow.pipelines.beam.coders import UrlUpdate
 from frontierflow.pipelines.beam.echo_fill import PROBE, echo_at_probe, probe_message
+from frontierflow.pipelines.beam.exact_clock import decode_fetch
 from frontierflow.pipelines.beam.shard_state import state_shard
 from frontierflow.pipelines.core.collector import collector_paused
 from frontierflow.pipelines.core.step import (
@@ -48,8 +49,7 @@ from frontierflow.pipelines.core.step import (
     keyed_messages,
 )
 from frontierflow.pipelines.core.strategy import CrawlClock, Inlink, Message, Queued, Strategy
-from frontierflow.schemas.codecs import decode_record
-from frontierflow.schemas.records import FetchEvent, FrontierChange
+from frontierflow.schemas.records import FrontierChange
 
 MIN_FOLD_SHARDS = 16
 """Fold shards of a small log: a few per worker slot, so the folds spread."""
@@ -104,7 +104,7 @@ def _route_pages(
     blocks: dict[int, list[Page]] = {}
     shard_of: dict[str, int] = {}
     for position, kind, encoded in sorted(fetches, key=itemgetter(0)):
-        event = decode_record(FetchEvent, encoded)
+        event = decode_fetch(encoded)
         repeat = kind == FetchKind.REPEAT
         clock = crawl_clock(pages, kind != FetchKind.FIRST, event.fetched_at)
         pages = clock.crawled

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from frontierflow.pipelines.beam import exact_clock
+from frontierflow.schemas.records import FetchEvent
 
 
 def test_clock_over_many_buckets_equals_embedded(
@@ -29,3 +30,34 @@ def test_pages_before_buckets_by_hand() -> None:
         ("a", 5): 7,
         ("b", 1): 0,
     }
+
+
+def test_a_fetch_crosses_the_shuffles_whole() -> None:
+    """Every field of an event comes back from its shuffle encoding as it went in: maps,
+    floats to the bit, None, text, and the outlinks as a tuple."""
+    event = FetchEvent(
+        url="https://a.example/p",
+        fetched_at=1_700_000_000_123,
+        status=200,
+        fetcher_id="f1",
+        host="a.example",
+        via="https://a.example/",
+        crawl_id="c",
+        cycle=2,
+        outlinks=("https://a.example/x", "https://b.example/y"),
+        terms={"sock": 0.1 + 0.2},
+        text="page text",
+        content_hash="abc",
+        published_at=None,
+        bytes=12_345,
+        fetch_ms=12.5,
+        echo={"ieca.d": "1.25"},
+        retry_after_ms=None,
+        failure=None,
+        will_retry=False,
+        depth=3,
+    )
+    back = exact_clock.decode_fetch(exact_clock.encode_fetch(event))
+    assert back == event
+    assert type(back.outlinks) is tuple
+    assert back.terms == {"sock": 0.30000000000000004}

@@ -12,6 +12,7 @@ import pytest
 
 from frontierflow.connectors.logs import record_from_dict
 from frontierflow.pipelines.beam.coders import UrlUpdate
+from frontierflow.pipelines.beam.exact_clock import encode_fetch
 from frontierflow.pipelines.beam.shard_blocks import (
     FOLD_SHARD_BYTES,
     MIN_FOLD_SHARDS,
@@ -28,7 +29,6 @@ from frontierflow.pipelines.core.step import (
     keyed_messages,
 )
 from frontierflow.pipelines.strategies import build_strategy
-from frontierflow.schemas.codecs import encode_record
 from frontierflow.schemas.records import FetchEvent
 
 BUCKET = 16  # small buckets, so a shard gets blocks from many of them
@@ -62,7 +62,7 @@ def fetches_by_bucket(
             continue
         kind = FetchKind.REPEAT if repeat else FetchKind.FIRST
         bucket = (event.crawl_id, position // BUCKET)
-        buckets[bucket].append((position, int(kind), encode_record(event)))
+        buckets[bucket].append((position, int(kind), encode_fetch(event)))
         firsts[bucket] += not repeat
     before: dict[tuple[str, int], int] = {}
     totals: dict[str, int] = defaultdict(int)
