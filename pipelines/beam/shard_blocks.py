@@ -89,7 +89,9 @@ def route_blocks(
     for its position in the last round, after a probe to the key whose state fills it."""
     with collector_paused():
         blocks = _route_pages(bucket, fetches, strategy, pages_before, shards, fills)
-        return [(shard, _BLOCK.encode((pages[0][0], pages))) for shard, pages in blocks.items()]
+        encoded = [(shard, _BLOCK.encode((pages[0][0], pages))) for shard, pages in blocks.items()]
+        del blocks  # freed with the collector off: on again, it would walk them first
+    return encoded
 
 
 def _route_pages(
@@ -221,30 +223,37 @@ def shard_queues(encoded: Iterable[bytes]) -> dict[str, list[Queued]]:
 
 def fold_blocks(strategy: Strategy[Any], encoded: Iterable[bytes]) -> list[UrlUpdate]:
     """A shard's updates, one per key: its messages in order from no state, with the
-    collector paused. A strategy whose changes are all its keys' own
-    (`Strategy.changes_own_key`) folds the shard's keys in one `apply_pending`, as the
-    embedded engine folds a step's; any other key by key."""
+    collector paused."""
     with collector_paused():
         queues = shard_queues(encoded)
-        encode = strategy.encode_state
-        if not strategy.changes_own_key:
-            updates = []
-            for url, queue in queues.items():
-                latest: LatestChanges = {}
-                state = apply_messages(strategy, url, None, queue, latest)
-                encoded_state = None if state is None else encode(state)
-                updates.append(UrlUpdate(url, encoded_state, tuple(latest.values())))
-            return updates
-        states: dict[str, Any] = dict.fromkeys(queues)
-        latest = {}
-        apply_pending(strategy, queues, states, latest)
-        changes: dict[str, list[FrontierChange]] = {}
-        for change in latest.values():
-            changes.setdefault(change.url, []).append(change)
-        return [
-            UrlUpdate(url, None if state is None else encode(state), tuple(changes.get(url, ())))
-            for url, state in states.items()
-        ]
+        updates = _fold_queues(strategy, queues)
+        del queues  # freed with the collector off, as in `route_blocks`
+    return updates
+
+
+def _fold_queues(strategy: Strategy[Any], queues: dict[str, list[Queued]]) -> list[UrlUpdate]:
+    """A strategy whose changes are all its keys' own (`Strategy.changes_own_key`) folds
+    the shard's keys in one `apply_pending`, as the embedded engine folds a step's; any
+    other key by key."""
+    encode = strategy.encode_state
+    if not strategy.changes_own_key:
+        updates = []
+        for url, queue in queues.items():
+            latest: LatestChanges = {}
+            state = apply_messages(strategy, url, None, queue, latest)
+            encoded_state = None if state is None else encode(state)
+            updates.append(UrlUpdate(url, encoded_state, tuple(latest.values())))
+        return updates
+    states: dict[str, Any] = dict.fromkeys(queues)
+    latest = {}
+    apply_pending(strategy, queues, states, latest)
+    changes: dict[str, list[FrontierChange]] = {}
+    for change in latest.values():
+        changes.setdefault(change.url, []).append(change)
+    return [
+        UrlUpdate(url, None if state is None else encode(state), tuple(changes.get(url, ())))
+        for url, state in states.items()
+    ]
 
 
 def fold_blocks_probing(
@@ -256,7 +265,8 @@ def fold_blocks_probing(
     the (crawl id, position, echo)s found."""
     updates, found = [], []
     with collector_paused():
-        for url, queue in shard_queues(encoded).items():
+        queues = shard_queues(encoded)
+        for url, queue in queues.items():
             latest: LatestChanges = {}
             state = None
             for clock, message in queue:
@@ -269,6 +279,7 @@ def fold_blocks_probing(
                 state = apply_messages(strategy, url, state, ((clock, message),), latest)
             encoded_state = None if state is None else strategy.encode_state(state)
             updates.append(UrlUpdate(url, encoded_state, tuple(latest.values())))
+        del queues
     return updates, found
 
 
