@@ -49,7 +49,7 @@ from frontierflow.pipelines.beam.event_time import (
     window_time_ms,
     with_through,
 )
-from frontierflow.pipelines.beam.io import PositionedEvent
+from frontierflow.pipelines.beam.exact_clock import decode_fetch, encode_fetch
 from frontierflow.pipelines.beam.shard_state import STATE_SHARDS, state_shard
 from frontierflow.schemas.codecs import decode_record, encode_record
 from frontierflow.schemas.records import FetchEvent
@@ -76,7 +76,8 @@ def answer_of(event: FetchEvent) -> FetchEvent:
 class GroupPauses(beam.PTransform):
     """Every `(position, FetchEvent)`, deferred answers too → (group key, [pause, …]) for
     each queue group the rule paused (`state.host_pauses.group_pauses` over its answers in input
-    order)."""
+    order). An answer crosses the grouping as its fields in primitives
+    (`exact_clock.encode_fetch`), without its outlinks."""
 
     def __init__(self, policy: HostPolicy) -> None:
         super().__init__()
@@ -89,19 +90,19 @@ class GroupPauses(beam.PTransform):
             >> beam.Map(
                 lambda item: (
                     group_key(item[1].crawl_id, item[1].host),
-                    (item[0], answer_of(item[1])),
+                    (item[0], encode_fetch(answer_of(item[1]))),
                 )
-            ).with_output_types(typehints.KV[str, PositionedEvent])
+            ).with_output_types(typehints.KV[str, typehints.Tuple[int, bytes]])
             | "AnswersByGroup" >> beam.GroupByKey()
             | "Pauses" >> beam.FlatMap(_pauses, self.policy)
         )
 
 
 def _pauses(
-    grouped: tuple[str, Iterable[tuple[int, FetchEvent]]], policy: HostPolicy
+    grouped: tuple[str, Iterable[tuple[int, bytes]]], policy: HostPolicy
 ) -> Iterator[tuple[str, list[Pause]]]:
     key, answers = grouped
-    ordered = (event for _, event in sorted(answers, key=itemgetter(0)))
+    ordered = (decode_fetch(answer) for _, answer in sorted(answers, key=itemgetter(0)))
     pauses = group_pauses(ordered, policy).get(key)
     if pauses:
         yield key, pauses
