@@ -279,8 +279,9 @@ class ReplayFrontier(beam.PTransform):
             seeded_blocks = events.pipeline | "Seeds" >> beam.Create(seeded)
             blocks = (blocks, seeded_blocks) | "WithSeeds" >> beam.Flatten()
         # the host rule's pauses are held in the fold, unless revisits join the updates first
-        hold_in_fold = self.hosts is not None and self.revisit is None
-        pauses = events | "Hosts" >> GroupPauses(self.hosts) if hold_in_fold else None
+        pauses = None
+        if self.hosts is not None and self.revisit is None:
+            pauses = events | "Hosts" >> GroupPauses(self.hosts)
         updates = blocks | "Update" >> UpdateFrontier(strategy, self.filling, pauses)
         found = None
         if self.filling:
@@ -290,7 +291,7 @@ class ReplayFrontier(beam.PTransform):
             decisions, hosts = visits | "Revisits" >> schedule
             updates = (updates, decisions) | "WithRevisits" >> MergeRevisits()
             found = (records, hosts) | "RevisitStates" >> beam.Flatten()
-        if self.hosts is not None and not hold_in_fold:
+        if self.hosts is not None and pauses is None:
             updates = (events, updates) | "Hosts" >> HoldPausedHosts(self.hosts)
         return updates if found is None else (updates, found)
 

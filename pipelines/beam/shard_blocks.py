@@ -204,7 +204,9 @@ def shard_queues(encoded: Iterable[bytes]) -> dict[str, list[Queued]]:
     for position, crawled, now_ms, head, inlink, children in pages:
         clock = CrawlClock(crawled, now_ms)
         for key, t in head:
-            item = (clock, _Probe((position, t)) if t[0] == PROBE else message_of(t))
+            # a `_Probe` stands in a queue only in the echo fill, whose fold reads it
+            message: Any = _Probe((position, t)) if t[0] == PROBE else message_of(t)
+            item: Queued = (clock, message)
             queue = get(key)
             if queue is None:
                 queues[key] = [item]
@@ -263,7 +265,8 @@ def fold_blocks_probing(
     as it stands (before the probing event's own messages, which come after it at its
     position) gives the echo of that event (`echo_at_probe`). Returns the updates and
     the (crawl id, position, echo)s found."""
-    updates, found = [], []
+    updates: list[UrlUpdate] = []
+    found: list[tuple[str, int, dict[str, str]]] = []
     with collector_paused():
         queues = shard_queues(encoded)
         for url, queue in queues.items():
