@@ -82,7 +82,8 @@ class ReadFetchEventLog(beam.PTransform):
 
     `path` is a local path or any URL Beam's `FileSystems` knows (`gs://…` with the GCP
     extra installed). It must name exactly one file: positions are record indexes, and two
-    files would give two records the same position. Checked when the pipeline is built.
+    files would give two records the same position. Checked when the pipeline is built,
+    when its size (`size`, None if it cannot be listed there) is read too.
     An Avro container is read in `parts` parts (its blocks dealt round, `container_log_part`)
     spread over the workers by a reshuffle; JSON lines and WARC files in one. The format is
     sniffed when the pipeline is built; a remote file that cannot be opened then is read in
@@ -94,7 +95,7 @@ class ReadFetchEventLog(beam.PTransform):
         if parts < 1:
             raise ValueError(f"parts must be >= 1, got {parts}")
         self.source = str(path)
-        self.path = one_log_file(self.source)
+        self.path, self.size = _one_log_file(self.source)
         self.parts = parts if _is_container_log(self.path) else 1
 
     def expand(self, pbegin: Any) -> tuple[Any, Any]:
@@ -176,18 +177,23 @@ def one_log_file(path: str) -> str:
     A remote URL (`scheme://`) is taken as given when listing it fails here (no credentials
     where the pipeline is built): the worker that opens it then reports a missing file.
     """
+    return _one_log_file(path)[0]
+
+
+def _one_log_file(path: str) -> tuple[str, int | None]:
+    """`one_log_file` and the file's size in bytes (None when it cannot be listed here)."""
     remote = "://" in path
     try:
         found = FileSystems.match([path])[0].metadata_list
     except (OSError, ValueError) as exc:  # BeamIOError is an IOError
         if remote:
-            return path
+            return path, None
         raise FileNotFoundError(f"cannot read log {path}: {exc}") from exc
     if not found:
         raise FileNotFoundError(f"no such log: {path}")
     if len(found) > 1:
         raise ValueError(f"log {path} matches {len(found)} files; give one file")
-    return str(found[0].path)
+    return str(found[0].path), int(found[0].size_in_bytes)
 
 
 class WriteResults(beam.PTransform):

@@ -42,7 +42,6 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam import typehints
-from apache_beam.io.filesystems import FileSystems
 
 from frontierflow.pipelines.beam.coders import UrlUpdate
 from frontierflow.pipelines.beam.echo_fill import (
@@ -328,7 +327,7 @@ def build_replay(
     `revisit`, also `<out>-revisits*.jsonl`, the revisit states."""
     read = ReadFetchEventLog(log)
     events, dead = pipeline | "Read" >> read
-    shards = fold_shards(log_bytes(read.path))
+    shards = fold_shards(read.size)
     if fills is None:
         frontier = ReplayFrontier(strategy, seeds, hosts, revisit=revisit, shards=shards)
         updates = events | "Frontier" >> frontier
@@ -341,14 +340,6 @@ def build_replay(
     updates, found = (events, given_fills(pipeline, fills)) | "Frontier" >> frontier
     (updates, dead) | "Write" >> WriteResults(out_prefix)
     write_fills(found, out_prefix)
-
-
-def log_bytes(path: str) -> int | None:
-    """The size of the log file `path` (None when it cannot be listed here)."""
-    try:
-        return int(FileSystems.match([path])[0].metadata_list[0].size_in_bytes)
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def run_beam_replay(

@@ -88,48 +88,37 @@ def route_blocks(
     its keys reach. With `fills` (the echo fill), an event without echo gets the one found
     for its position in the last round, after a probe to the key whose state fills it."""
     with collector_paused():
-        blocks = _route_pages(bucket, fetches, strategy, pages_before, shards, fills)
-        encoded = [(shard, _BLOCK.encode((pages[0][0], pages))) for shard, pages in blocks.items()]
+        crawled = pages_before.get(bucket, 0)
+        blocks: dict[int, list[Page]] = {}
+        shard_of: dict[str, int] = {}
+        for position, kind, data in sorted(fetches, key=itemgetter(0)):
+            event = decode_fetch(data)
+            repeat = kind == FetchKind.REPEAT
+            clock = crawl_clock(crawled, kind != FetchKind.FIRST, event.fetched_at)
+            crawled = clock.crawled
+            head: list[tuple[str, tuple[Any, ...]]] = []
+            if fills is not None:
+                fill_key = echo_fill_key(strategy, event)
+                if fill_key is not None:
+                    head.append((fill_key, probe_message(event)))
+                    echo = fills.get(position)
+                    if echo:
+                        event = replace(event, echo=echo)
+            inlink: tuple[Any, ...] | None = None
+            children: tuple[str, ...] = ()
+            if repeat:
+                repeated = keyed_messages(strategy, event, True)
+                head.extend((key, message_tuple(m)) for key, m in repeated)
+            else:
+                routed = strategy.route(event)
+                head.extend((key, message_tuple(m)) for key, m in routed.head())
+                if routed.inlink is not None:
+                    inlink, children = tuple(routed.inlink), routed.children
+            at = (position, clock.crawled, clock.now_ms)
+            _add_page(blocks, shard_of, shards, at, head, inlink, children)
+        encoded = [(shard, _BLOCK.encode((ps[0][0], ps))) for shard, ps in blocks.items()]
         del blocks  # freed with the collector off: on again, it would walk them first
     return encoded
-
-
-def _route_pages(
-    bucket: tuple[str, int],
-    fetches: Iterable[tuple[int, int, bytes]],
-    strategy: Strategy[Any],
-    pages_before: dict[tuple[str, int], int],
-    shards: int,
-    fills: dict[int, dict[str, str]] | None,
-) -> dict[int, list[Page]]:
-    pages = pages_before.get(bucket, 0)
-    blocks: dict[int, list[Page]] = {}
-    shard_of: dict[str, int] = {}
-    for position, kind, encoded in sorted(fetches, key=itemgetter(0)):
-        event = decode_fetch(encoded)
-        repeat = kind == FetchKind.REPEAT
-        clock = crawl_clock(pages, kind != FetchKind.FIRST, event.fetched_at)
-        pages = clock.crawled
-        head: list[tuple[str, tuple[Any, ...]]] = []
-        if fills is not None:
-            fill_key = echo_fill_key(strategy, event)
-            if fill_key is not None:
-                head.append((fill_key, probe_message(event)))
-                echo = fills.get(position)
-                if echo:
-                    event = replace(event, echo=echo)
-        inlink: tuple[Any, ...] | None = None
-        children: tuple[str, ...] = ()
-        if repeat:
-            head.extend((key, message_tuple(m)) for key, m in keyed_messages(strategy, event, True))
-        else:
-            routed = strategy.route(event)
-            head.extend((key, message_tuple(m)) for key, m in routed.head())
-            if routed.inlink is not None:
-                inlink, children = tuple(routed.inlink), routed.children
-        at = (position, clock.crawled, clock.now_ms)
-        _add_page(blocks, shard_of, shards, at, head, inlink, children)
-    return blocks
 
 
 def _add_page(
