@@ -91,10 +91,9 @@ the watermark there has yet to emit it. So every step fires 1 ms (the grain of t
 after the latest stamp of what it waits for, and stamps its own output at its timer: a
 fetch is stamped at its own time, at most its window's due + 999 µs; the repeat step fires
 1 ms past the due; the count 2 ms past (before(w) stamped there); the routing 3 ms past
-(the window's messages stamped there, grouped per shard in clock windows shifted by 3 ms,
-`ClockWindows.fixed(ROUTE_AFTER_US)`, whose batches keep that stamp); the update 4 ms
-past. With a timer at its items' own stamp, an item Prism delivered just then was taken a
-window late, behind the next step's watermark (`docs/RESULTS.md`)."""
+(the window's messages stamped there); the update 4 ms past. With a timer at its items'
+own stamp, an item Prism delivered just then was taken a window late, behind the next
+step's watermark (`docs/RESULTS.md`)."""
 
 HELD_STATE = "held"
 # Each timer-ordered step declares its own HELD cell and TIMER specs and its own `process`:

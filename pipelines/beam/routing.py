@@ -18,9 +18,8 @@ and then grouped before its clock value arrived (`docs/RESULTS.md`).
 The fetches leave the repeat step 1 ms past their window's due and the clock value before(w)
 the running count 2 ms past it, stamped there (`beam.running_clock`), so both reach this
 step before the watermark passes that. This step's timer is set 3 ms past the due, and the
-routed messages are stamped there too: the per-shard update groups them in clock windows
-shifted by those 3 ms (`ClockWindows.fixed(ROUTE_AFTER_US)`), so each window's messages
-land in its twin (`event_time.REPEAT_AFTER_US`). A window whose clock value has still not
+routed messages are stamped there too, before the per-shard update's timer 4 ms past it
+(`event_time.REPEAT_AFTER_US`). A window whose clock value has still not
 come when the timer fires (a safety net) keeps its fetches and re-arms the timer at its
 due, whose hold keeps the watermark below its messages' stamp until the value comes;
 windows are routed in order, so nothing after a waiting window goes first. A clock value

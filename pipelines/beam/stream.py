@@ -20,8 +20,8 @@ stamps its output at that timer (`event_time.REPEAT_AFTER_US`: why 1 ms).
    routing shard (no side input), and is routed by the step core's `keyed_messages` (the
    one routing function; a repeat gives only its `Reinforce` with `fresh=False`) 3 ms
    past the window's due; the messages leave gathered per state shard of their key.
-4. `UpdateFrontierInEventTime`: a window's messages are grouped per shard of their URL
-   (in clock windows shifted by those 3 ms); 4 ms past the due, keyed by shard
+4. `UpdateFrontierInEventTime`: each routing shard's messages of a window for a state
+   shard come as one item, held until 4 ms past the due and merged then, keyed by shard
    (`beam.shard_state`: the shard's URL states in one records bag, so a window touches a
    few shard cells, not one cell per URL), each URL's messages are applied with the
    strategy's own `apply`, in (window, position, index) order; out comes one record per
@@ -73,14 +73,13 @@ from apache_beam.transforms.userstate import (
     TimerSpec,
     on_timer,
 )
-from apache_beam.transforms.window import GlobalWindows, TimestampCombiner, TimestampedValue
+from apache_beam.transforms.window import TimestampedValue
 
 from frontierflow.pipelines.beam.coders import UrlUpdate
 from frontierflow.pipelines.beam.event_time import (
     APPLY_AFTER_US,
     HELD_STATE,
     REPEAT_AFTER_US,
-    ROUTE_AFTER_US,
     ClockWindows,
     at_own_time,
     cheap_state_cache_accounting,
@@ -105,7 +104,12 @@ from frontierflow.pipelines.beam.shard_state import (
     records_spec,
     state_shard,
 )
-from frontierflow.pipelines.beam.window_batches import due_messages, pause_runs, window_batch
+from frontierflow.pipelines.beam.window_batches import (
+    due_messages,
+    one_per_window,
+    pause_runs,
+    window_batch,
+)
 from frontierflow.pipelines.core.step import (
     is_repeat_fetch,
 )
@@ -248,11 +252,13 @@ class UpdateFrontierInEventTime(beam.PTransform):
     """(state shard, [(url, message), …]) stamped 3 ms past their window's due
     (`AttachClock`) → one `UrlUpdate` per URL and window, stamped 4 ms past it (its
     version: (due µs, position, index) of the
-    last message applied). State is keyed by a shard of the URL (`beam.shard_state`): a
-    window's messages are grouped per shard first, so the stateful step touches each
-    shard's cells once per window, not each URL's; the batches are then applied in window
-    order on an event-time timer in the global window, each URL's messages in (position,
-    index) order."""
+    last message applied). State is keyed by a shard of the URL (`beam.shard_state`): the
+    routing sends a window's messages for a shard as one list per routing shard, which the
+    stateful step holds as they come; on an event-time timer in the global window it merges
+    a window's items (`window_batches.one_per_window`) and applies them in window order,
+    each URL's messages in (position, index) order. No grouping step between the routing
+    and this one: a grouping fires only once the watermark has passed its window, one more
+    step for a window's messages to wait through."""
 
     def __init__(self, strategy: Strategy[Any], windows: ClockWindows) -> None:
         super().__init__()
@@ -265,17 +271,10 @@ class UpdateFrontierInEventTime(beam.PTransform):
         keyed = inputs | "WithPauses" >> beam.Flatten() if isinstance(inputs, tuple) else inputs
         return (
             keyed
-            | "AtWindowEnd"
-            >> beam.WindowInto(
-                self.windows.fixed(ROUTE_AFTER_US),
-                timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST,
-            )
-            | "ByShardAndWindow" >> beam.GroupByKey()
             | "OneBatch"
-            >> beam.MapTuple(lambda shard, items: (shard, window_batch(items))).with_output_types(
+            >> beam.MapTuple(lambda shard, item: (shard, window_batch([item]))).with_output_types(
                 typehints.KV[int, typehints.Any]
             )
-            | "ToGlobalWindow" >> beam.WindowInto(GlobalWindows())
             | "ApplyInEventTime"
             >> beam.ParDo(_ApplyInEventTime(self.strategy))
             .with_input_types(typehints.KV[int, typehints.Any])
@@ -328,7 +327,7 @@ class _ApplyInEventTime(beam.DoFn):
         index = self.store.load(shard, generation, records)
         changes: dict[str, bytes | None] = {}
         for pauses, batches in pause_runs(
-            [(due, at, *self.BATCH.decode(b)) for due, at, b in held_batches]
+            one_per_window([(due, at, *self.BATCH.decode(b)) for due, at, b in held_batches])
         ):
             live = keep_pauses(live, pauses, -1)
             for url, messages in due_messages(batches).items():

@@ -1,7 +1,8 @@
 """A URL-state shard's buffered items in the unbounded form (`beam.stream`): a clock
-window's routed messages and the pauses its answers began, made one batch per shard and
-window, merged when due, each message once, and cut into runs by the windows that began
-pauses. Pure functions over plain tuples, so they are tested without a runner."""
+window's routed messages (one list per routing shard) and the pauses its answers began (one
+item per host shard), each held as a batch, merged to one per window when due, each message
+once, and cut into runs by the windows that began pauses. Pure functions over plain
+tuples, so they are tested without a runner."""
 
 from __future__ import annotations
 
@@ -14,15 +15,15 @@ from frontierflow.pipelines.beam.hosts import PAUSES, WindowPauses
 def window_batch(items: Iterable[Any]) -> tuple[int, int, tuple[Any, WindowPauses]]:
     """A shard's items of one clock window — lists of (url, message) from the routing, and
     (due, `PAUSES`, {group: [pause, …]}) from the pause step — as one buffered item: (due,
-    first position, (url → its messages, the pauses the window's answers began))."""
+    first position, (url → its messages, the pauses the window's answers began)). The
+    update makes one of each item it receives (`one_per_window` merges them when due)."""
     messages: list[tuple[str, tuple[Any, ...]]] = []
     pauses: WindowPauses = {}
     due = None
     for item in items:
         if isinstance(item, tuple):
             due = item[0]
-            for key, ps in item[2].items():
-                pauses.setdefault(key, []).extend(p for p in ps if p not in pauses.get(key, ()))
+            merge_pauses(pauses, item[2])
         else:
             messages.extend(item)
     if not messages:
@@ -30,6 +31,13 @@ def window_batch(items: Iterable[Any]) -> tuple[int, int, tuple[Any, WindowPause
         return due, PAUSES, ({}, pauses)
     due, position, by_url = shard_batch(messages)
     return due, position, (by_url, pauses)
+
+
+def merge_pauses(pauses: WindowPauses, begun: WindowPauses) -> None:
+    """Add to `pauses` the pauses `begun` holds that it does not hold yet."""
+    for key, ps in begun.items():
+        kept = pauses.setdefault(key, [])
+        kept.extend(p for p in ps if p not in kept)
 
 
 def shard_batch(
@@ -74,6 +82,33 @@ def once_each(messages: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         if message[:3] != kept[-1][:3]:
             kept.append(message)
     return kept
+
+
+def one_per_window(
+    batches: list[tuple[int, int, dict[str, list[tuple[Any, ...]]], WindowPauses]],
+) -> list[tuple[int, int, dict[str, list[tuple[Any, ...]]], WindowPauses]]:
+    """A shard's due batches (due, position, url → messages, pauses begun), in (due,
+    position) order, merged to one per window: a window comes as one item from each routing
+    shard that has messages for the shard and from each host shard whose answers began
+    pauses. Each URL's messages in (position, index) order, each once; the pauses of every
+    item kept (the position: the window's first)."""
+    merged: list[tuple[int, int, dict[str, list[tuple[Any, ...]]], WindowPauses]] = []
+    start = 0
+    while start < len(batches):
+        end = start + 1
+        while end < len(batches) and batches[end][0] == batches[start][0]:
+            end += 1
+        if end == start + 1:
+            merged.append(batches[start])
+        else:
+            window = batches[start:end]
+            pauses: WindowPauses = {}
+            for *_, begun in window:
+                merge_pauses(pauses, begun)
+            by_url = due_messages([(due, at, messages) for due, at, messages, _ in window])
+            merged.append((window[0][0], window[0][1], by_url, pauses))
+        start = end
+    return merged
 
 
 def pause_runs(

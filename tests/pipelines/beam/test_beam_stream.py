@@ -35,7 +35,13 @@ from frontierflow.pipelines.beam.routing import (
     route_window,
 )
 from frontierflow.pipelines.beam.stream_replay import build_stream_replay, run_beam_stream_replay
-from frontierflow.pipelines.beam.window_batches import due_messages, shard_batch
+from frontierflow.pipelines.beam.window_batches import (
+    due_messages,
+    one_per_window,
+    pause_runs,
+    shard_batch,
+    window_batch,
+)
 from frontierflow.pipelines.core.step import is_repeat_fetch
 from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.codecs import encode_record
@@ -391,6 +397,33 @@ def test_shard_batch_applies_a_message_delivered_twice_once() -> None:
         "a": [a0, a1, a3, later],
         "b": [b1],
     }
+
+
+def test_a_windows_items_from_every_routing_and_host_shard_apply_as_one_batch() -> None:
+    """The update holds each routing shard's messages and each host shard's pauses of a
+    window as items of their own; merged when due, the window's messages are applied under
+    the pauses of every host shard, each message once, and a later window's after them."""
+    a0 = (999, 2, 0, 1, 5, ("Fetched",))
+    a1 = (999, 6, 3, 2, 6, ("Link",))
+    b0 = (999, 6, 1, 2, 6, ("Link",))
+    c0 = (1_999, 9, 0, 3, 7, ("Link",))
+    first = window_batch([[("a", a1), ("b", b0)]])  # routing shard 1: the page at 6
+    second = window_batch([[("a", a0)]])  # routing shard 0: the page at 2
+    pauses_x = window_batch([(999, -1, {"x.test": ["px"]})])  # host shard 0
+    pauses_y = window_batch([(999, -1, {"y.test": ["py"]})])  # host shard 1
+    later = window_batch([[("c", c0)]])
+    held = sorted(
+        [(d, p, *batch) for d, p, batch in (first, second, pauses_x, pauses_y, later, second)],
+        key=lambda item: item[:2],
+    )  # in (due, position) order, as the held cell keeps them; `second` delivered twice
+    merged = one_per_window(held)
+    assert merged == [
+        (999, -1, {"a": [a0, a1], "b": [b0]}, {"x.test": ["px"], "y.test": ["py"]}),
+        (1_999, 9, {"c": [c0]}, {}),
+    ]
+    runs = list(pause_runs(merged))  # one run: the later window under the same pauses
+    assert [pauses for pauses, _ in runs] == [{"x.test": ["px"], "y.test": ["py"]}]
+    assert due_messages(runs[0][1]) == {"a": [a0, a1], "b": [b0], "c": [c0]}
 
 
 def test_routed_messages_leave_gathered_per_state_shard_in_order() -> None:
