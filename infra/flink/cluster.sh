@@ -317,7 +317,7 @@ blob.service.cleanup.interval: 60
 metrics.fetcher.update-interval: 500
 
 # -- leaner than a default cluster
-rest.flamegraph.enabled: false
+rest.flamegraph.enabled: ${FLINK_FLAMEGRAPH:-false}
 metrics.internal.query-service.port: 0
 EOF
   mv "$CONF/config.yaml.tmp" "$CONF/config.yaml"

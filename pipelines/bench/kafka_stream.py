@@ -35,17 +35,14 @@ a process of its own and writing a frontier topic of its own:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from kafka import KafkaConsumer
@@ -53,6 +50,7 @@ from kafka import KafkaConsumer
 from frontierflow.connectors.kafka import KafkaSettings
 from frontierflow.pipelines.bench.beam import beam_args
 from frontierflow.pipelines.bench.engine import BenchSetup, generated_events
+from frontierflow.pipelines.bench.flink_rest import WatermarkLags, cancel_job, cluster_jobs
 from frontierflow.pipelines.bench.kafka import (
     LATENCY_URL,
     KafkaBenchSetup,
@@ -126,6 +124,8 @@ class StreamRun:
     """Events/s of the paced load the latencies were measured at."""
     latencies: list[int]
     """ms from an event's send to a frontier entry it gave, sorted."""
+    watermark_lags: list[str] = field(default_factory=list)
+    """On a session cluster: each vertex's input watermark lag during the paced load."""
 
 
 def run_stream_bench(setup: StreamBenchSetup) -> str:
@@ -185,6 +185,7 @@ def run_stream_bench(setup: StreamBenchSetup) -> str:
             f"{beam_rate / engine_rate:>8.4f}",
             _latency_line("Beam stream", full.latency_rate, full.latencies),
             _latency_line("embedded", full.latency_rate, engine_latencies),
+            *full.watermark_lags,
             f"Beam: first frontier record after {full.first_output_s:.1f} s, "
             f"{full.records:,} records in all (one per URL and clock window it changed in)",
             "embedded: from its first frontier record to its last (bench-kafka's measure); "
@@ -267,7 +268,7 @@ def _beam_run(
         f"--beam-option=--max_cache_memory_usage_mb={STATE_CACHE_MB}",
     ]
     cluster = setup.flink_master if setup.runner.startswith("flink-cluster") else None
-    before = _cluster_jobs(cluster) if cluster else set()
+    before = cluster_jobs(cluster) if cluster else set()
     started = time.monotonic()
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -349,29 +350,30 @@ def _beam_run(
             flush=True,
         )
         rate = len(rest[0]) / (seconds - startup_s) / 2
+        lags = WatermarkLags(cluster, before) if cluster else None
+        if lags:
+            lags.start()
         since_ms = int(time.time() * 1000)
         count = produce_paced(job, rest[0], rate, setup.latency_seconds)
         latencies = until_fetched(count, since_ms)
-        return StreamRun(seconds, startup_s, seconds - startup_s, first, records, rate, latencies)
+        if lags:
+            lags.stop()
+        return StreamRun(
+            seconds,
+            startup_s,
+            seconds - startup_s,
+            first,
+            records,
+            rate,
+            latencies,
+            lags.lines() if lags else [],
+        )
     finally:
         consumer.close()
         _stop_group(proc)
         if cluster:  # a session cluster keeps a job its submitter left: cancel it
-            for job_id in _cluster_jobs(cluster) - before:
-                _rest(cluster, f"/jobs/{job_id}?mode=cancel", "PATCH")
-
-
-def _rest(master: str, path: str, method: str = "GET") -> Any:
-    request = urllib.request.Request(f"http://{master}{path}", method=method)
-    with urllib.request.urlopen(request, timeout=30) as response:
-        body = response.read()
-    return json.loads(body) if body else None
-
-
-def _cluster_jobs(master: str) -> set[str]:
-    """The ids of the session cluster's running jobs (its REST API)."""
-    jobs = _rest(master, "/jobs")["jobs"]
-    return {job["id"] for job in jobs if job["status"] in ("RUNNING", "CREATED", "RESTARTING")}
+            for job_id in cluster_jobs(cluster) - before:
+                cancel_job(cluster, job_id)
 
 
 def _stop_group(proc: subprocess.Popen[bytes]) -> None:

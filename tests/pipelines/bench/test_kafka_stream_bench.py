@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from frontierflow.pipelines.bench.flink_rest import WatermarkLags, vertex_lag
 from frontierflow.pipelines.bench.kafka import entry_latency, percentiles
 from frontierflow.pipelines.bench.kafka_stream import (
     STARTUP_EVENTS,
@@ -82,3 +83,26 @@ def test_percentiles_of_1_to_100() -> None:
     assert percentiles(list(range(1, 101))) == (50.5, 99)
     p50, p99 = percentiles([])
     assert p50 != p50 and p99 != p99  # nan: no entries
+
+
+def test_a_vertex_lags_by_its_least_subtask_input_watermark() -> None:
+    # the REST API's /jobs/<id>/vertices/<v>/watermarks: one entry per subtask
+    marks = [
+        {"id": "0.currentInputWatermark", "value": "1000000"},
+        {"id": "1.currentInputWatermark", "value": "997500"},
+    ]
+    assert vertex_lag(marks, now_ms=1_001_000) == 3.5  # (1,001,000 − 997,500) ms
+    none_yet = [*marks, {"id": "2.currentInputWatermark", "value": "-9223372036854775808"}]
+    assert vertex_lag(none_yet, now_ms=1_001_000) is None  # a subtask without one yet
+    assert vertex_lag([], now_ms=1_001_000) is None  # a source: no input watermark
+
+
+def test_the_lags_report_each_vertex_median_and_max_along_the_pipeline() -> None:
+    lags = WatermarkLags("127.0.0.1:9", set(), every_s=3.0)
+    lags.lags = {"[2]Frontier/{Update}": [3.0, 4.0], "[4]Frontier/{Repeats}": [1.0, 2.0, 9.0]}
+    lines = lags.lines()
+    assert "3 samples, one every 3 s" in lines[0]
+    # the least median first: the steps in their order along the pipeline
+    assert lines[1].split() == ["2.0", "s", "9.0", "s", "[4]Frontier/{Repeats}"]
+    assert lines[2].split() == ["3.5", "s", "4.0", "s", "[2]Frontier/{Update}"]
+    assert WatermarkLags("127.0.0.1:9", set()).lines() == ["watermark lag per vertex: no sample"]
