@@ -29,7 +29,9 @@ a process of its own and writing a frontier topic of its own:
    Kafka timestamp minus its `emitted_at` (its event's send), until every paced page's
    removal is out. Then the same paced load, at the same rate, to a fresh embedded job.
    The Beam form's latency is at least one clock window plus KafkaIO's idle-watermark
-   delay (two seconds once a partition has no backlog) by construction.
+   delay (two seconds once a partition has no backlog) by construction. On a session
+   cluster, each vertex's input watermark lag is sampled during the paced load
+   (`bench.flink_rest.WatermarkLags`): where a window waits.
 """
 
 from __future__ import annotations
