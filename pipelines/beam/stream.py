@@ -260,10 +260,9 @@ class UpdateFrontierInEventTime(beam.PTransform):
     and this one: a grouping fires only once the watermark has passed its window, one more
     step for a window's messages to wait through."""
 
-    def __init__(self, strategy: Strategy[Any], windows: ClockWindows) -> None:
+    def __init__(self, strategy: Strategy[Any]) -> None:
         super().__init__()
         self.strategy = strategy
-        self.windows = windows
 
     def expand(self, inputs: Any) -> Any:
         """`keyed` (the routed messages), or `(keyed, pauses)` to hold the entries emitted
@@ -377,6 +376,6 @@ class StreamFrontier(beam.PTransform):
         clock = firsts | "Clock" >> WindowedCrawlClock()
         keyed = (firsts, clock) | "AttachClock" >> AttachClock(strategy, STATE_SHARDS)
         if self.hosts is None:
-            return [keyed | "Update" >> UpdateFrontierInEventTime(strategy, windows)]
+            return [keyed | "Update" >> UpdateFrontierInEventTime(strategy)]
         pauses = events | "Hosts" >> PausesInEventTime(self.hosts, windows, self.by_arrival)
-        return [(keyed, pauses) | "Update" >> UpdateFrontierInEventTime(strategy, windows)]
+        return [(keyed, pauses) | "Update" >> UpdateFrontierInEventTime(strategy)]
