@@ -8,10 +8,9 @@ event-time timers, so the lag a vertex adds over the one before it is what a win
 there. Sampling costs the job: each sample makes the JobManager fetch every metric of every
 TaskManager (at most once per `metrics.fetcher.update-interval`, 500 ms on
 `infra/flink/cluster.sh`'s clusters), work the TaskManagers do beside the job's. Sampled
-every second with each vertex's busy time too, the bench's latency at p50 was 14.5 and 14.8 s
-in two runs against 3.5 and 4.5 s in two runs without it (2,000 events, a
-2-core machine); every `SAMPLE_S` and the watermarks only, 5.1 s, within the spread of runs
-without it (4.6–7.7 s)."""
+every second with each vertex's busy time too, on a warm cluster, the bench's latency at p50
+was 8.3 and 10.8 s against 5.7 and 3.3 s in the runs alternating with them (2,000 events, a
+2-core machine), so this sampler takes only the watermarks, every `SAMPLE_S`."""
 
 from __future__ import annotations
 
