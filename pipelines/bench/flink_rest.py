@@ -64,6 +64,7 @@ class WatermarkLags:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop sampling (again: no effect)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()

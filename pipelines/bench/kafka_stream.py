@@ -271,6 +271,7 @@ def _beam_run(
     ]
     cluster = setup.flink_master if setup.runner.startswith("flink-cluster") else None
     before = cluster_jobs(cluster) if cluster else set()
+    lags = WatermarkLags(cluster, before) if cluster else None
     started = time.monotonic()
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -352,7 +353,6 @@ def _beam_run(
             flush=True,
         )
         rate = len(rest[0]) / (seconds - startup_s) / 2
-        lags = WatermarkLags(cluster, before) if cluster else None
         if lags:
             lags.start()
         since_ms = int(time.time() * 1000)
@@ -371,6 +371,8 @@ def _beam_run(
             lags.lines() if lags else [],
         )
     finally:
+        if lags:
+            lags.stop()
         consumer.close()
         _stop_group(proc)
         if cluster:  # a session cluster keeps a job its submitter left: cancel it
