@@ -271,7 +271,7 @@ class UpdateFrontierInEventTime(beam.PTransform):
         return (
             keyed
             | "OneBatch"
-            >> beam.MapTuple(lambda shard, item: (shard, window_batch([item]))).with_output_types(
+            >> beam.MapTuple(lambda shard, item: (shard, window_batch(item))).with_output_types(
                 typehints.KV[int, typehints.Any]
             )
             | "ApplyInEventTime"

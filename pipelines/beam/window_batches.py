@@ -12,25 +12,15 @@ from typing import Any
 from frontierflow.pipelines.beam.hosts import PAUSES, WindowPauses
 
 
-def window_batch(items: Iterable[Any]) -> tuple[int, int, tuple[Any, WindowPauses]]:
-    """A shard's items of one clock window — lists of (url, message) from the routing, and
-    (due, `PAUSES`, {group: [pause, …]}) from the pause step — as one buffered item: (due,
-    first position, (url → its messages, the pauses the window's answers began)). The
-    update makes one of each item it receives (`one_per_window` merges them when due)."""
-    messages: list[tuple[str, tuple[Any, ...]]] = []
-    pauses: WindowPauses = {}
-    due = None
-    for item in items:
-        if isinstance(item, tuple):
-            due = item[0]
-            merge_pauses(pauses, item[2])
-        else:
-            messages.extend(item)
-    if not messages:
-        assert due is not None
-        return due, PAUSES, ({}, pauses)
-    due, position, by_url = shard_batch(messages)
-    return due, position, (by_url, pauses)
+def window_batch(item: Any) -> tuple[int, int, tuple[Any, WindowPauses]]:
+    """One item the per-URL update receives — a routing shard's list of (url, message) for
+    the shard, or a host shard's (due, `PAUSES`, {group: [pause, …]}) — as a held batch:
+    (due, first position, (url → its messages, the pauses the window's answers began)).
+    A window's batches are merged when due (`one_per_window`)."""
+    if isinstance(item, tuple):
+        return item[0], PAUSES, ({}, item[2])
+    due, position, by_url = shard_batch(item)
+    return due, position, (by_url, {})
 
 
 def merge_pauses(pauses: WindowPauses, begun: WindowPauses) -> None:

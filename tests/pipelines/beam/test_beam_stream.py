@@ -407,11 +407,11 @@ def test_a_windows_items_from_every_routing_and_host_shard_apply_as_one_batch() 
     a1 = (999, 6, 3, 2, 6, ("Link",))
     b0 = (999, 6, 1, 2, 6, ("Link",))
     c0 = (1_999, 9, 0, 3, 7, ("Link",))
-    first = window_batch([[("a", a1), ("b", b0)]])  # routing shard 1: the page at 6
-    second = window_batch([[("a", a0)]])  # routing shard 0: the page at 2
-    pauses_x = window_batch([(999, -1, {"x.test": ["px"]})])  # host shard 0
-    pauses_y = window_batch([(999, -1, {"y.test": ["py"]})])  # host shard 1
-    later = window_batch([[("c", c0)]])
+    first = window_batch([("a", a1), ("b", b0)])  # routing shard 1: the page at 6
+    second = window_batch([("a", a0)])  # routing shard 0: the page at 2
+    pauses_x = window_batch((999, -1, {"x.test": ["px"]}))  # host shard 0
+    pauses_y = window_batch((999, -1, {"y.test": ["py"]}))  # host shard 1
+    later = window_batch([("c", c0)])
     held = sorted(
         [(d, p, *batch) for d, p, batch in (first, second, pauses_x, pauses_y, later, second)],
         key=lambda item: item[:2],
