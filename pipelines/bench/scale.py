@@ -14,6 +14,11 @@ state, SIGKILLed in the middle of a commit interval half way through the log and
 again: the report gives the time from the new process's start to its first committed
 step, and whether the state (every key of every family) and the frontier file are those
 of the uninterrupted run.
+
+With `hold_files`, each population's default run is also done on a copy of its state
+whose SST files another process holds in memory (`scale_hold`), the row `HELD`: the rate
+when every read of the built state is a read from the page cache, beside the rate on
+what the machine's page cache happens to keep.
 """
 
 from __future__ import annotations
@@ -28,10 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from frontierflow.pipelines.bench.engine import spawn_worker
+from frontierflow.pipelines.bench.scale_hold import held_files
 from frontierflow.pipelines.bench.scale_live import live_run
 from frontierflow.pipelines.bench.scale_report import ScaleRuns, scale_report
 from frontierflow.pipelines.bench.scale_state import (
     DEFAULT,
+    HELD,
     VARIANTS,
     ScaleSetup,
     build_state,
@@ -46,12 +53,14 @@ def run_scale_bench(setup: ScaleSetup, work_dir: Path | None = None) -> str:
     default run after a kill, and format the report."""
     with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
         root = Path(tmp)
-        runs = ScaleRuns(setup.populations, setup.variants)
+        runs = ScaleRuns(setup.populations, setup.variants + ((HELD,) if setup.hold_files else ()))
         for urls in setup.populations:
             log = root / f"events-{urls}.avro"
             runs.new_urls[urls] = write_scale_log(log, setup.log, urls)
             for variant in setup.variants:
                 runs.add(urls, variant, _measure(setup, root, log, urls, variant))
+            if setup.hold_files:
+                runs.add(urls, HELD, _measure_held(setup, root, log, urls, runs))
             if setup.live_bootstrap:
                 runs.live[urls] = _live(setup, root, urls)
             if setup.restart:
@@ -78,7 +87,9 @@ def _measure(
     base = home / "base"
     options = VARIANTS[variant]
     built = build_state(base, urls, options, home / "sst", setup.sst_file_bytes)
-    keep_base = setup.restart or (setup.live_bootstrap is not None and variant == DEFAULT)
+    keep_base = setup.restart or (
+        variant == DEFAULT and (setup.live_bootstrap is not None or setup.hold_files)
+    )
     state = _copy(base, home / "run", variant) if keep_base else base
     replayed = _run(
         _spec(
@@ -92,6 +103,30 @@ def _measure(
         )
     )
     return {"build": {"seconds": built.seconds, "files": built.files}, "replay": replayed}
+
+
+def _measure_held(
+    setup: ScaleSetup, root: Path, log: Path, urls: int, runs: ScaleRuns
+) -> dict[str, dict[str, float]]:
+    """The default run again on a fresh copy of the population's state, its SST files
+    held in memory by another process for the run (`scale_hold`)."""
+    home = root / f"{urls}-{DEFAULT}"
+    state = _copy(home / "base", home / "held", DEFAULT)
+    spec = _spec(
+        setup,
+        "replay",
+        DEFAULT,
+        log=str(log),
+        state=str(state),
+        out=str(home / "held.avro"),
+        budget=urls,
+    )
+    with held_files(state) as held:
+        replayed = _run(spec)
+    return {
+        "build": runs.built[urls, DEFAULT],
+        "replay": replayed | {f"held_{k}": v for k, v in held.items()},
+    }
 
 
 def _live(setup: ScaleSetup, root: Path, urls: int) -> dict[str, float]:

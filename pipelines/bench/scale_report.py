@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from frontierflow.pipelines.bench.scale_state import DEFAULT
+from frontierflow.pipelines.bench.scale_state import DEFAULT, HELD
 from frontierflow.pipelines.embedded.replay import REPLAY_COMMIT_EVERY
 
 if TYPE_CHECKING:
@@ -133,6 +133,18 @@ def scale_report(setup: ScaleSetup, runs: ScaleRuns) -> str:
         f"events/s at {large:,} URLs / at {small:,} ({DEFAULT}): {ratio:.3f} "
         f"(target >= {RATE_TARGET}: {_verdict(ratio >= RATE_TARGET)}); events per CPU "
         f"second: {cpu_ratio:.3f} ({_verdict(cpu_ratio >= RATE_TARGET)})",
+    ]
+    if (large, HELD) in runs.replayed:
+        held = runs.replayed[large, HELD]
+        how = "locked" if held["held_locked"] else "read once, not locked (no right to lock)"
+        lines.append(
+            f"the same with the state's files held in memory ({HELD}: "
+            f"{held['held_bytes'] / 1e9:.2f} GB in {held['held_files']:.0f} files at "
+            f"{large:,} URLs, {how}): "
+            f"{rate[large, HELD] / rate[small, HELD]:.3f}, per CPU second "
+            f"{per_cpu[large, HELD] / per_cpu[small, HELD]:.3f}"
+        )
+    lines += [
         f"replay peak RSS at {large:,} URLs: {rss_mb:.0f} MB "
         f"(target < {RSS_TARGET_MB:.0f} MB: {_verdict(rss_mb < RSS_TARGET_MB)})",
     ]

@@ -224,6 +224,9 @@ def write_scale_log(path: Path, setup: ScaleLogSetup, urls: int, seed: int = 0) 
 
 DEFAULT = "default"
 """The variant of the store options that is `RocksDBOptions()`."""
+HELD = "default-files-held"
+"""The report's row of the default run with the built state's files held in memory
+(`--hold-files`): not a set of store options."""
 
 _MIB = 1024 * 1024
 
@@ -271,6 +274,8 @@ class ScaleSetup:
     sst_file_bytes: int = SST_FILE_BYTES
     live_bootstrap: str | None = None
     """A broker: also run the live job on each population (`scale_live`)."""
+    hold_files: bool = False
+    """Also run the default replay with the state's files held in memory (`scale_hold`)."""
 
     def __post_init__(self) -> None:
         if len(self.populations) < 2:

@@ -100,6 +100,12 @@ def _engine_arguments(bp: argparse.ArgumentParser) -> None:
         help="with --scale: skip the kill -9 and restart of each population's default run",
     )
     bp.add_argument(
+        "--hold-files",
+        action="store_true",
+        help="with --scale: also run each population's default replay with the state's "
+        "files held in memory by another process, so no read of them waits for the disk",
+    )
+    bp.add_argument(
         "--live-bootstrap",
         default=None,
         metavar="HOST:PORT",
@@ -269,6 +275,7 @@ def bench_scale(args: argparse.Namespace) -> int:
         variants=tuple(args.scale_variants),
         restart=not args.no_restart,
         live_bootstrap=args.live_bootstrap,
+        hold_files=args.hold_files,
     )
     print(run_scale_bench(setup, work_dir=args.work_dir))
     return 0

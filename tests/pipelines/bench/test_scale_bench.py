@@ -3,6 +3,7 @@ kill -9 (a small version of the 100M-URL run), and the report."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 
 from frontierflow.pipelines.bench.engine import HOSTS
 from frontierflow.pipelines.bench.scale import parse_populations
+from frontierflow.pipelines.bench.scale_hold import held_files
 from frontierflow.pipelines.bench.scale_state import (
     FETCHED_EVERY,
     ScaleLogSetup,
@@ -183,6 +185,52 @@ def test_scale_report_with_a_restart(tmp_path: Path, capsys: pytest.CaptureFixtu
     # every key of the three families: 20,000 known URLs, the new ones, 5,000 + 400 crawled
     assert int(keys.replace(",", "")) > 20_000 + 5_400 and differ == block_differ == "0"
     assert blocks == "16"  # one container block per step
+
+
+def test_held_files_are_the_sst_files_until_the_with_ends(tmp_path: Path) -> None:
+    """Every SST file of the directory is held (its bytes counted), nothing else; the
+    holding process is gone once the `with` ends."""
+    (tmp_path / "000001.sst").write_bytes(b"a" * 8192)
+    (tmp_path / "000002.sst").write_bytes(b"b" * 5000)
+    (tmp_path / "000003.log").write_bytes(b"c" * 4096)
+    (tmp_path / "000004.sst").write_bytes(b"")  # nothing to map
+    with held_files(tmp_path) as held:
+        assert held["files"] == 2 and held["bytes"] == 8192 + 5000
+        assert held["locked"] in (0, 1)
+        children = _children()
+        assert children
+    assert not set(children) & set(_children())
+
+
+def _children() -> list[int]:
+    own = str(os.getpid())
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == own]
+
+
+def _parent(proc: Path) -> str | None:
+    try:
+        return (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
+    except (OSError, IndexError):
+        return None
+
+
+def test_scale_report_with_the_files_held(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`--hold-files` adds each population's default run on its state with the files held:
+    a row of its own and the ratio between the populations on that row."""
+    argv = ["bench", "--scale", "--scale-urls", "2k,4k", "--events", "200", "--step-size", "25"]
+    assert main([*argv, "--no-restart", "--hold-files", "--work-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    small, large = _cells(out, "2,000 default-files-held"), _cells(out, "4,000 default-files-held")
+    assert small[9] == "1.000"
+    ratio = float(large[2].replace(",", "")) / float(small[2].replace(",", ""))
+    assert float(large[9]) == pytest.approx(ratio, rel=0.01, abs=0.002)
+    printed = re.search(
+        r"^the same with the state's files held in memory \(default-files-held: [\d.]+ GB in "
+        r"(\d+) files at 4,000 URLs, [^)]+\): (\d\.\d{3}), per CPU second \d\.\d{3}$",
+        out,
+        re.M,
+    )
+    assert printed and int(printed.group(1)) >= 2 and float(printed.group(2)) == float(large[9])
 
 
 @pytest.mark.kafka
