@@ -194,12 +194,13 @@ def test_held_files_are_the_sst_files_until_the_with_ends(tmp_path: Path) -> Non
     (tmp_path / "000002.sst").write_bytes(b"b" * 5000)
     (tmp_path / "000003.log").write_bytes(b"c" * 4096)
     (tmp_path / "000004.sst").write_bytes(b"")  # nothing to map
+    before = set(_children())
     with held_files(tmp_path) as held:
         assert held["files"] == 2 and held["bytes"] == 8192 + 5000
         assert held["locked"] in (0, 1)
-        children = _children()
-        assert children
-    assert not set(children) & set(_children())
+        holder = set(_children()) - before
+        assert len(holder) == 1
+    assert not holder & set(_children())
 
 
 def _children() -> list[int]:
