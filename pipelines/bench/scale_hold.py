@@ -3,9 +3,8 @@
 
 A replay over 100M URLs reads most of its known URLs' blocks from the store's files, so
 its rate depends on whether the operating system still has those files in its page cache:
-a kernel that reclaims pages left untouched for a while (this project's machines run
-DAMON's proactive reclaim, which pages out what was not accessed for a minute) sends
-those reads to the disk. To tell the engine's cost from the machine's, another process
+a kernel that reclaims pages left untouched for a while (DAMON's proactive reclaim, for
+one, set to page out what was not accessed for a minute) sends those reads to the disk. To tell the engine's cost from the machine's, another process
 maps every SST file the directory holds when the run starts and locks them in memory
 (`mlockall`), so each read of them is a read from the page cache; files the run itself
 writes (flushes, compactions) are not held. The holding process is not the measured one:
