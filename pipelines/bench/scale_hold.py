@@ -1,14 +1,14 @@
 """Hold a store's SST files in memory while a measured run reads them (`bench --scale
 --hold-files`).
 
-A replay over 100M URLs reads most of its known URLs' blocks from the store's files, so
-its rate depends on whether the operating system still has those files in its page cache:
-a kernel that reclaims pages left untouched for a while (DAMON's proactive reclaim, for
-one, set to page out what was not accessed for a minute) sends those reads to the disk. To tell the engine's cost from the machine's, another process
-maps every SST file the directory holds when the run starts and locks them in memory
-(`mlockall`), so each read of them is a read from the page cache; files the run itself
-writes (flushes, compactions) are not held. The holding process is not the measured one:
-its memory is not in the run's peak RSS.
+A replay over 100M URLs reads most of its known URLs' blocks from the store's files, so its
+rate depends on whether the operating system still has those files in its page cache: a
+kernel that reclaims pages left untouched for a while (DAMON's proactive reclaim, for one,
+set to page out what was not accessed for a minute) sends those reads to the disk. To tell
+the engine's cost from the machine's, another process maps every SST file the directory
+holds when the run starts and locks them in memory (`mlockall`), so each read of them is a
+read from the page cache; files the run itself writes (flushes, compactions) are not held.
+The holding process is not the measured one: its memory is not in the run's peak RSS.
 
 Locking needs the right to (root, or `CAP_IPC_LOCK`, or a large `ulimit -l`); without
 it the files are read once into the page cache and reported as not locked.
