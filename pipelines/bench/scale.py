@@ -73,6 +73,15 @@ def _spec(setup: ScaleSetup, kind: str, variant: str, **fields: Any) -> dict[str
     return {"kind": kind, "options": asdict(options), "step_size": setup.step_size, **fields}
 
 
+def _replay_spec(
+    setup: ScaleSetup, variant: str, log: Path, state: Path, out: Path, urls: int
+) -> dict[str, Any]:
+    """The timed replay of `log` over the state at `state` with `variant`'s options."""
+    return _spec(
+        setup, "replay", variant, log=str(log), state=str(state), out=str(out), budget=urls
+    )
+
+
 def _run(spec: dict[str, Any]) -> dict[str, float]:
     module = "frontierflow.pipelines.bench.scale_worker"
     return spawn_worker([sys.executable, "-m", module, json.dumps(spec)], spec["kind"])
@@ -91,17 +100,7 @@ def _measure(
         variant == DEFAULT and (setup.live_bootstrap is not None or setup.hold_files)
     )
     state = _copy(base, home / "run", variant) if keep_base else base
-    replayed = _run(
-        _spec(
-            setup,
-            "replay",
-            variant,
-            log=str(log),
-            state=str(state),
-            out=str(home / "run.avro"),
-            budget=urls,
-        )
-    )
+    replayed = _run(_replay_spec(setup, variant, log, state, home / "run.avro", urls))
     return {"build": {"seconds": built.seconds, "files": built.files}, "replay": replayed}
 
 
@@ -112,15 +111,7 @@ def _measure_held(
     held in memory by another process for the run (`scale_hold`)."""
     home = root / f"{urls}-{DEFAULT}"
     state = _copy(home / "base", home / "held", DEFAULT)
-    spec = _spec(
-        setup,
-        "replay",
-        DEFAULT,
-        log=str(log),
-        state=str(state),
-        out=str(home / "held.avro"),
-        budget=urls,
-    )
+    spec = _replay_spec(setup, DEFAULT, log, state, home / "held.avro", urls)
     with held_files(state) as held:
         replayed = _run(spec)
     return {
