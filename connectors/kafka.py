@@ -3,7 +3,7 @@
 The source reads every partition of `fetch-events` by manual assignment, from offsets the
 engine keeps in its own RocksDB checkpoint (the consumer group's commits are written for
 monitoring only), and turns records that do not decode into `Failed` items. The sink
-writes frontier entries to the compacted `frontier` topic as `frontier_record` makes them
+writes frontier entries to the compacted `frontier` topic as `frontier_records` makes them
 (keyed by URL, or URL and parent for a reply request; a tombstone when a URL is fetched;
 partitioned by host), and dead letters to `dead-letter`; `flush` returns only once the
 broker has acknowledged everything, so the engine commits state after its outputs are
@@ -273,12 +273,6 @@ def open_admin(settings: KafkaSettings, client: KafkaClientName | None = None) -
     return KafkaPythonAdmin(settings)
 
 
-def frontier_record(change: FrontierChange, partitions: int) -> tuple[bytes, bytes | None, int]:
-    """(key, value, partition) of one frontier change on the frontier topic: see
-    `frontier_records`."""
-    return frontier_records([change], partitions)[0]
-
-
 def frontier_records(
     changes: Sequence[FrontierChange], partitions: int
 ) -> list[tuple[bytes, bytes | None, int]]:
@@ -339,7 +333,7 @@ class KafkaSink(DecisionSink):
         self.output = open_writer(settings, client, flush_timeout_s)
 
     def write(self, changes: Sequence[FrontierChange], dead: Sequence[DeadLetter]) -> None:
-        """Frontier records as `frontier_record` makes them; dead letters unkeyed."""
+        """Frontier records as `frontier_records` makes them; dead letters unkeyed."""
         topics = self.settings.topics
         partitions = self.output.partitions(topics.frontier)
         self.output.send_many(topics.frontier, frontier_records(changes, partitions))

@@ -12,7 +12,7 @@ when `fetched_at` never decreases along the input.
   (a small collection: a pause lasts a minute or more), read by every update as a side
   input.
 - Unbounded (`PausesInEventTime`): keyed by a shard of the host, a window's answers fold
-  into their groups' states on an event-time timer 2 ms past the window's due; the pauses
+  into their groups' states on an event-time timer 1 ms past the window's due; the pauses
   they begin go to every URL state shard of the per-URL update, which holds the entries
   emitted inside them as it makes them (`beam.stream`). A shard keeps only the groups
   whose state can still begin or hold a pause (`can_forget`), so its cell stays small
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
+from itertools import groupby
 from operator import itemgetter
 from typing import Any
 
@@ -32,16 +33,16 @@ from apache_beam.coders import BytesCoder, FastPrimitivesCoder, TupleCoder, VarI
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
-from apache_beam.transforms.window import GlobalWindows, TimestampCombiner, TimestampedValue
+from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
 from frontierflow.pipelines.beam.coders import UrlUpdate
 from frontierflow.pipelines.beam.event_time import (
-    CLOCK_AFTER_US,
     HELD_STATE,
     REPEAT_AFTER_US,
     ROUTE_AFTER_US,
     ClockWindows,
+    at_own_time,
     cheap_state_cache_accounting,
     held_coder,
     hold_unless_taken,
@@ -137,11 +138,11 @@ class HoldPausedHosts(beam.PTransform):
 
 # --- the unbounded form ------------------------------------------------------------------------
 
-PAUSES_AFTER_US = CLOCK_AFTER_US
-"""The pause step fires 2 ms past a window's due, beside the running count: a window's
-answers, stamped 1 ms past it (`REPEAT_AFTER_US`), are all in by then, and the pauses it
-sends leave stamped 3 ms past (`ROUTE_AFTER_US`), with the window's messages to the
-per-URL update, which holds the entries they cover (`beam.stream`)."""
+PAUSES_AFTER_US = REPEAT_AFTER_US
+"""The pause step fires 1 ms past a window's due, beside the repeat step: a window's
+answers, each stamped at its own time (at most the due + 999 µs), are all in by then, and
+the pauses it sends leave stamped 3 ms past (`ROUTE_AFTER_US`), with the window's messages
+to the per-URL update, which holds the entries they cover (`beam.stream`)."""
 
 WindowPauses = dict[str, list[Pause]]
 """The pauses one window's answers began, by queue group key."""
@@ -179,34 +180,22 @@ class PausesInEventTime(beam.PTransform):
             >> beam.ParDo(
                 _KeyAnswers(self.windows, self.by_arrival, self.shards)
             ).with_output_types(typehints.KV[int, AnswerItem])
-            | "AtWindowEnd"
-            >> beam.WindowInto(
-                self.windows.fixed(REPEAT_AFTER_US),
-                timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST,
-            )
-            | "ByShardAndWindow" >> beam.GroupByKey()
-            | "OneBatch"
-            >> beam.MapTuple(lambda shard, items: (shard, answer_batch(items))).with_output_types(
-                typehints.KV[int, typehints.Tuple[int, int, bytes]]
-            )
-            | "ToGlobalWindow" >> beam.WindowInto(GlobalWindows())
             | "PausesOfWindows" >> beam.ParDo(_PausesOfWindows(self.policy))
             | "ToEveryUrlShard" >> beam.FlatMap(_to_every_shard, self.url_shards)
         )
 
 
 AnswerItem = typehints.Tuple[int, int, bytes]
-"""(due, position, the event's bytes without its outlinks), stamped 1 ms past the due."""
+"""(due, position, the event's bytes without its outlinks), stamped at the event's time."""
 PAUSES = -1
 """The position a window's pauses take among the per-URL update's held batches: before
 every message of their window (`beam.window_batches.shard_batch`)."""
-_BATCH = FastPrimitivesCoder()
 
 
 class _KeyAnswers(beam.DoFn):
-    """(position, event) → (its host's shard, (due, position, bytes)), stamped 1 ms past
-    the due (later, never earlier, than the event: its window is that of `beam.stream`'s
-    repeat step)."""
+    """(position, event) → (its host's shard, (due, position, bytes)), stamped at the
+    event's own time (`event_time.at_own_time`), as `beam.stream`'s repeat step stamps its
+    fetches: before the pause step's timer 1 ms past the due."""
 
     def __init__(self, windows: ClockWindows, by_arrival: bool, shards: int) -> None:
         self.windows = windows
@@ -217,17 +206,10 @@ class _KeyAnswers(beam.DoFn):
         self, item: tuple[int, FetchEvent], stamp: Any = beam.DoFn.TimestampParam
     ) -> Iterator[Any]:
         position, event = item
-        due = self.windows.due_micros(window_time_ms(event.fetched_at, stamp, self.by_arrival))
-        value = (due, position, encode_record(answer_of(event)))
+        event_ms = window_time_ms(event.fetched_at, stamp, self.by_arrival)
+        value = (self.windows.due_micros(event_ms), position, encode_record(answer_of(event)))
         shard = state_shard(event.host, self.shards)
-        yield TimestampedValue((shard, value), Timestamp(micros=due + REPEAT_AFTER_US))
-
-
-def answer_batch(items: Iterable[tuple[int, int, bytes]]) -> tuple[int, int, bytes]:
-    """A host shard's answers of one window as one held item: (due, first position, the
-    answers' bytes in position order, encoded)."""
-    ordered = sorted(items, key=itemgetter(1))
-    return ordered[0][0], ordered[0][1], _BATCH.encode([b for _, _, b in ordered])
+        yield TimestampedValue((shard, value), at_own_time(stamp, event_ms))
 
 
 def _to_every_shard(item: tuple[int, WindowPauses], shards: int) -> Iterator[TimestampedValue]:
@@ -304,7 +286,7 @@ class _PausesOfWindows(beam.DoFn):
     the due taken through."""
 
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # ({group: (host state bytes, pauses)}, the due taken through), batches
+        HELD_STATE,  # ({group: (host state bytes, pauses)}, the due taken through), answers
         held_coder(
             with_through(FastPrimitivesCoder()),
             TupleCoder([VarIntCoder(), VarIntCoder(), BytesCoder()]),
@@ -333,13 +315,13 @@ class _PausesOfWindows(beam.DoFn):
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        value, batches, rest = take_due(fired, held, timer, PAUSES_AFTER_US)
-        if not batches:
+        value, ready, rest = take_due(fired, held, timer, PAUSES_AFTER_US)
+        if not ready:
             return
         groups: Groups = dict(value[0] if value else {})
-        for due, _, batch in batches:
-            answers = (decode_record(FetchEvent, raw) for raw in _BATCH.decode(batch))
+        for due, window in groupby(ready, key=itemgetter(0)):
+            answers = (decode_record(FetchEvent, raw) for _, _, raw in window)
             begun, groups = fold_window(groups, answers, due // 1000, self.policy)
             if begun:
                 yield TimestampedValue((due, begun), fired)
-        held.write(((groups, batches[-1][0]), rest))
+        held.write(((groups, ready[-1][0]), rest))

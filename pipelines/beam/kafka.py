@@ -20,7 +20,7 @@ invalid records are stamped at the watermark and go to dead letters as ever. Wit
 the watermark stays put until the range ends and nothing is late.
 
 `WriteUpdatesToKafka` writes per-URL updates to the compacted frontier topic exactly as the
-embedded engine's `KafkaSink` does (one rule, `connectors.kafka.frontier_record`: keyed by
+embedded engine's `KafkaSink` does (one rule, `connectors.kafka.frontier_records`: keyed by
 URL, or URL and parent for a reply request; tombstones for fetched pages; partitioned by
 host), optionally every URL's state to a state topic; `WriteToKafka` sends (topic, key,
 value) records such as dead letters. Both end every bundle with all their records

@@ -1,6 +1,6 @@
 """The Beam Kafka sink: frontier changes (and URL states) and dead letters to their topics,
 each bundle acknowledged by the broker before it ends, records written exactly as the
-embedded engine's `KafkaSink` writes them (`connectors.kafka.frontier_record`)."""
+embedded engine's `KafkaSink` writes them (`connectors.kafka.frontier_records`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import apache_beam as beam
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from frontierflow.connectors.kafka import KafkaSettings, frontier_record, open_writer
+from frontierflow.connectors.kafka import KafkaSettings, frontier_records, open_writer
 from frontierflow.pipelines.beam.coders import UrlUpdate
 
 
@@ -62,21 +62,30 @@ class _SendToKafka(_KafkaWriter):
 
 class _SendUpdates(_KafkaWriter):
     """Per-URL updates to Kafka: every change to the frontier topic exactly as the
-    embedded engine's `KafkaSink` writes it (`frontier_record`: key, tombstone, partition
+    embedded engine's `KafkaSink` writes it (`frontier_records`: key, tombstone, partition
     by host), and with a state topic the URL's state keyed by URL (a tombstone when the key
-    holds no state)."""
+    holds no state). A bundle's changes are encoded together at its end, in order, as the
+    engine encodes a step's (one block of entries instead of one per change)."""
 
     def __init__(self, settings: KafkaSettings, state_topic: str | None) -> None:
         super().__init__(settings)
         self.state_topic = state_topic
 
+    def start_bundle(self) -> None:
+        self.changes: list[Any] = []
+
     def process(self, update: UrlUpdate) -> None:
-        frontier = self.settings.topics.frontier
-        partitions = self.output.partitions(frontier)
-        for change in update.changes:
-            self.output.send(frontier, *frontier_record(change, partitions))
+        self.changes.extend(update.changes)
         if self.state_topic is not None:
             self.output.send(self.state_topic, update.url.encode(), update.state)
+
+    def finish_bundle(self) -> None:
+        if self.changes:
+            frontier = self.settings.topics.frontier
+            partitions = self.output.partitions(frontier)
+            self.output.send_many(frontier, frontier_records(self.changes, partitions))
+            self.changes = []
+        super().finish_bundle()
 
 
 class WriteToKafka(beam.PTransform):

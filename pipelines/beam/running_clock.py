@@ -1,16 +1,18 @@
 """Step 2 of the unbounded form (`beam.stream`): the crawl clock, per window and crawl.
 
-Per crawl, one stateful step in the global window holds the first fetches themselves and
-counts them per clock window (a repeat counts 0, so a window of repeats only still gets its
-value), each fetch once by its position (`event_time.each_delivery_once`: a second
-delivery of one is not a second page). On an event-time timer 2 ms past each window's due
-(`event_time.CLOCK_AFTER_US`) it emits before(w), the pages fetched before window w
-started, as (crawl id, (due, before(w))) stamped there, for `beam.routing.AttachClock`.
+Per crawl, one stateful step in the global window holds the page counts the repeat step
+sends, one per shard and window it fired for (a repeat counts 0, so a window of repeats
+only still gets its value), each once by its position (`event_time.each_delivery_once`:
+a second delivery of one is not a second count). On an event-time timer 2 ms past each
+window's due (`event_time.CLOCK_AFTER_US`) it emits before(w), the pages fetched before
+window w started, as (crawl id, (due, before(w))) stamped there, for
+`beam.routing.AttachClock`.
 
-Why the fetches and not a windowed count of them: a windowed combine emits at its window's
-end, after the watermark has passed the due, and a running sum fed by it would emit
-before(w) behind the watermark, later than the routing step may wait for it. Here before(w)
-leaves on the count's own timer, whose hold keeps the watermark there until it has left.
+Why counts held in state and not a windowed sum of them: a windowed combine emits at its
+window's end, after the watermark has passed the due, and a running sum fed by it would
+emit before(w) behind the watermark, later than the routing step may wait for it. Here
+before(w) leaves on the count's own timer, whose hold keeps the watermark there until it
+has left.
 """
 
 from __future__ import annotations
@@ -39,28 +41,19 @@ from frontierflow.pipelines.beam.event_time import (
 ClockValue = typehints.KV[str, typehints.Tuple[int, int]]
 """(crawl id, (due µs of a clock window, pages fetched before it))."""
 PageCount = typehints.KV[str, typehints.Tuple[int, int, int]]
-"""(crawl id, (due µs of the fetch's clock window, its position, 1 for a page, 0 for a
-repeat))."""
+"""(crawl id, (due µs of a clock window, the position of the shard's first fetch in it,
+the pages among the shard's fetches in it: repeats count 0))."""
 
 
 class WindowedCrawlClock(beam.PTransform):
-    """First fetches (`beam.stream.FirstFetch`) → (crawl id, (due, before(w))), stamped
-    2 ms past w's due, for every window that holds a fetch."""
+    """Page counts (`PageCount`, from `beam.stream.DecideRepeatFetchesByShard`) → (crawl
+    id, (due, before(w))), stamped 2 ms past w's due, for every window that holds a
+    fetch."""
 
-    def expand(self, firsts: Any) -> Any:
-        return (
-            firsts
-            | "PageOrRepeat" >> beam.Map(_page_or_repeat).with_output_types(PageCount)
-            | "RunningCount"
-            >> beam.ParDo(_RunningPageCount())
-            .with_input_types(PageCount)
-            .with_output_types(ClockValue)
-        )
-
-
-def _page_or_repeat(first: tuple[str, tuple[int, int, bool, str, bytes]]) -> Any:
-    crawl_id, (due, position, repeat, _, _) = first
-    return crawl_id, (due, position, 0 if repeat else 1)
+    def expand(self, counts: Any) -> Any:
+        return counts | "RunningCount" >> beam.ParDo(_RunningPageCount()).with_input_types(
+            PageCount
+        ).with_output_types(ClockValue)
 
 
 def before_each_window(

@@ -11,10 +11,11 @@ stamps its output at that timer (`event_time.REPEAT_AFTER_US`: why 1 ms).
 1. `DecideRepeatFetchesByShard`: per URL, fetches in (window, position) order, the step core's
    `is_repeat_fetch` (keyed by a shard of the URL: `beam.shard_state`), 1 ms past the due;
    a repeat is dropped whole, as the bounded pipeline does, or, for a strategy that learns
-   from repeats (LAFC), passed on marked as a repeat.
-2. `WindowedCrawlClock` (`beam.running_clock`): per crawl, a running count of the first
-   fetches in event-time order, 2 ms past each window's due, gives before(w), the pages
-   fetched before window w started.
+   from repeats (LAFC), passed on marked as a repeat; beside them, per crawl and window,
+   the pages the shard let through (one count, not one element per fetch).
+2. `WindowedCrawlClock` (`beam.running_clock`): per crawl, a running sum of those counts
+   in event-time order, 2 ms past each window's due, gives before(w), the pages fetched
+   before window w started.
 3. `AttachClock` (`beam.routing`): in window w every first fetch gets `crawled =
    before(w) + 1` (a repeat `before(w)`: it does not count), joined in state per crawl and
    routing shard (no side input), and is routed by the step core's `keyed_messages` (the
@@ -28,7 +29,7 @@ stamps its output at that timer (`event_time.REPEAT_AFTER_US`: why 1 ms).
    URL and window: the state and the latest change per `change_key` (the step core's
    `apply_messages` and `keep_latest`).
    With the host rule, beside steps 1–3: `PausesInEventTime` (`beam.hosts`): per shard of
-   the hosts, a window's answers (deferred ones too) fold into their hosts' states 2 ms
+   the hosts, a window's answers (deferred ones too) fold into their hosts' states 1 ms
    past the due, and the pauses they begin reach every shard of step 4 with the window's
    messages, which holds each entry emitted inside a pause until the pause ends (a
    shard keeps the pauses that can still hold an entry).
@@ -67,6 +68,7 @@ from apache_beam.coders import (
     TupleCoder,
     VarIntCoder,
 )
+from apache_beam.pvalue import TaggedOutput
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import (
     ReadModifyWriteStateSpec,
@@ -97,7 +99,7 @@ from frontierflow.pipelines.beam.hosts import (
 from frontierflow.pipelines.beam.io import page_answers
 from frontierflow.pipelines.beam.replay import apply_encoded
 from frontierflow.pipelines.beam.routing import AttachClock
-from frontierflow.pipelines.beam.running_clock import WindowedCrawlClock
+from frontierflow.pipelines.beam.running_clock import PageCount, WindowedCrawlClock
 from frontierflow.pipelines.beam.shard_state import (
     STATE_SHARDS,
     ShardStore,
@@ -122,9 +124,10 @@ from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
 
 
 class DecideRepeatFetchesByShard(beam.PTransform):
-    """(position, event) → (crawl id, (due, position, repeat, url, event's bytes)) of first
-    fetches, and with `keep_repeats` of repeats too, in the global window, stamped 1 ms past their
-    clock window's due (`event_time.REPEAT_AFTER_US`). Keyed by a shard of the URL
+    """(position, event) → (the first fetches, (crawl id, (due, position, repeat, url,
+    event's bytes)), and with `keep_repeats` the repeats too; the pages they count per shard
+    and window, `PageCount`s), in the global window, stamped 1 ms past their clock window's
+    due (`event_time.REPEAT_AFTER_US`). Keyed by a shard of the URL
     (`beam.shard_state`): the step core keeps a page's last cycle per URL, in its shard's
     records. An event's window is that of its `fetched_at`, or with `by_arrival` that of
     the time its source stamped it with (`beam.kafka_io`: the broker's append time)."""
@@ -143,7 +146,7 @@ class DecideRepeatFetchesByShard(beam.PTransform):
         self.shards = shards
 
     def expand(self, events: Any) -> Any:
-        return (
+        outputs = (
             events
             | "KeyByPage"
             >> beam.ParDo(_KeyByPage(self.windows, self.by_arrival, self.shards)).with_output_types(
@@ -152,8 +155,12 @@ class DecideRepeatFetchesByShard(beam.PTransform):
             | "FirstFetches"
             >> beam.ParDo(_FirstFetches(self.keep_repeats))
             .with_input_types(typehints.KV[int, PageFetch])
-            .with_output_types(FirstFetch)
+            .with_outputs(PAGE_COUNTS, main="firsts")
         )
+        firsts, counts = outputs.firsts, outputs[PAGE_COUNTS]
+        firsts.element_type = FirstFetch
+        counts.element_type = PageCount
+        return firsts, counts
 
 
 class _KeyByPage(beam.DoFn):
@@ -182,6 +189,10 @@ URL, cycle and crawl."""
 FirstFetch = typehints.KV[str, typehints.Tuple[int, int, bool, str, bytes]]
 """(crawl id, (due, position, repeat, url, the event's bytes)): a fetch with the step core's
 repeat verdict and the due of its clock window."""
+PAGE_COUNTS = "page_counts"
+"""The repeat step's second output: per firing, crawl and window, the pages it let through
+(`beam.running_clock.PageCount`, its position the window's first in the shard), for the
+running count: one element per shard and window instead of one per fetch."""
 
 
 class _FirstFetches(beam.DoFn):
@@ -233,6 +244,7 @@ class _FirstFetches(beam.DoFn):
             return  # nothing taken: the cell stands as it is
         index = self.store.load(shard, value[0] if value else None, records)
         last_cycles: dict[str, int] = {}  # this firing's first fetches, over the index's
+        counts: dict[tuple[str, int], list[int]] = {}  # (crawl, due) → [first position, pages]
         for due, position, url, cycle, crawl_id, event in ready:
             last = last_cycles.get(url, index.values.get(url))
             repeat = is_repeat_fetch(last, cycle)
@@ -240,7 +252,12 @@ class _FirstFetches(beam.DoFn):
                 last_cycles[url] = cycle
             elif not self.keep_repeats:
                 continue
+            counts.setdefault((crawl_id, due), [position, 0])[1] += 0 if repeat else 1
             yield TimestampedValue((crawl_id, (due, position, repeat, url, event)), fired)
+        for (crawl_id, due), (position, pages) in counts.items():
+            yield TaggedOutput(
+                PAGE_COUNTS, TimestampedValue((crawl_id, (due, position, pages)), fired)
+            )
         generation = self.store.commit(shard, index, last_cycles, records)
         held.write(((generation, ready[-1][0]), rest))
 
@@ -370,10 +387,10 @@ class StreamFrontier(beam.PTransform):
 
     def expand(self, events: Any) -> Any:
         strategy, windows = self.strategy, self.windows
-        firsts = page_answers(events) | "Repeats" >> DecideRepeatFetchesByShard(
+        firsts, counts = page_answers(events) | "Repeats" >> DecideRepeatFetchesByShard(
             windows, strategy.learns_from_repeats, self.by_arrival
         )
-        clock = firsts | "Clock" >> WindowedCrawlClock()
+        clock = counts | "Clock" >> WindowedCrawlClock()
         keyed = (firsts, clock) | "AttachClock" >> AttachClock(strategy, STATE_SHARDS)
         if self.hosts is None:
             return [keyed | "Update" >> UpdateFrontierInEventTime(strategy)]

@@ -25,9 +25,10 @@ a process of its own and writing a frontier topic of its own:
    window's wait for the watermark);
 4. latency, as `bench-kafka` measures the embedded engine's (`bench.kafka.produce_paced`):
    to the Beam job, still running, pages never fetched before are produced at half its net
-   rate for `latency_seconds`, each fetched at its send; latency is a frontier entry's
-   Kafka timestamp minus its `emitted_at` (its event's send), until every paced page's
-   removal is out. Then the same paced load, at the same rate, to a fresh embedded job.
+   rate (or at `latency_rate`) for `latency_seconds`, each fetched at its send; latency is
+   a frontier entry's Kafka timestamp minus its `emitted_at` (its event's send), until
+   every paced page's removal is out. Then the same paced load, at the same rate, to a
+   fresh embedded job.
    The Beam form's latency is at least one clock window plus KafkaIO's idle-watermark
    delay (two seconds once a partition has no backlog) by construction. On a session
    cluster, each vertex's input watermark lag is sampled during the paced load
@@ -90,6 +91,8 @@ class StreamBenchSetup:
     window_ms: int = 1_000
     timeout_s: float = 1_800.0
     latency_seconds: float = 15.0
+    latency_rate: float | None = None
+    """Events/s of the paced load; None: half the form's own net rate."""
     flink_conf_dir: str | None = None
     flink_master: str | None = None
     worker_pool: str | None = None
@@ -100,6 +103,8 @@ class StreamBenchSetup:
     def __post_init__(self) -> None:
         if self.runner not in STREAM_RUNNERS:
             raise ValueError(f"--beam-stream: one of {', '.join(STREAM_RUNNERS)}")
+        if self.latency_rate is not None and self.latency_rate <= 0:
+            raise ValueError(f"--latency-rate must be > 0: {self.latency_rate}")
         if self.events <= STARTUP_EVENTS:
             raise ValueError(f"--events must be > {STARTUP_EVENTS} (the start-up run's)")
 
@@ -352,7 +357,7 @@ def _beam_run(
             file=sys.stderr,
             flush=True,
         )
-        rate = len(rest[0]) / (seconds - startup_s) / 2
+        rate = setup.latency_rate or len(rest[0]) / (seconds - startup_s) / 2
         if lags:
             lags.start()
         since_ms = int(time.time() * 1000)

@@ -160,6 +160,13 @@ def _kafka_arguments(kp: argparse.ArgumentParser) -> None:
     )
     kp.add_argument("--clock-window-ms", type=int, default=1_000, help="with --beam-stream: W")
     kp.add_argument(
+        "--latency-rate",
+        type=float,
+        default=None,
+        help="with --beam-stream: events/s of the paced load the latency is measured at "
+        "(default: half the form's own net rate), to compare settings at one load",
+    )
+    kp.add_argument(
         "--job-endpoint",
         default=None,
         help="with --beam-stream on a session cluster: HOST:PORT of a job server kept running "
@@ -334,6 +341,7 @@ def bench_kafka_stream(args: argparse.Namespace) -> int:
         window_ms=args.clock_window_ms,
         timeout_s=args.timeout_s,
         latency_seconds=args.latency_seconds,
+        latency_rate=args.latency_rate,
         flink_conf_dir=conf,
         flink_master=args.flink_master,
         worker_pool=args.worker_pool,

@@ -37,6 +37,13 @@ def test_setup_refuses_what_it_cannot_measure(runner: str, events: int, message:
         StreamBenchSetup("127.0.0.1:9", runner, "j", "e", events=events)
 
 
+def test_the_latency_is_paced_at_a_positive_rate_when_one_is_given() -> None:
+    assert StreamBenchSetup("127.0.0.1:9", "flink", "j", "e", latency_rate=79.2).latency_rate
+    for rate in (0.0, -1.0):
+        with pytest.raises(ValueError, match="--latency-rate must be > 0"):
+            StreamBenchSetup("127.0.0.1:9", "flink", "j", "e", latency_rate=rate)
+
+
 def test_cli_names_the_script_when_the_expansion_service_is_missing(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
