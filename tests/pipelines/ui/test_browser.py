@@ -182,6 +182,17 @@ def _number(driver: Any, element_id: str) -> str:
     return str(driver.find_element("id", element_id).get_attribute("data-value"))
 
 
+def _texts(driver: Any, selector: str, attribute: str | None = None) -> list[str]:
+    """The texts (or `attribute`s) of the elements `selector` matches, read in one script:
+    the page redraws its tables and charts at every poll, so elements found first and read
+    after may be gone by then (selenium's StaleElementReferenceException)."""
+    script = (
+        "return Array.from(document.querySelectorAll(arguments[0]),"
+        " e => arguments[1] ? e.getAttribute(arguments[1]) : e.textContent.trim())"
+    )
+    return [str(t) for t in driver.execute_script(script, selector, attribute)]
+
+
 def _page_numbers(driver: Any) -> dict[str, str]:
     return {
         name: _number(driver, f"total-{name}")
@@ -246,10 +257,10 @@ def test_page_shows_the_jobs_own_counters(
         for k, v in metrics.items()
         if k.startswith("frontierflow_dead_letters_total{")
     }
-    headings = [h.text for h in browser.find_elements("css selector", "#dead-letters h3")]
+    headings = _texts(browser, "#dead-letters h3")
     assert sorted(headings) == sorted(f"{r}: {n}" for r, n in dead_by_reason.items())
     # the top entry on the page is the highest priority the job wrote, among URLs not fetched
-    top_priority = float(browser.find_element("css selector", "#top-entries tbody td").text)
+    top_priority = float(_texts(browser, "#top-entries tbody td")[0])
     latest = kafka_client.latest_frontier(job.settings)
     assert top_priority == pytest.approx(max(e["priority"] for e in latest.values()), abs=1e-4)
     # the host bars count the URLs still queued on the frontier topic, per host
@@ -257,8 +268,8 @@ def test_page_shows_the_jobs_own_counters(
     for entry in latest.values():
         per_host[entry["host"]] = per_host.get(entry["host"], 0) + 1
     assert int(_number(browser, "frontier-size")) == len(latest)
-    bars = browser.find_elements("css selector", "#chart-hosts text")
-    top_host, top_count = bars[0].text, int(bars[1].text.replace(",", ""))
+    bars = _texts(browser, "#chart-hosts text")
+    top_host, top_count = bars[0], int(bars[1].replace(",", ""))
     assert per_host[top_host] == top_count == max(per_host.values())
 
     to_docs = os.environ.get("FRONTIERFLOW_SCREENSHOTS") == "docs"
@@ -310,12 +321,9 @@ def test_markup_from_the_crawl_shows_as_text_and_never_runs(
     # the only script is the page's own, and no image was made from the crawl's text
     assert browser.execute_script("return document.scripts.length") == 1
     assert browser.execute_script("return document.images.length") == 0
-    shown_urls = [
-        td.get_attribute("title")
-        for td in browser.find_elements("css selector", "#top-entries td.url")
-    ]
+    shown_urls = _texts(browser, "#top-entries td.url", "title")
     assert set(evil_links) <= set(shown_urls)
-    raw = browser.find_element("css selector", "#dead-letters pre.raw").text
+    raw = _texts(browser, "#dead-letters pre.raw")[0]
     assert raw == EVIL
-    fetchers = {h.text for h in browser.find_elements("css selector", "#fetchers h3")}
+    fetchers = set(_texts(browser, "#fetchers h3"))
     assert fetchers == {f"f{EVIL}"}
