@@ -16,8 +16,7 @@ from typing import Any
 
 from apache_beam.coders.coders import Coder, ListCoder, NullableCoder, TupleCoder, VarIntCoder
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import FixedWindows
-from apache_beam.utils.timestamp import Duration, Timestamp
+from apache_beam.utils.timestamp import Timestamp
 
 CLOCK_EXACT = "exact"
 CLOCK_WINDOWED = "windowed:"
@@ -32,14 +31,6 @@ class ClockWindows:
     def __post_init__(self) -> None:
         if not isinstance(self.width_ms, int) or self.width_ms < 1:
             raise ValueError(f"clock window must be a whole number of ms >= 1: {self.width_ms}")
-
-    def fixed(self, offset_us: int = 0) -> FixedWindows:
-        """Fixed windows of the width; with `offset_us`, each starts (and ends) that much
-        later: an element stamped `offset_us` past a window's due falls in that window's
-        shifted twin."""
-        return FixedWindows(
-            Duration(micros=self.width_ms * 1000), offset=Timestamp(micros=offset_us)
-        )
 
     def due_micros(self, event_ms: int) -> int:
         """The last millisecond of the window holding `event_ms`, in µs: a window's items
