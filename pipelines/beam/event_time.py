@@ -42,15 +42,20 @@ class ClockWindows:
 def window_time_ms(fetched_at: int, stamp: Timestamp, by_arrival: bool) -> int:
     """The time that places an event in its clock window: its `fetched_at`, or with
     `by_arrival` the time its source stamped it with (`beam.kafka_io`: the broker's append
-    time). Every keying step of the unbounded form asks this, so they agree on windows."""
+    time). Every keying step of the unbounded form asks this (`place_event`), so they agree
+    on windows."""
     return int(stamp.micros) // 1000 if by_arrival else fetched_at
 
 
-def at_own_time(stamp: Timestamp, event_ms: int) -> Timestamp:
-    """An item's stamp: its event's time, never moved back from the source's stamp; at
-    most its window's due + 999 µs, so before a timer 1 ms past the due
-    (`REPEAT_AFTER_US`)."""
-    return Timestamp(micros=max(int(stamp.micros), event_ms * 1000))
+def place_event(
+    windows: ClockWindows, fetched_at: int, stamp: Timestamp, by_arrival: bool
+) -> tuple[int, Timestamp]:
+    """(the due of the event's clock window, the stamp of an item keyed from it for a
+    timer-ordered step): the event's own time (`window_time_ms`), never moved back from the
+    source's stamp, so at most the due + 999 µs, before a timer 1 ms past the due
+    (`REPEAT_AFTER_US`). The repeat, host and speed steps key their items with it."""
+    event_ms = window_time_ms(fetched_at, stamp, by_arrival)
+    return windows.due_micros(event_ms), Timestamp(micros=max(int(stamp.micros), event_ms * 1000))
 
 
 def parse_clock(text: str) -> ClockWindows | None:

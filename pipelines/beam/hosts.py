@@ -42,12 +42,11 @@ from frontierflow.pipelines.beam.event_time import (
     REPEAT_AFTER_US,
     ROUTE_AFTER_US,
     ClockWindows,
-    at_own_time,
     cheap_state_cache_accounting,
     held_coder,
     hold_unless_taken,
+    place_event,
     take_due,
-    window_time_ms,
     with_through,
 )
 from frontierflow.pipelines.beam.exact_clock import decode_fetch, encode_fetch
@@ -194,7 +193,7 @@ every message of their window (`beam.window_batches.shard_batch`)."""
 
 class _KeyAnswers(beam.DoFn):
     """(position, event) → (its host's shard, (due, position, bytes)), stamped at the
-    event's own time (`event_time.at_own_time`), as `beam.stream`'s repeat step stamps its
+    event's own time (`event_time.place_event`), as `beam.stream`'s repeat step stamps its
     fetches: before the pause step's timer 1 ms past the due."""
 
     def __init__(self, windows: ClockWindows, by_arrival: bool, shards: int) -> None:
@@ -206,10 +205,9 @@ class _KeyAnswers(beam.DoFn):
         self, item: tuple[int, FetchEvent], stamp: Any = beam.DoFn.TimestampParam
     ) -> Iterator[Any]:
         position, event = item
-        event_ms = window_time_ms(event.fetched_at, stamp, self.by_arrival)
-        value = (self.windows.due_micros(event_ms), position, encode_record(answer_of(event)))
-        shard = state_shard(event.host, self.shards)
-        yield TimestampedValue((shard, value), at_own_time(stamp, event_ms))
+        due, at = place_event(self.windows, event.fetched_at, stamp, self.by_arrival)
+        value = (due, position, encode_record(answer_of(event)))
+        yield TimestampedValue((state_shard(event.host, self.shards), value), at)
 
 
 def _to_every_shard(item: tuple[int, WindowPauses], shards: int) -> Iterator[TimestampedValue]:

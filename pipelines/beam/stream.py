@@ -83,12 +83,11 @@ from frontierflow.pipelines.beam.event_time import (
     HELD_STATE,
     REPEAT_AFTER_US,
     ClockWindows,
-    at_own_time,
     cheap_state_cache_accounting,
     held_coder,
     hold_unless_taken,
+    place_event,
     take_due,
-    window_time_ms,
     with_through,
 )
 from frontierflow.pipelines.beam.hosts import (
@@ -175,10 +174,8 @@ class _KeyByPage(beam.DoFn):
         stamp: Any = beam.DoFn.TimestampParam,
     ) -> Iterator[Any]:
         position, event = item
-        event_ms = window_time_ms(event.fetched_at, stamp, self.by_arrival)
-        due = self.windows.due_micros(event_ms)
+        due, at = place_event(self.windows, event.fetched_at, stamp, self.by_arrival)
         value = (due, position, event.url, event.cycle, event.crawl_id, encode_record(event))
-        at = at_own_time(stamp, event_ms)  # before the repeat step's timer
         yield TimestampedValue((state_shard(event.url, self.shards), value), at)
 
 

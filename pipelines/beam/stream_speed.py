@@ -39,12 +39,11 @@ from frontierflow.pipelines.beam.event_time import (
     HELD_STATE,
     REPEAT_AFTER_US,
     ClockWindows,
-    at_own_time,
     cheap_state_cache_accounting,
     held_coder,
     hold_unless_taken,
+    place_event,
     take_due,
-    window_time_ms,
     with_through,
 )
 from frontierflow.pipelines.speed.per_fetcher import counts_for_speed, observe, speed_event_problem
@@ -114,9 +113,9 @@ class _KeyByFetcher(beam.DoFn):
         if speed_event_problem(event) is not None:
             SKIPPED.inc()
             return
-        event_ms = window_time_ms(event.fetched_at, stamp, self.by_arrival)
-        held = (self.windows.due_micros(event_ms), position, encode_record(speed_view(event)))
-        yield TimestampedValue((event.fetcher_id, held), at_own_time(stamp, event_ms))
+        due, at = place_event(self.windows, event.fetched_at, stamp, self.by_arrival)
+        held = (due, position, encode_record(speed_view(event)))
+        yield TimestampedValue((event.fetcher_id, held), at)
 
 
 class _DecideInEventTime(beam.DoFn):
