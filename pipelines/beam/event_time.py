@@ -73,23 +73,22 @@ def parse_clock(text: str) -> ClockWindows | None:
 # --- ordering by event-time timers ------------------------------------------------------------
 
 REPEAT_AFTER_US = 1_000
-CLOCK_AFTER_US = 2_000
-ROUTE_AFTER_US = 3_000
-APPLY_AFTER_US = 4_000
+ROUTE_AFTER_US = 2_000
+APPLY_AFTER_US = 3_000
 """How far past a clock window's due each timer-ordered step of the unbounded form fires
-its timer and stamps what it emits: the repeat step (`beam.stream`), the running count
-(`beam.running_clock`), the routing (`beam.routing`) and the per-shard update
-(`beam.stream`).
+its timer and stamps what it emits: the repeat step (`beam.stream`; the host step too,
+`beam.hosts`), the routing with its running page count (`beam.routing`) and the per-shard
+update (`beam.stream`).
 
 A runner may fire an event-time timer at T once the watermark *reaches* T (Flink and Prism
 do), while an element stamped T may still come: the upstream step whose timer at T holds
 the watermark there has yet to emit it. So every step fires 1 ms (the grain of timer times)
 after the latest stamp of what it waits for, and stamps its own output at its timer: a
 fetch is stamped at its own time, at most its window's due + 999 µs; the repeat step fires
-1 ms past the due; the count 2 ms past (before(w) stamped there); the routing 3 ms past
-(the window's messages stamped there); the update 4 ms past. With a timer at its items'
-own stamp, an item Prism delivered just then was taken a window late, behind the next
-step's watermark (`docs/RESULTS.md`)."""
+1 ms past the due (its fetches and page counts stamped there); the routing 2 ms past (the
+window's messages stamped there); the update 3 ms past. With a timer at its items' own
+stamp, an item Prism delivered just then was taken a window late, behind the next step's
+watermark (`docs/RESULTS.md`)."""
 
 HELD_STATE = "held"
 # Each timer-ordered step declares its own HELD cell and TIMER specs and its own `process`:

@@ -140,7 +140,7 @@ class HoldPausedHosts(beam.PTransform):
 PAUSES_AFTER_US = REPEAT_AFTER_US
 """The pause step fires 1 ms past a window's due, beside the repeat step: a window's
 answers, each stamped at its own time (at most the due + 999 µs), are all in by then, and
-the pauses it sends leave stamped 3 ms past (`ROUTE_AFTER_US`), with the window's messages
+the pauses it sends leave stamped 2 ms past (`ROUTE_AFTER_US`), with the window's messages
 to the per-URL update, which holds the entries they cover (`beam.stream`)."""
 
 WindowPauses = dict[str, list[Pause]]
@@ -150,7 +150,7 @@ WindowPauses = dict[str, list[Pause]]
 class PausesInEventTime(beam.PTransform):
     """Every answer (deferred ones too) → per clock window and URL state shard, the pauses
     that window's answers began: (state shard, (due, `PAUSES`, {group: [pause, …]})),
-    stamped 3 ms past the window's due so that they join the window's messages at the
+    stamped 2 ms past the window's due so that they join the window's messages at the
     per-URL update (`beam.stream.UpdateFrontierInEventTime`), which holds every entry
     emitted inside a pause there. The group states live here, keyed by a shard of the host
     (`_PausesOfWindows`): one small answer per page goes through this step, not every

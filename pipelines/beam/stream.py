@@ -13,24 +13,23 @@ stamps its output at that timer (`event_time.REPEAT_AFTER_US`: why 1 ms).
    a repeat is dropped whole, as the bounded pipeline does, or, for a strategy that learns
    from repeats (LAFC), passed on marked as a repeat; beside them, per crawl and window,
    the pages the shard let through (one count, not one element per fetch).
-2. `WindowedCrawlClock` (`beam.running_clock`): per crawl, a running sum of those counts
-   in event-time order, 2 ms past each window's due, gives before(w), the pages fetched
-   before window w started.
-3. `AttachClock` (`beam.routing`): in window w every first fetch gets `crawled =
-   before(w) + 1` (a repeat `before(w)`: it does not count), joined in state per crawl and
-   routing shard (no side input), and is routed by the step core's `keyed_messages` (the
-   one routing function; a repeat gives only its `Reinforce` with `fresh=False`) 3 ms
-   past the window's due; the messages leave gathered per state shard of their key.
-4. `UpdateFrontierInEventTime`: each routing shard's messages of a window for a state
-   shard come as one item, held until 4 ms past the due and merged then, keyed by shard
+2. `AttachClock` (`beam.routing`): per crawl and routing shard, the fetches and every
+   shard's counts held in state; 2 ms past a window's due, its first fetches get `crawled =
+   before(w) + 1` (a repeat `before(w)`: it does not count), before(w) being the pages
+   counted in the windows before it (each routing shard keeps the same running count), and
+   are routed by the step core's `keyed_messages` (the one routing function; a repeat
+   gives only its `Reinforce` with `fresh=False`); the messages leave gathered per state
+   shard of their key.
+3. `UpdateFrontierInEventTime`: each routing shard's messages of a window for a state
+   shard come as one item, held until 3 ms past the due and merged then, keyed by shard
    (`beam.shard_state`: the shard's URL states in one records bag, so a window touches a
    few shard cells, not one cell per URL), each URL's messages are applied with the
    strategy's own `apply`, in (window, position, index) order; out comes one record per
    URL and window: the state and the latest change per `change_key` (the step core's
    `apply_messages` and `keep_latest`).
-   With the host rule, beside steps 1–3: `PausesInEventTime` (`beam.hosts`): per shard of
+   With the host rule, beside steps 1–2: `PausesInEventTime` (`beam.hosts`): per shard of
    the hosts, a window's answers (deferred ones too) fold into their hosts' states 1 ms
-   past the due, and the pauses they begin reach every shard of step 4 with the window's
+   past the due, and the pauses they begin reach every shard of step 3 with the window's
    messages, which holds each entry emitted inside a pause until the pause ends (a
    shard keeps the pauses that can still hold an entry).
 
@@ -98,7 +97,6 @@ from frontierflow.pipelines.beam.hosts import (
 from frontierflow.pipelines.beam.io import page_answers
 from frontierflow.pipelines.beam.replay import apply_encoded
 from frontierflow.pipelines.beam.routing import AttachClock
-from frontierflow.pipelines.beam.running_clock import PageCount, WindowedCrawlClock
 from frontierflow.pipelines.beam.shard_state import (
     STATE_SHARDS,
     ShardStore,
@@ -186,10 +184,13 @@ URL, cycle and crawl."""
 FirstFetch = typehints.KV[str, typehints.Tuple[int, int, bool, str, bytes]]
 """(crawl id, (due, position, repeat, url, the event's bytes)): a fetch with the step core's
 repeat verdict and the due of its clock window."""
+PageCount = typehints.KV[str, typehints.Tuple[int, int, int]]
+"""(crawl id, (due µs of a clock window, the position of the shard's first fetch in it,
+the pages among the shard's fetches in it: repeats count 0))."""
 PAGE_COUNTS = "page_counts"
 """The repeat step's second output: per firing, crawl and window, the pages it let through
-(`beam.running_clock.PageCount`, its position the window's first in the shard), for the
-running count: one element per shard and window instead of one per fetch."""
+(`PageCount`), for the routing's running count (`beam.routing`): one element per shard
+and window instead of one per fetch."""
 
 
 class _FirstFetches(beam.DoFn):
@@ -263,8 +264,8 @@ class _FirstFetches(beam.DoFn):
 
 
 class UpdateFrontierInEventTime(beam.PTransform):
-    """(state shard, [(url, message), …]) stamped 3 ms past their window's due
-    (`AttachClock`) → one `UrlUpdate` per URL and window, stamped 4 ms past it (its
+    """(state shard, [(url, message), …]) stamped 2 ms past their window's due
+    (`AttachClock`) → one `UrlUpdate` per URL and window, stamped 3 ms past it (its
     version: (due µs, position, index) of the
     last message applied). State is keyed by a shard of the URL (`beam.shard_state`): the
     routing sends a window's messages for a shard as one list per routing shard, which the
@@ -387,8 +388,7 @@ class StreamFrontier(beam.PTransform):
         firsts, counts = page_answers(events) | "Repeats" >> DecideRepeatFetchesByShard(
             windows, strategy.learns_from_repeats, self.by_arrival
         )
-        clock = counts | "Clock" >> WindowedCrawlClock()
-        keyed = (firsts, clock) | "AttachClock" >> AttachClock(strategy, STATE_SHARDS)
+        keyed = (firsts, counts) | "AttachClock" >> AttachClock(strategy, STATE_SHARDS)
         if self.hosts is None:
             return [keyed | "Update" >> UpdateFrontierInEventTime(strategy)]
         pauses = events | "Hosts" >> PausesInEventTime(self.hosts, windows, self.by_arrival)

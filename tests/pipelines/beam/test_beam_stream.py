@@ -28,11 +28,9 @@ from frontierflow.pipelines.beam.io import (
 )
 from frontierflow.pipelines.beam.replay import build_replay
 from frontierflow.pipelines.beam.routing import (
-    ClockMissing,
     _RouteInOrder,
     by_state_shard,
     route_shard,
-    route_window,
 )
 from frontierflow.pipelines.beam.stream_replay import build_stream_replay, run_beam_stream_replay
 from frontierflow.pipelines.beam.window_batches import (
@@ -169,68 +167,43 @@ def test_stateful_steps_have_deterministic_key_coders(
     assert not [r for r in caplog.records if "deterministic" in r.getMessage()]
 
 
-def test_routing_refuses_a_window_without_its_clock() -> None:
-    """`route_window` with no clock value stops the job instead of routing with crawled = 1."""
-    strategy = build_strategy("ieca", budget=10)
-    event = FetchEvent("https://a.example/", 5, 200, "f", "a.example")
-    with pytest.raises(ClockMissing, match="crawl 'c': no clock value for the window due 0"):
-        list(route_window(strategy, "c", 0, None, [(7, False, event)]))
-
-
-def test_routing_waits_for_a_late_clock_value() -> None:
-    """A window's fetches are routed 3 ms past its due. If its clock value has not come by
-    then, they stay, and the timer is re-armed at the due (its hold keeps the watermark
-    below the routed messages' stamp, so the grouping of the window cannot fire without
-    them); once the value has come, the next firing routes the window with crawled =
-    before + 1, stamped 3 ms past its due, gathered per state shard, and drops the value."""
+def test_routing_counts_the_pages_before_each_window() -> None:
+    """The routing keeps the running count itself: 2 ms past a window's due it routes the
+    window's fetches with the pages every repeat shard counted in the windows before it
+    (crawled = before + 1 for a first fetch), then adds the window's own counts. Counts
+    come from every repeat shard, fanned out to every routing shard; a count delivered
+    twice (Prism does now and then) counts once, before its window is taken or after."""
     route = _RouteInOrder(build_strategy("ieca", budget=10), 1)  # one state shard
     event = FetchEvent(
         "https://a.example/", 5, 200, "f", "a.example", outlinks=("https://b.example/",)
     )
     held, timer = Cell(), Timer()
     key = ("c", route_shard(event.url))
-    route.process(
-        (key, (0, 7, 0, False, encode_record(event))), held, timer
-    )  # the window due at 0 µs
-    assert timer.at == 3_000
-    assert list(route.fire(key, Timestamp(micros=3_000), held, timer)) == []  # no value yet
-    (waiting, clocks, through), pending = held.value
-    assert (waiting, clocks) == (0, []) and [f[:2] for f in pending] == [(0, 7)]  # nothing lost
-    assert through == -1  # routed through the window before it
-    assert timer.at == 0
+    fetch = (2_000, 7, 0, False, encode_record(event))  # a fetch in the window due 2,000 µs
+    for item in (
+        (1_000, 5, 1, False, None),  # a repeat shard's count: 1 page in the window due 1,000
+        fetch,
+        (1_000, 3, 2, False, None),  # another shard's: 2 pages
+        (2_000, 7, 1, False, None),  # the fetch's own shard counts it
+        (2_000, 7, 1, False, None),  # ... delivered twice
+    ):
+        route.process((key, item), held, timer)
+    assert timer.at == 1_000 + 2_000  # 2 ms past the earliest due
+    assert list(route.fire(key, Timestamp(micros=3_000), held, timer)) == []  # counts only
+    counted, pending = held.value
+    assert counted == (3, 1_000) and pending[0] == fetch and timer.at == 4_000
     sets = len(timer.sets)
-    route.process((key, (0, -1, 4, False, None)), held, timer)  # before(w) = 4 comes
-    assert len(timer.sets) == sets  # still waiting: the value does not move the timer
-    [routed] = list(route.fire(key, Timestamp(micros=0), held, timer))
-    # 4 pages before the window, a first fetch counts itself: crawled 5, now = fetched_at 5
+    route.process((key, (1_000, 3, 2, False, None)), held, timer)  # again, once taken
+    assert held.value == (counted, pending) and len(timer.sets) == sets  # dropped
+    [routed] = list(route.fire(key, Timestamp(micros=4_000), held, timer))
+    # 3 pages before the window, a first fetch counts itself: crawled 4, now = fetched_at 5
     shard, messages = routed.value
-    assert shard == 0 and routed.timestamp == Timestamp(micros=3_000)
+    assert shard == 0 and routed.timestamp == Timestamp(micros=4_000)
     assert [(url, m[:5]) for url, m in messages] == [
-        ("https://a.example/", (0, 7, 0, 5, 5)),
-        ("https://b.example/", (0, 7, 1, 5, 5)),
+        ("https://a.example/", (2_000, 7, 0, 4, 5)),
+        ("https://b.example/", (2_000, 7, 1, 4, 5)),
     ]
-    assert held.value == ((None, [], 0), [])
-    # the fetch and the value delivered a second time (Prism does now and then): dropped,
-    # the timer left alone, not routed again and not held for a value that has gone
-    sets = len(timer.sets)
-    route.process((key, (0, 7, 0, False, encode_record(event))), held, timer)
-    route.process((key, (0, -1, 4, False, None)), held, timer)
-    assert held.value == ((None, [], 0), []) and len(timer.sets) == sets
-
-
-def test_routing_drops_the_clock_value_of_a_window_without_fetches() -> None:
-    """A shard with no fetches in a window gets its clock value all the same (fanned out to
-    every shard); the value sets the timer, which drops it: no value is kept for ever."""
-    route = _RouteInOrder(build_strategy("ieca", budget=10), 1)
-    held, timer = Cell(), Timer()
-    route.process((("c", 0), (5_000, -1, 9, False, None)), held, timer)
-    route.process((("c", 0), (2_000, -1, 3, False, None)), held, timer)  # earlier: moves it
-    assert timer.sets == [8_000, 5_000]
-    assert list(route.fire(("c", 0), Timestamp(micros=5_000), held, timer)) == []
-    assert held.value == ((None, [(5_000, 9)], 2_000), [])
-    assert timer.at == 8_000  # re-armed for the value left
-    assert list(route.fire(("c", 0), Timestamp(micros=8_000), held, timer)) == []
-    assert held.value == ((None, [], 5_000), [])
+    assert held.value == ((4, 2_000), [])  # the window's own page counted once
 
 
 @pytest.mark.parametrize(
