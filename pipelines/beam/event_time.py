@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from apache_beam.coders.coders import Coder, ListCoder, NullableCoder, TupleCoder, VarIntCoder
+from apache_beam.coders.coders import Coder, NullableCoder, TupleCoder, VarIntCoder
 from apache_beam.metrics import Metrics
+from apache_beam.transforms.userstate import BagStateSpec
 from apache_beam.utils.timestamp import Timestamp
 
 CLOCK_EXACT = "exact"
@@ -91,41 +92,42 @@ stamp, an item Prism delivered just then was taken a window late, behind the nex
 watermark (`docs/RESULTS.md`)."""
 
 HELD_STATE = "held"
-# Each timer-ordered step declares its own HELD cell and TIMER specs and its own `process`:
-# Beam keeps one on_timer callback per TimerSpec object, so the steps cannot share one spec
-# (and a shared `process` would have to name it). Each timer has a name of its own too: the
-# local runner keeps a stage's written timers in one buffer per timer family name, so two
-# fused steps with a timer of the same name would share it. `hold_unless_taken` and
-# `take_due` are the shared part.
+PENDING_STATE = "pending"
+# Each timer-ordered step declares its own HELD cell, PENDING bag and TIMER specs and its own
+# `process`: Beam keeps one on_timer callback per TimerSpec object, so the steps cannot
+# share one spec (and a shared `process` would have to name it). Each timer has a name of
+# its own too: the local runner keeps a stage's written timers in one buffer per timer
+# family name, so two fused steps with a timer of the same name would share it.
+# `hold_unless_taken`, `take_due` and `keep_taken` are the shared part.
 
 
-def held_coder(value: Coder, item: Coder) -> Coder:
-    """The coder of a timer-ordered step's one state cell per key: (the step's own value or
-    None, the items waiting for the watermark, in order). One cell, not a bag, a due time
-    and a value: each state cell a key touches is a request to the runner (on Flink a
-    round trip of a fraction of a millisecond, most of the unbounded form's cost), and a
-    key new to the step costs one read instead of three.
+def held_coder(value: Coder) -> Coder:
+    """The coder of a timer-ordered step's small cell per key: (the step's own value or
+    None, the due of the earliest item waiting, or None). The items themselves wait in a
+    bag beside it (`pending_spec`)."""
+    return TupleCoder([NullableCoder(value), NullableCoder(VarIntCoder())])
 
-    The items a step holds keep their bulk encoded (an event's or a batch's bytes, decoded
-    when taken): with the SDK's state cache on, every write of the cell is weighed by
-    walking the value object by object (`objsize`), which for decoded events and messages
-    was a third of the worker's bundle time (`docs/RESULTS.md`); a bytes object is weighed
-    at once, and a waiting item is not encoded again at every commit."""
-    return TupleCoder([NullableCoder(value), ListCoder(item)])
+
+def pending_spec(item: Coder) -> BagStateSpec:
+    """The bag of a timer-ordered step's items waiting for the watermark, in arrival order.
+
+    A bag, not a list inside the step's cell: an item that comes costs an append of itself,
+    where a cell holding every waiting item was written whole at every bundle that brought
+    one. On Flink a window's items wait several seconds (each step's watermark lag), so the
+    cell grew with the lag and every bundle rewrote it: the repeat step's input fell seconds
+    behind its sibling steps' on the same source, at a million URLs in state
+    (`docs/results/beam.md`). The bag is read and rewritten once per firing instead.
+
+    The items keep their bulk encoded (an event's or a batch's bytes, decoded when taken):
+    with the SDK's state cache on, every commit of a cached bag is weighed by walking it
+    object by object (`objsize`), which for decoded events and messages was a third of the
+    worker's bundle time; a bytes object is weighed at once."""
+    return BagStateSpec(PENDING_STATE, item)
 
 
 _DUE = itemgetter(0)
 _DUE_ORDER = itemgetter(0, 1)
 """An item's due time, and its place among items: (due, position)."""
-
-
-def hold_item(item: tuple[Any, ...], pending: list[Any], timer: Any, after_us: int = 0) -> None:
-    """`item` (its first field: the microsecond it is due; its second: its position) among
-    a cell's items already read, in (due, position) order; the timer is set for the
-    earliest, `after_us` past its due (see `take_due`)."""
-    if not pending or item[0] < pending[0][0]:
-        timer.set(Timestamp(micros=item[0] + after_us))
-    bisect.insort(pending, item, key=_DUE_ORDER)  # after equal ones: arrival order
 
 
 SECOND_DELIVERIES = Metrics.counter("frontierflow", "second_deliveries_dropped")
@@ -135,24 +137,30 @@ SECOND_DELIVERIES = Metrics.counter("frontierflow", "second_deliveries_dropped")
 def taken_before(due: int, through: int | None) -> bool:
     """Whether an item due at `due` belongs to a window its step has already taken (through
     the due `through`): then it is a second delivery (see `each_delivery_once`), to be
-    dropped, not held: held, it would wait for a window that has come and gone (the
-    routing's clock value is gone with it), count a page twice or apply a message twice.
-    Sound because every step's timer fires strictly after its items' stamps (see
-    `REPEAT_AFTER_US`): when it fires, no first delivery of an item due by then can come."""
+    dropped, not held: held, it would wait for a window that has come and gone, count a
+    page twice or apply a message twice. Sound because every step's timer fires strictly
+    after its items' stamps (see `REPEAT_AFTER_US`): when it fires, no first delivery of an
+    item due by then can come."""
     return through is not None and due <= through
 
 
-def hold_unless_taken(item: tuple[Any, ...], cell: Any, timer: Any, after_us: int = 0) -> None:
-    """Keep `item` in the key's cell until the watermark passes its due + `after_us`
-    (`hold_item`). The cell's value is (the step's own value, the due through which it has
-    taken items), as a step that took items writes it, `cell.write(((new value,
-    ready[-1][0]), rest))`: an item of a window already taken is dropped and counted."""
-    value, pending = cell.read() or (None, [])
+def hold_unless_taken(
+    item: tuple[Any, ...], cell: Any, pending: Any, timer: Any, after_us: int = 0
+) -> None:
+    """Keep `item` (its first field: the microsecond it is due; its second: its position)
+    in the key's bag until the watermark passes its due + `after_us`; the timer stands
+    `after_us` past the earliest due waiting (see `take_due`), and the cell says which, so
+    only an item earlier than every other waiting one writes the cell. The cell's value is
+    (the step's own value, the due through which it has taken items), as `keep_taken`
+    writes it: an item of a window already taken is dropped and counted."""
+    value, earliest = cell.read() or (None, None)
     if value is not None and taken_before(item[0], value[1]):
         SECOND_DELIVERIES.inc()
         return
-    hold_item(item, pending, timer, after_us)
-    cell.write((value, pending))
+    pending.add(item)
+    if earliest is None or item[0] < earliest:
+        timer.set(Timestamp(micros=item[0] + after_us))
+        cell.write((value, item[0]))
 
 
 def with_through(value: Coder) -> Coder:
@@ -162,24 +170,35 @@ def with_through(value: Coder) -> Coder:
 
 
 def take_due(
-    fired: Timestamp, cell: Any, timer: Any, after_us: int = 0
+    fired: Timestamp, cell: Any, pending: Any, timer: Any, after_us: int = 0
 ) -> tuple[Any, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """(the step's value, the items due by `fired` − `after_us` in order, each once (see
-    `each_delivery_once`), the rest); the timer is re-armed for the first of the rest (`after_us`
-    past its due). A caller that took items writes the cell back, `cell.write((new value,
-    rest))`; one that took none leaves it as it is (no write).
+    """(the step's value, the items due by `fired` − `after_us` in (due, position) order,
+    equal ones in arrival order, each once (see `each_delivery_once`), the rest); the timer
+    is re-armed for the first of the rest (`after_us` past its due). A caller that took
+    items stores what it keeps with `keep_taken`; one that took none leaves the state as it
+    is (no write).
 
     The timer fired, so the watermark passed `fired`: no item due by then can still come.
     A step that must also see what another stateful step emits at a window's due (that
     step's timer holds the watermark there, and Flink fires a timer once the watermark
     reaches its time) waits `after_us` = 1 ms (the grain of timer times) more.
     """
-    value, pending = cell.read() or (None, [])
-    cut = bisect.bisect_right(pending, fired.micros - after_us, key=_DUE)
-    rest: list[tuple[Any, ...]] = pending[cut:]
+    value, _ = cell.read() or (None, None)
+    items = sorted(pending.read(), key=_DUE_ORDER)  # stable: arrival order among equals
+    cut = bisect.bisect_right(items, fired.micros - after_us, key=_DUE)
+    rest: list[tuple[Any, ...]] = items[cut:]
     if rest:
         timer.set(Timestamp(micros=rest[0][0] + after_us))
-    return value, each_delivery_once(pending[:cut]), rest
+    return value, each_delivery_once(items[:cut]), rest
+
+
+def keep_taken(cell: Any, pending: Any, value: Any, rest: list[tuple[Any, ...]]) -> None:
+    """After a firing that took items: the step's new `value` (with the due it has taken
+    through, `with_through`) and the items still waiting, `rest` (from `take_due`)."""
+    pending.clear()
+    for item in rest:
+        pending.add(item)
+    cell.write((value, rest[0][0] if rest else None))
 
 
 def each_delivery_once(items: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:

@@ -45,6 +45,8 @@ from frontierflow.pipelines.beam.event_time import (
     cheap_state_cache_accounting,
     held_coder,
     hold_unless_taken,
+    keep_taken,
+    pending_spec,
     place_event,
     take_due,
     with_through,
@@ -284,12 +286,10 @@ class _PausesOfWindows(beam.DoFn):
     the due taken through."""
 
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # ({group: (host state bytes, pauses)}, the due taken through), answers
-        held_coder(
-            with_through(FastPrimitivesCoder()),
-            TupleCoder([VarIntCoder(), VarIntCoder(), BytesCoder()]),
-        ),
+        HELD_STATE,  # ({group: (host state bytes, pauses)}, the due taken through), and
+        held_coder(with_through(FastPrimitivesCoder())),  # the earliest due waiting
     )
+    PENDING = pending_spec(TupleCoder([VarIntCoder(), VarIntCoder(), BytesCoder()]))  # answers
     TIMER = TimerSpec("pauses_due", TimeDomain.WATERMARK)
 
     def __init__(self, policy: HostPolicy) -> None:
@@ -302,18 +302,20 @@ class _PausesOfWindows(beam.DoFn):
         self,
         element: tuple[int, tuple[int, int, bytes]],
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
+        pending: Any = beam.DoFn.StateParam(PENDING),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        hold_unless_taken(element[1], held, timer, PAUSES_AFTER_US)
+        hold_unless_taken(element[1], held, pending, timer, PAUSES_AFTER_US)
 
     @on_timer(TIMER)
     def fire(
         self,
         fired: Any = beam.DoFn.TimestampParam,
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
+        pending: Any = beam.DoFn.StateParam(PENDING),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        value, ready, rest = take_due(fired, held, timer, PAUSES_AFTER_US)
+        value, ready, rest = take_due(fired, held, pending, timer, PAUSES_AFTER_US)
         if not ready:
             return
         groups: Groups = dict(value[0] if value else {})
@@ -322,4 +324,4 @@ class _PausesOfWindows(beam.DoFn):
             begun, groups = fold_window(groups, answers, due // 1000, self.policy)
             if begun:
                 yield TimestampedValue((due, begun), fired)
-        held.write(((groups, ready[-1][0]), rest))
+        keep_taken(held, pending, (groups, ready[-1][0]), rest)

@@ -55,6 +55,8 @@ from frontierflow.pipelines.beam.event_time import (
     cheap_state_cache_accounting,
     held_coder,
     hold_unless_taken,
+    keep_taken,
+    pending_spec,
     take_due,
     with_through,
 )
@@ -130,20 +132,18 @@ class _RouteInOrder(beam.DoFn):
     """Per (crawl, routing shard): the held fetches routed a window at a time, in window
     order, with the pages counted before the window; the counts folded in after it."""
 
-    HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # (pages counted in the windows taken, the last due taken), the rest
-        held_coder(
-            with_through(VarIntCoder()),
-            TupleCoder(
-                [
-                    VarIntCoder(),
-                    VarIntCoder(),
-                    VarIntCoder(),
-                    BooleanCoder(),
-                    NullableCoder(BytesCoder()),
-                ]
-            ),
-        ),
+    # (pages counted in the windows taken, the last due taken), and the earliest due waiting
+    HELD = ReadModifyWriteStateSpec(HELD_STATE, held_coder(with_through(VarIntCoder())))
+    PENDING = pending_spec(  # the fetches and counts not yet taken
+        TupleCoder(
+            [
+                VarIntCoder(),
+                VarIntCoder(),
+                VarIntCoder(),
+                BooleanCoder(),
+                NullableCoder(BytesCoder()),
+            ]
+        )
     )
     # its own timer family name: the local runner keeps timers per family name within a
     # fused stage (`beam.event_time`)
@@ -160,9 +160,10 @@ class _RouteInOrder(beam.DoFn):
         self,
         element: tuple[tuple[str, int], tuple[int, int, int, bool, bytes | None]],
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
+        pending: Any = beam.DoFn.StateParam(PENDING),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        hold_unless_taken(element[1], held, timer, ROUTE_AFTER_US)
+        hold_unless_taken(element[1], held, pending, timer, ROUTE_AFTER_US)
 
     @on_timer(TIMER)
     def fire(
@@ -170,9 +171,10 @@ class _RouteInOrder(beam.DoFn):
         key: Any = beam.DoFn.KeyParam,
         fired: Any = beam.DoFn.TimestampParam,
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
+        pending: Any = beam.DoFn.StateParam(PENDING),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        value, ready, rest = take_due(fired, held, timer, ROUTE_AFTER_US)
+        value, ready, rest = take_due(fired, held, pending, timer, ROUTE_AFTER_US)
         if not ready:
             return
         counted = (value[0] if value else None) or 0
@@ -189,7 +191,7 @@ class _RouteInOrder(beam.DoFn):
                 for shard_messages in by_state_shard(routed, self.shards).items():
                     yield TimestampedValue(shard_messages, stamp)
             counted += sum(pages for _, _, pages, _, event in window if event is None)
-        held.write(((counted, ready[-1][0]), rest))
+        keep_taken(held, pending, (counted, ready[-1][0]), rest)
 
 
 def by_state_shard(

@@ -85,6 +85,8 @@ from frontierflow.pipelines.beam.event_time import (
     cheap_state_cache_accounting,
     held_coder,
     hold_unless_taken,
+    keep_taken,
+    pending_spec,
     place_event,
     take_due,
     with_through,
@@ -194,21 +196,19 @@ and window instead of one per fetch."""
 
 
 class _FirstFetches(beam.DoFn):
-    HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # (the shard's generation, the due taken through), the fetches not yet due
-        held_coder(
-            with_through(VarIntCoder()),
-            TupleCoder(
-                [
-                    VarIntCoder(),
-                    VarIntCoder(),
-                    StrUtf8Coder(),
-                    VarIntCoder(),
-                    StrUtf8Coder(),
-                    BytesCoder(),
-                ]
-            ),
-        ),
+    # (the shard's generation, the due taken through), and the earliest due waiting
+    HELD = ReadModifyWriteStateSpec(HELD_STATE, held_coder(with_through(VarIntCoder())))
+    PENDING = pending_spec(  # the fetches not yet due
+        TupleCoder(
+            [
+                VarIntCoder(),
+                VarIntCoder(),
+                StrUtf8Coder(),
+                VarIntCoder(),
+                StrUtf8Coder(),
+                BytesCoder(),
+            ]
+        )
     )
     RECORDS = records_spec()  # the shard's pages' last crawled cycles (`beam.shard_state`)
     TIMER = TimerSpec("repeats_due", TimeDomain.WATERMARK)
@@ -224,9 +224,10 @@ class _FirstFetches(beam.DoFn):
         self,
         element: tuple[int, tuple[int, int, str, int, str, bytes]],
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
+        pending: Any = beam.DoFn.StateParam(PENDING),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        hold_unless_taken(element[1], held, timer, REPEAT_AFTER_US)
+        hold_unless_taken(element[1], held, pending, timer, REPEAT_AFTER_US)
 
     @on_timer(TIMER)
     def fire(
@@ -234,10 +235,11 @@ class _FirstFetches(beam.DoFn):
         shard: Any = beam.DoFn.KeyParam,
         fired: Any = beam.DoFn.TimestampParam,
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
+        pending: Any = beam.DoFn.StateParam(PENDING),  # noqa: B008
         records: Any = beam.DoFn.StateParam(RECORDS),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        value, ready, rest = take_due(fired, held, timer, REPEAT_AFTER_US)
+        value, ready, rest = take_due(fired, held, pending, timer, REPEAT_AFTER_US)
         if not ready:
             return  # nothing taken: the cell stands as it is
         index = self.store.load(shard, value[0] if value else None, records)
@@ -257,7 +259,7 @@ class _FirstFetches(beam.DoFn):
                 PAGE_COUNTS, TimestampedValue((crawl_id, (due, position, pages)), fired)
             )
         generation = self.store.commit(shard, index, last_cycles, records)
-        held.write(((generation, ready[-1][0]), rest))
+        keep_taken(held, pending, (generation, ready[-1][0]), rest)
 
 
 # --- 4. per-URL state --------------------------------------------------------------------------
@@ -299,12 +301,10 @@ class UpdateFrontierInEventTime(beam.PTransform):
 class _ApplyInEventTime(beam.DoFn):
     HELD = ReadModifyWriteStateSpec(
         HELD_STATE,  # ((the shard's generation, the pauses that can still hold an entry),
-        # the due taken through), the batches not yet due
-        held_coder(
-            with_through(TupleCoder([VarIntCoder(), FastPrimitivesCoder()])),
-            TupleCoder([VarIntCoder(), VarIntCoder(), BytesCoder()]),
-        ),
+        # the due taken through), and the earliest due waiting
+        held_coder(with_through(TupleCoder([VarIntCoder(), FastPrimitivesCoder()]))),
     )
+    PENDING = pending_spec(TupleCoder([VarIntCoder(), VarIntCoder(), BytesCoder()]))
     BATCH = FastPrimitivesCoder()  # a held batch's (url → messages, pauses begun)
     RECORDS = records_spec()  # the shard's URLs' encoded states (`beam.shard_state`)
     TIMER = TimerSpec("update_due", TimeDomain.WATERMARK)
@@ -320,10 +320,12 @@ class _ApplyInEventTime(beam.DoFn):
         self,
         element: tuple[int, tuple[Any, ...]],
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
+        pending: Any = beam.DoFn.StateParam(PENDING),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
         due, position, batch = element[1]
-        hold_unless_taken((due, position, self.BATCH.encode(batch)), held, timer, APPLY_AFTER_US)
+        item = (due, position, self.BATCH.encode(batch))
+        hold_unless_taken(item, held, pending, timer, APPLY_AFTER_US)
 
     @on_timer(TIMER)
     def fire(
@@ -331,10 +333,11 @@ class _ApplyInEventTime(beam.DoFn):
         shard: Any = beam.DoFn.KeyParam,
         fired: Any = beam.DoFn.TimestampParam,
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
+        pending: Any = beam.DoFn.StateParam(PENDING),  # noqa: B008
         records: Any = beam.DoFn.StateParam(RECORDS),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        value, held_batches, rest = take_due(fired, held, timer, APPLY_AFTER_US)
+        value, held_batches, rest = take_due(fired, held, pending, timer, APPLY_AFTER_US)
         if not held_batches:
             return
         generation, live = value[0] if value else (None, {})
@@ -356,7 +359,8 @@ class _ApplyInEventTime(beam.DoFn):
                 yield hold_update(update, live)
         generation = self.store.commit(shard, index, changes, records)
         through = held_batches[-1][0]
-        held.write((((generation, keep_pauses(live, {}, through // 1000)), through), rest))
+        kept = (generation, keep_pauses(live, {}, through // 1000))
+        keep_taken(held, pending, (kept, through), rest)
 
 
 # --- the whole pipeline ------------------------------------------------------------------------

@@ -42,6 +42,8 @@ from frontierflow.pipelines.beam.event_time import (
     cheap_state_cache_accounting,
     held_coder,
     hold_unless_taken,
+    keep_taken,
+    pending_spec,
     place_event,
     take_due,
     with_through,
@@ -120,12 +122,10 @@ class _KeyByFetcher(beam.DoFn):
 
 class _DecideInEventTime(beam.DoFn):
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # (the fetcher's SpeedState, the due taken through), the events not yet due
-        held_coder(
-            with_through(BytesCoder()),
-            TupleCoder([VarIntCoder(), VarIntCoder(), BytesCoder()]),
-        ),
+        HELD_STATE,  # (the fetcher's SpeedState, the due taken through), the earliest due
+        held_coder(with_through(BytesCoder())),  # waiting
     )
+    PENDING = pending_spec(TupleCoder([VarIntCoder(), VarIntCoder(), BytesCoder()]))  # events
     TIMER = TimerSpec("speed_due", TimeDomain.WATERMARK)
 
     def setup(self) -> None:
@@ -138,18 +138,20 @@ class _DecideInEventTime(beam.DoFn):
         self,
         element: tuple[str, tuple[int, int, bytes]],
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
+        pending: Any = beam.DoFn.StateParam(PENDING),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        hold_unless_taken(element[1], held, timer, REPEAT_AFTER_US)
+        hold_unless_taken(element[1], held, pending, timer, REPEAT_AFTER_US)
 
     @on_timer(TIMER)
     def fire(
         self,
         fired: Any = beam.DoFn.TimestampParam,
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008
+        pending: Any = beam.DoFn.StateParam(PENDING),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> Iterator[Any]:
-        value, ready, rest = take_due(fired, held, timer, REPEAT_AFTER_US)
+        value, ready, rest = take_due(fired, held, pending, timer, REPEAT_AFTER_US)
         if not ready:
             return  # nothing taken: the cell stands as it is
         state = None if value is None else decode_speed_state(value[0])
@@ -158,7 +160,7 @@ class _DecideInEventTime(beam.DoFn):
             for decision in decisions:
                 yield TimestampedValue(decision, fired)
         assert state is not None  # `ready` is not empty
-        held.write(((encode_speed_state(state), ready[-1][0]), rest))
+        keep_taken(held, pending, (encode_speed_state(state), ready[-1][0]), rest)
 
 
 def decision_records(decisions: Any, topic: str) -> Any:

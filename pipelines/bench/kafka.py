@@ -36,6 +36,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -404,6 +405,15 @@ def entry_latency(timestamp_ms: int, value: bytes | None, since_ms: int) -> int 
         return None
     emitted = _ENTRY_CODEC.decode(value)["emitted_at"]
     return timestamp_ms - emitted if emitted >= since_ms else None
+
+
+def by_send_time(sent: list[tuple[int, int]], parts: int = 3) -> list[float]:
+    """The median latency of each of `parts` equal parts of (send time, latency) pairs, in
+    send order: even medians mean a fixed wait per event; rising ones a queue, the job
+    taking the paced events more slowly than they came."""
+    ordered = [latency for _, latency in sorted(sent)]
+    cuts = [len(ordered) * i // parts for i in range(parts + 1)]
+    return [statistics.median(ordered[a:b]) if b > a else float("nan") for a, b in pairwise(cuts)]
 
 
 def percentiles(ordered: list[int]) -> tuple[float, float]:

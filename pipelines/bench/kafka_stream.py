@@ -57,6 +57,7 @@ from frontierflow.pipelines.bench.flink_rest import WatermarkLags, cancel_job, c
 from frontierflow.pipelines.bench.kafka import (
     LATENCY_URL,
     KafkaBenchSetup,
+    by_send_time,
     entry_latency,
     fresh_settings,
     paced_latency,
@@ -131,6 +132,8 @@ class StreamRun:
     """Events/s of the paced load the latencies were measured at."""
     latencies: list[int]
     """ms from an event's send to a frontier entry it gave, sorted."""
+    latency_by_send: list[float] = field(default_factory=list)
+    """The median latency of each third of the paced load, in send order (`by_send_time`)."""
     watermark_lags: list[str] = field(default_factory=list)
     """On a session cluster: each vertex's input watermark lag during the paced load."""
 
@@ -191,6 +194,9 @@ def run_stream_bench(setup: StreamBenchSetup) -> str:
             f"{'Beam stream, the rest (net)':<40}{full.net_s:>9.1f}{beam_rate:>10,.1f}"
             f"{beam_rate / engine_rate:>8.4f}",
             _latency_line("Beam stream", full.latency_rate, full.latencies),
+            "  its p50 by send time, each third of the paced load: "
+            + ", ".join(f"{p50:,.0f} ms" for p50 in full.latency_by_send)
+            + " (rising: the job fell behind the pace)",
             _latency_line("embedded", full.latency_rate, engine_latencies),
             *full.watermark_lags,
             f"Beam: first frontier record after {full.first_output_s:.1f} s, "
@@ -315,10 +321,10 @@ def _beam_run(
                     else:
                         live.add(record.key)
 
-    def until_fetched(count: int, since_ms: int) -> list[int]:
-        """The latencies of the entries emitted since `since_ms`, until the frontier holds
-        a removal of each of the `count` paced pages (their fetches took effect)."""
-        latencies: list[int] = []
+    def until_fetched(count: int, since_ms: int) -> list[tuple[int, int]]:
+        """(send time, latency) of the entries emitted since `since_ms`, until the frontier
+        holds a removal of each of the `count` paced pages (their fetches took effect)."""
+        latencies: list[tuple[int, int]] = []
         removed = 0
         deadline = time.monotonic() + setup.timeout_s
         while removed < count:
@@ -331,8 +337,8 @@ def _beam_run(
                     elif (
                         lat := entry_latency(record.timestamp, record.value, since_ms)
                     ) is not None:
-                        latencies.append(lat)
-        return sorted(latencies)
+                        latencies.append((record.timestamp - lat, lat))
+        return latencies
 
     try:
         until(startup[1])
@@ -362,7 +368,7 @@ def _beam_run(
             lags.start()
         since_ms = int(time.time() * 1000)
         count = produce_paced(job, rest[0], rate, setup.latency_seconds)
-        latencies = until_fetched(count, since_ms)
+        sent = until_fetched(count, since_ms)
         if lags:
             lags.stop()
         return StreamRun(
@@ -372,7 +378,8 @@ def _beam_run(
             first,
             records,
             rate,
-            latencies,
+            sorted(latency for _, latency in sent),
+            by_send_time(sent),
             lags.lines() if lags else [],
         )
     finally:

@@ -16,7 +16,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.io.filesystem import FileMetadata, FileSystem, MatchResult
 from apache_beam.utils.timestamp import Timestamp
-from beam_state import Cell, Timer
+from beam_state import Bag, Cell, Timer
 
 from frontierflow.pipelines.beam import shard_state
 from frontierflow.pipelines.beam.event_time import ClockWindows, parse_clock
@@ -177,7 +177,7 @@ def test_routing_counts_the_pages_before_each_window() -> None:
     event = FetchEvent(
         "https://a.example/", 5, 200, "f", "a.example", outlinks=("https://b.example/",)
     )
-    held, timer = Cell(), Timer()
+    held, pending, timer = Cell(), Bag(), Timer()
     key = ("c", route_shard(event.url))
     fetch = (2_000, 7, 0, False, encode_record(event))  # a fetch in the window due 2,000 µs
     for item in (
@@ -187,15 +187,15 @@ def test_routing_counts_the_pages_before_each_window() -> None:
         (2_000, 7, 1, False, None),  # the fetch's own shard counts it
         (2_000, 7, 1, False, None),  # ... delivered twice
     ):
-        route.process((key, item), held, timer)
+        route.process((key, item), held, pending, timer)
     assert timer.at == 1_000 + 2_000  # 2 ms past the earliest due
-    assert list(route.fire(key, Timestamp(micros=3_000), held, timer)) == []  # counts only
-    counted, pending = held.value
-    assert counted == (3, 1_000) and pending[0] == fetch and timer.at == 4_000
-    sets = len(timer.sets)
-    route.process((key, (1_000, 3, 2, False, None)), held, timer)  # again, once taken
-    assert held.value == (counted, pending) and len(timer.sets) == sets  # dropped
-    [routed] = list(route.fire(key, Timestamp(micros=4_000), held, timer))
+    assert list(route.fire(key, Timestamp(micros=3_000), held, pending, timer)) == []
+    assert held.value == ((3, 1_000), 2_000)  # counts only: 3 pages counted through 1,000
+    assert pending.items[0] == fetch and timer.at == 4_000
+    sets, waiting = len(timer.sets), list(pending.items)
+    route.process((key, (1_000, 3, 2, False, None)), held, pending, timer)  # again, once taken
+    assert pending.items == waiting and len(timer.sets) == sets  # dropped
+    [routed] = list(route.fire(key, Timestamp(micros=4_000), held, pending, timer))
     # 3 pages before the window, a first fetch counts itself: crawled 4, now = fetched_at 5
     shard, messages = routed.value
     assert shard == 0 and routed.timestamp == Timestamp(micros=4_000)
@@ -203,7 +203,7 @@ def test_routing_counts_the_pages_before_each_window() -> None:
         ("https://a.example/", (2_000, 7, 0, 4, 5)),
         ("https://b.example/", (2_000, 7, 1, 4, 5)),
     ]
-    assert held.value == ((4, 2_000), [])  # the window's own page counted once
+    assert held.value == ((4, 2_000), None) and pending.items == []  # its own page, once
 
 
 @pytest.mark.parametrize(

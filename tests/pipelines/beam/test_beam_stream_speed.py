@@ -10,7 +10,7 @@ import apache_beam as beam
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
-from beam_state import Cell, Timer
+from beam_state import Bag, Cell, Timer
 
 from frontierflow.pipelines.beam.event_time import ClockWindows
 from frontierflow.pipelines.beam.options import pipeline_options
@@ -69,31 +69,31 @@ def test_a_window_decides_at_the_firing_that_takes_the_event_past_its_end() -> N
     12, the watermark reaches 12 ≥ 10 + 0 (no allowed lateness) and [0, 10) closes: 2 pages
     in 10 ms, a crawl speed of 200 pages/s; 3 threads asked, 2 given (at most 2 requests
     on each host seen, and the window saw one)."""
-    step, held, timer = _DecideInEventTime(FIXED), Cell(), Timer()
+    step, held, pending, timer = _DecideInEventTime(FIXED), Cell(), Bag(), Timer()
     for position, at in enumerate((3, 7, 12)):
         keyed = _keyed(_event(at), position)
         assert keyed is not None
-        step.process(keyed, held, timer)
+        step.process(keyed, held, pending, timer)
     assert timer.at == 4_000 + 1_000  # 1 ms past the first due
     for fired, through, watermark in ((5_000, 4_000, 3), (10_000, 9_000, 7)):
-        assert list(step.fire(Timestamp(micros=fired), held, timer)) == []
-        (state, taken), rest = held.value
+        assert list(step.fire(Timestamp(micros=fired), held, pending, timer)) == []
+        (state, taken), _ = held.value
         assert taken == through and decode_speed_state(state).watermark == watermark
-    assert [r[:2] for r in rest] == [(14_000, 2)] and timer.at == 15_000
-    [out] = list(step.fire(Timestamp(micros=15_000), held, timer))
+    assert [r[:2] for r in pending.items] == [(14_000, 2)] and timer.at == 15_000
+    [out] = list(step.fire(Timestamp(micros=15_000), held, pending, timer))
     decision = out.value
     assert out.timestamp == Timestamp(micros=15_000)
     assert (decision.fetcher_id, decision.window_start, decision.window_end) == ("f", 0, 10)
     assert (decision.pages, decision.crawl_speed, decision.threads_after) == (2, 200.0, 2)
-    (state, through), rest = held.value
-    assert through == 14_000 and rest == []
+    (state, through), earliest = held.value
+    assert through == 14_000 and earliest is None and pending.items == []
     after = decode_speed_state(state)
     assert after.watermark == 12 and [w.start_ms for w in after.open_windows] == [10]
     # the event at 7 delivered again (Prism does now and then): dropped, nothing changes
     again = _keyed(_event(7), 1)
     assert again is not None
-    step.process(again, held, timer)
-    assert held.value == ((state, 14_000), [])
+    step.process(again, held, pending, timer)
+    assert held.value == ((state, 14_000), None) and pending.items == []
 
 
 def _events(n: int, seed: int) -> list[FetchEvent]:
@@ -132,15 +132,16 @@ def test_decisions_keep_each_fetchers_order() -> None:
     events = _events(120, seed=9)
     expected = decisions_in_order(filter(counts_for_speed, events), FIXED)
     step = _DecideInEventTime(FIXED)
-    cells: dict[str, tuple[Cell, Timer]] = {}
+    cells: dict[str, tuple[Cell, Bag, Timer]] = {}
     for position, event in enumerate(events):
-        held, timer = cells.setdefault(event.fetcher_id, (Cell(), Timer()))
+        held, pending, timer = cells.setdefault(event.fetcher_id, (Cell(), Bag(), Timer()))
         if (keyed := _keyed(event, position)) is not None:
-            step.process(keyed, held, timer)
+            step.process(keyed, held, pending, timer)
     got: list[ScalingDecision] = []
-    for held, timer in cells.values():
-        while held.value[1]:
-            got += [out.value for out in step.fire(Timestamp(micros=timer.at), held, timer)]
+    for held, pending, timer in cells.values():
+        while pending.items:
+            fired = Timestamp(micros=timer.at)
+            got += [out.value for out in step.fire(fired, held, pending, timer)]
     for fetcher in ("f0", "f1", "f2"):
         mine = [d for d in expected if d.fetcher_id == fetcher]
         assert [d for d in got if d.fetcher_id == fetcher] == mine

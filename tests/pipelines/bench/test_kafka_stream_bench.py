@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from frontierflow.pipelines.bench.flink_rest import WatermarkLags, vertex_lag
-from frontierflow.pipelines.bench.kafka import entry_latency, percentiles
+from frontierflow.pipelines.bench.kafka import by_send_time, entry_latency, percentiles
 from frontierflow.pipelines.bench.kafka_stream import (
     STARTUP_EVENTS,
     StreamBenchSetup,
@@ -90,6 +90,16 @@ def test_percentiles_of_1_to_100() -> None:
     assert percentiles(list(range(1, 101))) == (50.5, 99)
     p50, p99 = percentiles([])
     assert p50 != p50 and p99 != p99  # nan: no entries
+
+
+def test_latency_by_send_time_takes_the_median_of_each_third_in_send_order() -> None:
+    """Seven entries given out of order: sent at 1..7 s with latencies rising by 1 s; thirds
+    of 7 cut at 2 and 4: sends 1–2 (median of 10, 11 = 10.5), 3–4 (12, 13: 12.5), 5–7
+    (14, 15, 16: 15)."""
+    sent = [(t * 1000, (t + 9) * 1000) for t in (7, 3, 1, 5, 2, 6, 4)]
+    assert by_send_time(sent) == [10_500, 12_500, 15_000]
+    empty, one = by_send_time([(0, 5)], parts=2)
+    assert empty != empty and one == 5  # an empty part: nan
 
 
 def test_a_vertex_lags_by_its_least_subtask_input_watermark() -> None:
