@@ -40,13 +40,17 @@ CLUSTER_CLASSPATH = (
 
 
 FLINK_STREAMING_DEFAULTS = (
-    "--max_bundle_time_mills=20",
-    "--max_bundle_size=100",
+    "--max_bundle_time_mills=100",
+    "--max_bundle_size=1000",
     "--auto_watermark_interval=50",
 )
 """Beam's Flink runner options (described to Python by its job server) the unbounded form
-gets on Flink unless its `beam_args` set them: a bundle ends after 20 ms or 100 elements,
-and the source emits its watermark every 50 ms."""
+gets on Flink unless its `beam_args` set them: a bundle ends after 100 ms or 1,000
+elements, and the source emits its watermark every 50 ms. Measured at a million URLs in
+state over a minute of paced load (`docs/results/beam.md`, "Bundles, and a minute of
+paced load"): bundles of 20 ms or 100 elements could not keep up with 80 events/s (the
+latency rose all minute) where these held it at ~9 s, and carried 0.6× their net rate:
+every bundle costs both sides a round trip whatever it holds."""
 
 
 class FlinkClusterOptions(PipelineOptions):

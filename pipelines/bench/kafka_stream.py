@@ -91,7 +91,7 @@ class StreamBenchSetup:
     step_size: int = 500
     window_ms: int = 1_000
     timeout_s: float = 1_800.0
-    latency_seconds: float = 15.0
+    latency_seconds: float = 60.0
     latency_rate: float | None = None
     """Events/s of the paced load; None: half the form's own net rate."""
     flink_conf_dir: str | None = None

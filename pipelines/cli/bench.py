@@ -124,7 +124,13 @@ def _kafka_arguments(kp: argparse.ArgumentParser) -> None:
     kp.add_argument("--bootstrap-servers", required=True, help="HOST:PORT of a broker")
     kp.add_argument("--events", type=int, default=10_000)
     kp.add_argument("--step-size", type=int, default=500)
-    kp.add_argument("--latency-seconds", type=float, default=15.0)
+    kp.add_argument(
+        "--latency-seconds",
+        type=float,
+        default=None,
+        help="how long the paced load runs (default: 15 s; 60 s with --beam-stream, whose "
+        "queue takes tens of seconds to show whether it keeps up)",
+    )
     kp.add_argument(
         "--kafka-client",
         choices=("auto", "kafka-python", "confluent"),
@@ -298,7 +304,7 @@ def bench_kafka(args: argparse.Namespace) -> int:
         bootstrap_servers=args.bootstrap_servers,
         events=args.events,
         step_size=args.step_size,
-        latency_seconds=args.latency_seconds,
+        latency_seconds=15.0 if args.latency_seconds is None else args.latency_seconds,
         ui_repeats=args.repeats,
         clients=tuple(args.kafka_client or ("auto",)),
     )
@@ -340,7 +346,7 @@ def bench_kafka_stream(args: argparse.Namespace) -> int:
         step_size=args.step_size,
         window_ms=args.clock_window_ms,
         timeout_s=args.timeout_s,
-        latency_seconds=args.latency_seconds,
+        latency_seconds=60.0 if args.latency_seconds is None else args.latency_seconds,
         latency_rate=args.latency_rate,
         flink_conf_dir=conf,
         flink_master=args.flink_master,

@@ -48,17 +48,17 @@ def _sent(args: list[str]) -> dict[str, object]:
     return pipeline_options(args).get_all_options(retain_unknown_options=True)
 
 
-def test_a_streaming_job_on_flink_gets_short_bundles_unless_it_sets_its_own() -> None:
+def test_a_streaming_job_on_flink_gets_the_forms_bundle_bounds_unless_it_sets_its_own() -> None:
     assert [d.split("=")[0] for d in FLINK_STREAMING_DEFAULTS] == [
         "--max_bundle_time_mills",
         "--max_bundle_size",
         "--auto_watermark_interval",
     ]
     sent = _sent(["--runner=FlinkRunner", "--streaming"])
-    assert (sent["max_bundle_time_mills"], sent["max_bundle_size"]) == ("20", "100")
+    assert (sent["max_bundle_time_mills"], sent["max_bundle_size"]) == ("100", "1000")
     assert sent["auto_watermark_interval"] == "50"
     own = _sent(["--runner=FlinkRunner", "--streaming", "--max_bundle_time_mills=500"])
-    assert (own["max_bundle_time_mills"], own["max_bundle_size"]) == ("500", "100")
+    assert (own["max_bundle_time_mills"], own["max_bundle_size"]) == ("500", "1000")
 
 
 def test_batch_jobs_and_other_runners_keep_the_runner_defaults() -> None:
