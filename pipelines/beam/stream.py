@@ -10,17 +10,16 @@ stamps its output at that timer (`event_time.REPEAT_AFTER_US`: why 1 ms).
 
 1. `DecideRepeatFetchesByShard`: per URL, fetches in (window, position) order, the step core's
    `is_repeat_fetch` (keyed by a shard of the URL: `beam.shard_state`), 1 ms past the due;
-   out go a verdict for each repeat and, per crawl and window, the pages the shard let
-   through (one count, not one element per fetch). The step holds only what it reads of
-   a fetch (URL, cycle, crawl): the fetches themselves go straight to step 2.
-2. `AttachClock` (`beam.routing`): per crawl and routing shard, the fetches, the
-   verdicts and every shard's counts held in state; 2 ms past a window's due, its first
-   fetches get `crawled = before(w) + 1`, before(w) being the pages counted in the windows
-   before it (each routing shard keeps the same running count), and are routed by the step
-   core's `keyed_messages` (the one routing function); a repeat is dropped whole, as the
-   bounded pipeline does, or, for a strategy that learns from repeats (LAFC), routed as
-   one (`crawled = before(w)`, only its `Reinforce` with `fresh=False`); the messages
-   leave gathered per state shard of their key.
+   a repeat is dropped whole, as the bounded pipeline does, or, for a strategy that learns
+   from repeats (LAFC), passed on marked as a repeat; beside them, per crawl and window,
+   the pages the shard let through (one count, not one element per fetch).
+2. `AttachClock` (`beam.routing`): per crawl and routing shard, the fetches and every
+   shard's counts held in state; 2 ms past a window's due, its first fetches get `crawled =
+   before(w) + 1` (a repeat `before(w)`: it does not count), before(w) being the pages
+   counted in the windows before it (each routing shard keeps the same running count), and
+   are routed by the step core's `keyed_messages` (the one routing function; a repeat
+   gives only its `Reinforce` with `fresh=False`); the messages leave gathered per state
+   shard of their key.
 3. `UpdateFrontierInEventTime`: each routing shard's messages of a window for a state
    shard come as one item, held until 3 ms past the due and merged then, keyed by shard
    (`beam.shard_state`: the shard's URL states in one records bag, so a window touches a
@@ -116,6 +115,7 @@ from frontierflow.pipelines.core.step import (
     is_repeat_fetch,
 )
 from frontierflow.pipelines.core.strategy import Strategy
+from frontierflow.schemas.codecs import encode_record
 from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
 
@@ -123,24 +123,24 @@ from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
 
 
 class DecideRepeatFetchesByShard(beam.PTransform):
-    """(position, event) → (the repeats' verdicts, `RepeatVerdict`; the pages counted per
-    shard and window, `PageCount`s), in the global window, stamped 1 ms past their clock
-    window's due (`event_time.REPEAT_AFTER_US`). Keyed by a shard of the URL
+    """(position, event) → (the first fetches, (crawl id, (due, position, repeat, url,
+    event's bytes)), and with `keep_repeats` the repeats too; the pages they count per shard
+    and window, `PageCount`s), in the global window, stamped 1 ms past their clock window's
+    due (`event_time.REPEAT_AFTER_US`). Keyed by a shard of the URL
     (`beam.shard_state`): the step core keeps a page's last cycle per URL, in its shard's
-    records. The events themselves go to the routing straight from the source
-    (`beam.routing.AttachClock`): this step holds only what it reads of them (URL, cycle,
-    crawl) and says which are repeats, so a fetch's bytes cross one step and wait in one.
-    An event's window is that of its `fetched_at`, or with `by_arrival` that of the time
-    its source stamped it with (`beam.kafka_io`: the broker's append time)."""
+    records. An event's window is that of its `fetched_at`, or with `by_arrival` that of
+    the time its source stamped it with (`beam.kafka_io`: the broker's append time)."""
 
     def __init__(
         self,
         windows: ClockWindows,
+        keep_repeats: bool = False,
         by_arrival: bool = False,
         shards: int = STATE_SHARDS,
     ) -> None:
         super().__init__()
         self.windows = windows
+        self.keep_repeats = keep_repeats
         self.by_arrival = by_arrival
         self.shards = shards
 
@@ -151,15 +151,15 @@ class DecideRepeatFetchesByShard(beam.PTransform):
             >> beam.ParDo(_KeyByPage(self.windows, self.by_arrival, self.shards)).with_output_types(
                 typehints.KV[int, PageFetch]
             )
-            | "RepeatVerdicts"
-            >> beam.ParDo(_RepeatVerdicts())
+            | "FirstFetches"
+            >> beam.ParDo(_FirstFetches(self.keep_repeats))
             .with_input_types(typehints.KV[int, PageFetch])
-            .with_outputs(PAGE_COUNTS, main="repeats")
+            .with_outputs(PAGE_COUNTS, main="firsts")
         )
-        repeats, counts = outputs.repeats, outputs[PAGE_COUNTS]
-        repeats.element_type = RepeatVerdict
+        firsts, counts = outputs.firsts, outputs[PAGE_COUNTS]
+        firsts.element_type = FirstFetch
         counts.element_type = PageCount
-        return repeats, counts
+        return firsts, counts
 
 
 class _KeyByPage(beam.DoFn):
@@ -175,15 +175,17 @@ class _KeyByPage(beam.DoFn):
     ) -> Iterator[Any]:
         position, event = item
         due, at = place_event(self.windows, event.fetched_at, stamp, self.by_arrival)
-        value = (due, position, event.url, event.cycle, event.crawl_id)
+        value = (due, position, event.url, event.cycle, event.crawl_id, encode_record(event))
         yield TimestampedValue((state_shard(event.url, self.shards), value), at)
 
 
-PageFetch = typehints.Tuple[int, int, str, int, str]
-"""(due, position, url, cycle, crawl id): what the repeat step reads of a fetch."""
-RepeatVerdict = typehints.KV[str, typehints.Tuple[int, int, str]]
-"""(crawl id, (due, position, url)): a fetch the step core calls a repeat
-(`is_repeat_fetch`), for the routing, which holds the fetch itself."""
+PageFetch = typehints.Tuple[int, int, str, int, str, bytes]
+"""(due, position, url, cycle, crawl id, the event's bytes): a fetch keyed for the repeat
+step, which holds it as it comes (`event_time.held_coder`: why encoded) and reads only its
+URL, cycle and crawl."""
+FirstFetch = typehints.KV[str, typehints.Tuple[int, int, bool, str, bytes]]
+"""(crawl id, (due, position, repeat, url, the event's bytes)): a fetch with the step core's
+repeat verdict and the due of its clock window."""
 PageCount = typehints.KV[str, typehints.Tuple[int, int, int]]
 """(crawl id, (due µs of a clock window, the position of the shard's first fetch in it,
 the pages among the shard's fetches in it: repeats count 0))."""
@@ -193,11 +195,20 @@ PAGE_COUNTS = "page_counts"
 and window instead of one per fetch."""
 
 
-class _RepeatVerdicts(beam.DoFn):
+class _FirstFetches(beam.DoFn):
     # (the shard's generation, the due taken through), and the earliest due waiting
     HELD = ReadModifyWriteStateSpec(HELD_STATE, held_coder(with_through(VarIntCoder())))
     PENDING = pending_spec(  # the fetches not yet due
-        TupleCoder([VarIntCoder(), VarIntCoder(), StrUtf8Coder(), VarIntCoder(), StrUtf8Coder()])
+        TupleCoder(
+            [
+                VarIntCoder(),
+                VarIntCoder(),
+                StrUtf8Coder(),
+                VarIntCoder(),
+                StrUtf8Coder(),
+                BytesCoder(),
+            ]
+        )
     )
     RECORDS = records_spec()  # the shard's pages' last crawled cycles (`beam.shard_state`)
     TIMER = TimerSpec("repeats_due", TimeDomain.WATERMARK)
@@ -205,12 +216,13 @@ class _RepeatVerdicts(beam.DoFn):
     def setup(self) -> None:
         cheap_state_cache_accounting()
 
-    def __init__(self) -> None:
+    def __init__(self, keep_repeats: bool) -> None:
+        self.keep_repeats = keep_repeats
         self.store = ShardStore(VarIntCoder())
 
     def process(
         self,
-        element: tuple[int, tuple[int, int, str, int, str]],
+        element: tuple[int, tuple[int, int, str, int, str, bytes]],
         held: Any = beam.DoFn.StateParam(HELD),  # noqa: B008 (Beam's idiom)
         pending: Any = beam.DoFn.StateParam(PENDING),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
@@ -229,18 +241,19 @@ class _RepeatVerdicts(beam.DoFn):
     ) -> Iterator[Any]:
         value, ready, rest = take_due(fired, held, pending, timer, REPEAT_AFTER_US)
         if not ready:
-            return  # nothing taken: the state stands as it is
+            return  # nothing taken: the cell stands as it is
         index = self.store.load(shard, value[0] if value else None, records)
         last_cycles: dict[str, int] = {}  # this firing's first fetches, over the index's
         counts: dict[tuple[str, int], list[int]] = {}  # (crawl, due) → [first position, pages]
-        for due, position, url, cycle, crawl_id in ready:
+        for due, position, url, cycle, crawl_id, event in ready:
             last = last_cycles.get(url, index.values.get(url))
             repeat = is_repeat_fetch(last, cycle)
-            counts.setdefault((crawl_id, due), [position, 0])[1] += 0 if repeat else 1
-            if repeat:
-                yield TimestampedValue((crawl_id, (due, position, url)), fired)
-            else:
+            if not repeat:
                 last_cycles[url] = cycle
+            elif not self.keep_repeats:
+                continue
+            counts.setdefault((crawl_id, due), [position, 0])[1] += 0 if repeat else 1
+            yield TimestampedValue((crawl_id, (due, position, repeat, url, event)), fired)
         for (crawl_id, due), (position, pages) in counts.items():
             yield TaggedOutput(
                 PAGE_COUNTS, TimestampedValue((crawl_id, (due, position, pages)), fired)
@@ -376,13 +389,10 @@ class StreamFrontier(beam.PTransform):
 
     def expand(self, events: Any) -> Any:
         strategy, windows = self.strategy, self.windows
-        answers = page_answers(events)
-        repeats, counts = answers | "Repeats" >> DecideRepeatFetchesByShard(
-            windows, self.by_arrival
+        firsts, counts = page_answers(events) | "Repeats" >> DecideRepeatFetchesByShard(
+            windows, strategy.learns_from_repeats, self.by_arrival
         )
-        keyed = (answers, repeats, counts) | "AttachClock" >> AttachClock(
-            strategy, windows, self.by_arrival, STATE_SHARDS
-        )
+        keyed = (firsts, counts) | "AttachClock" >> AttachClock(strategy, STATE_SHARDS)
         if self.hosts is None:
             return [keyed | "Update" >> UpdateFrontierInEventTime(strategy)]
         pauses = events | "Hosts" >> PausesInEventTime(self.hosts, windows, self.by_arrival)

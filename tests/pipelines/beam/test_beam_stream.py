@@ -28,9 +28,6 @@ from frontierflow.pipelines.beam.io import (
 )
 from frontierflow.pipelines.beam.replay import build_replay
 from frontierflow.pipelines.beam.routing import (
-    COUNT,
-    FETCH,
-    REPEAT,
     _RouteInOrder,
     by_state_shard,
     route_shard,
@@ -182,13 +179,13 @@ def test_routing_counts_the_pages_before_each_window() -> None:
     )
     held, pending, timer = Cell(), Bag(), Timer()
     key = ("c", route_shard(event.url))
-    fetch = (2_000, 7, FETCH, 0, encode_record(event))  # a fetch in the window due 2,000 µs
+    fetch = (2_000, 7, 0, False, encode_record(event))  # a fetch in the window due 2,000 µs
     for item in (
-        (1_000, 5, COUNT, 1, None),  # a repeat shard's count: 1 page in the window due 1,000
+        (1_000, 5, 1, False, None),  # a repeat shard's count: 1 page in the window due 1,000
         fetch,
-        (1_000, 3, COUNT, 2, None),  # another shard's: 2 pages
-        (2_000, 7, COUNT, 1, None),  # the fetch's own shard counts it
-        (2_000, 7, COUNT, 1, None),  # ... delivered twice
+        (1_000, 3, 2, False, None),  # another shard's: 2 pages
+        (2_000, 7, 1, False, None),  # the fetch's own shard counts it
+        (2_000, 7, 1, False, None),  # ... delivered twice
     ):
         route.process((key, item), held, pending, timer)
     assert timer.at == 1_000 + 2_000  # 2 ms past the earliest due
@@ -196,7 +193,7 @@ def test_routing_counts_the_pages_before_each_window() -> None:
     assert held.value == ((3, 1_000), 2_000)  # counts only: 3 pages counted through 1,000
     assert pending.items[0] == fetch and timer.at == 4_000
     sets, waiting = len(timer.sets), list(pending.items)
-    route.process((key, (1_000, 3, COUNT, 2, None)), held, pending, timer)  # again, taken
+    route.process((key, (1_000, 3, 2, False, None)), held, pending, timer)  # again, once taken
     assert pending.items == waiting and len(timer.sets) == sets  # dropped
     [routed] = list(route.fire(key, Timestamp(micros=4_000), held, pending, timer))
     # 3 pages before the window, a first fetch counts itself: crawled 4, now = fetched_at 5
@@ -207,27 +204,6 @@ def test_routing_counts_the_pages_before_each_window() -> None:
         ("https://b.example/", (2_000, 7, 1, 4, 5)),
     ]
     assert held.value == ((4, 2_000), None) and pending.items == []  # its own page, once
-
-
-def test_routing_drops_a_fetch_the_repeat_step_calls_a_repeat() -> None:
-    """The repeat step sends a verdict for each repeat (the fetch itself comes from the
-    source): IECA learns nothing from a repeat, so the fetch is dropped whole; the fetch
-    beside it in the window is routed, at the count before the window (0 here)."""
-    route = _RouteInOrder(build_strategy("ieca", budget=10), 1)
-    held, pending, timer = Cell(), Bag(), Timer()
-    again = FetchEvent("https://a.example/", 5, 200, "f", "a.example", cycle=0)
-    first = FetchEvent("https://c.example/", 6, 200, "f", "c.example")
-    key = ("c", 0)
-    for item in (
-        (1_000, 4, FETCH, 0, encode_record(again)),
-        (1_000, 6, FETCH, 0, encode_record(first)),
-        (1_000, 4, REPEAT, 0, None),  # the verdict on the fetch at position 4
-    ):
-        route.process((key, item), held, pending, timer)
-    [routed] = list(route.fire(key, Timestamp(micros=3_000), held, pending, timer))
-    assert [(url, m[:5]) for url, m in routed.value[1]] == [
-        ("https://c.example/", (1_000, 6, 0, 1, 6))
-    ]
 
 
 @pytest.mark.parametrize(
