@@ -114,9 +114,8 @@ def pending_spec(item: Coder) -> BagStateSpec:
     A bag, not a list inside the step's cell: an item that comes costs an append of itself,
     where a cell holding every waiting item was written whole at every bundle that brought
     one. On Flink a window's items wait several seconds (each step's watermark lag), so the
-    cell grew with the lag and every bundle rewrote it: the repeat step's input fell seconds
-    behind its sibling steps' on the same source, at a million URLs in state
-    (`docs/results/beam.md`). The bag is read and rewritten once per firing instead.
+    cell grew with the lag and every bundle rewrote it: a cost that grew with the lag it
+    caused (`docs/results/beam.md`). The bag is read and rewritten once per firing instead.
 
     The items keep their bulk encoded (an event's or a batch's bytes, decoded when taken):
     with the SDK's state cache on, every commit of a cached bag is weighed by walking it

@@ -241,7 +241,7 @@ class _FirstFetches(beam.DoFn):
     ) -> Iterator[Any]:
         value, ready, rest = take_due(fired, held, pending, timer, REPEAT_AFTER_US)
         if not ready:
-            return  # nothing taken: the cell stands as it is
+            return  # nothing taken: the state stands as it is
         index = self.store.load(shard, value[0] if value else None, records)
         last_cycles: dict[str, int] = {}  # this firing's first fetches, over the index's
         counts: dict[tuple[str, int], list[int]] = {}  # (crawl, due) → [first position, pages]

@@ -153,7 +153,7 @@ class _DecideInEventTime(beam.DoFn):
     ) -> Iterator[Any]:
         value, ready, rest = take_due(fired, held, pending, timer, REPEAT_AFTER_US)
         if not ready:
-            return  # nothing taken: the cell stands as it is
+            return  # nothing taken: the state stands as it is
         state = None if value is None else decode_speed_state(value[0])
         for _, _, encoded in ready:
             state, decisions = observe(state, decode_record(FetchEvent, encoded), self.settings)
