@@ -42,6 +42,10 @@
 #                                 tests; a TaskManager of a 333,000-event backlog run ran
 #                                 out of heap at 256 while it took in a Python stage's
 #                                 output, docs/RESULTS.md)
+#   FLINK_CLUSTER_STATE_BACKEND   where keyed state lives: rocksdb (the default: on disk, any
+#                                 size) or hashmap (on the task heap: ~4x lower latency for
+#                                 the unbounded form at a million URLs, but the state must
+#                                 fit FLINK_CLUSTER_TASK_HEAP_MB; docs/results/beam.md)
 #   FLINK_CLUSTER_CLASSPATH_CACHE where the resolved class path is kept
 #                                 (${XDG_CACHE_HOME:-~/.cache}/frontierflow/flink)
 #   PYTHON                        python3, for free ports and the REST calls
@@ -57,6 +61,10 @@ SLOTS="${FLINK_CLUSTER_SLOTS:-2}"
 START_TIMEOUT="${FLINK_CLUSTER_START_TIMEOUT:-90}"
 STOP_TIMEOUT="${FLINK_CLUSTER_STOP_TIMEOUT:-30}"
 SAVEPOINT_TIMEOUT="${FLINK_CLUSTER_SAVEPOINT_TIMEOUT:-120}"
+STATE_BACKEND="${FLINK_CLUSTER_STATE_BACKEND:-rocksdb}"
+case "$STATE_BACKEND" in rocksdb|hashmap) ;; *)
+  echo "FLINK_CLUSTER_STATE_BACKEND must be rocksdb or hashmap, not '$STATE_BACKEND'" >&2; exit 2;;
+esac
 CP_CACHE="${FLINK_CLUSTER_CLASSPATH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/frontierflow/flink}"
 
 # Memory, in MiB: what Flink's jobmanager.sh / taskmanager.sh compute from a process size
@@ -300,8 +308,9 @@ restart-strategy.type: fixed-delay
 restart-strategy.fixed-delay.attempts: 20
 restart-strategy.fixed-delay.delay: 2 s
 
-# -- state: keyed state in RocksDB, checkpoints and savepoints in this cluster's folder
-state.backend.type: rocksdb
+# -- state: keyed state in RocksDB (or the heap), checkpoints and savepoints in this
+# cluster's folder
+state.backend.type: $STATE_BACKEND
 state.backend.incremental: true
 state.checkpoints.dir: file://$DIR/checkpoints
 state.savepoints.dir: file://$DIR/savepoints

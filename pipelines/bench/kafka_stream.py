@@ -196,7 +196,7 @@ def run_stream_bench(setup: StreamBenchSetup) -> str:
             _latency_line("Beam stream", full.latency_rate, full.latencies),
             "  its p50 by send time, each third of the paced load: "
             + ", ".join(f"{p50:,.0f} ms" for p50 in full.latency_by_send)
-            + " (rising: the job fell behind the pace)",
+            + " (a rise from third to third: the job fell behind the pace)",
             _latency_line("embedded", full.latency_rate, engine_latencies),
             *full.watermark_lags,
             f"Beam: first frontier record after {full.first_output_s:.1f} s, "
