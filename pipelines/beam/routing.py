@@ -78,7 +78,7 @@ JoinItem = typehints.Tuple[int, int, int, bool, typehints.Optional[bytes]]
 """(due, position, pages, repeat, the event's bytes): a fetch (pages 0), or with no event a
 repeat shard's page count of the window due then (position: the shard's first in it,
 repeat False). The event stays encoded until its window is routed
-(`event_time.held_coder`)."""
+(`event_time.pending_spec`: why encoded)."""
 Routed = typehints.KV[int, typehints.List[typehints.Any]]
 
 

@@ -181,7 +181,7 @@ class _KeyByPage(beam.DoFn):
 
 PageFetch = typehints.Tuple[int, int, str, int, str, bytes]
 """(due, position, url, cycle, crawl id, the event's bytes): a fetch keyed for the repeat
-step, which holds it as it comes (`event_time.held_coder`: why encoded) and reads only its
+step, which holds it as it comes (`event_time.pending_spec`: why encoded) and reads only its
 URL, cycle and crawl."""
 FirstFetch = typehints.KV[str, typehints.Tuple[int, int, bool, str, bytes]]
 """(crawl id, (due, position, repeat, url, the event's bytes)): a fetch with the step core's
