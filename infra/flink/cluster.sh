@@ -43,9 +43,15 @@
 #                                 out of heap at 256 while it took in a Python stage's
 #                                 output, docs/RESULTS.md)
 #   FLINK_CLUSTER_STATE_BACKEND   where keyed state lives: rocksdb (the default: on disk, any
-#                                 size) or hashmap (on the task heap: ~4x lower latency for
-#                                 the unbounded form at a million URLs, but the state must
-#                                 fit FLINK_CLUSTER_TASK_HEAP_MB; docs/results/beam.md)
+#                                 size) or hashmap (on the task heap; the state must fit
+#                                 FLINK_CLUSTER_TASK_HEAP_MB; docs/results/beam.md)
+#   FLINK_CLUSTER_MANAGED_MB      each TaskManager's managed memory, MiB (512): RocksDB's
+#                                 memtables and block cache, shared by the slots. At 128 the
+#                                 unbounded form's latency at a million URLs was 5x higher
+#                                 (docs/results/beam.md, "RocksDB's memory")
+#   FLINK_CLUSTER_EXTRA_CONF      a file of Flink options (config.yaml lines) appended to the
+#                                 configuration this script writes; for options it does not
+#                                 set itself (one it sets is refused)
 #   FLINK_CLUSTER_CLASSPATH_CACHE where the resolved class path is kept
 #                                 (${XDG_CACHE_HOME:-~/.cache}/frontierflow/flink)
 #   PYTHON                        python3, for free ports and the REST calls
@@ -65,16 +71,20 @@ STATE_BACKEND="${FLINK_CLUSTER_STATE_BACKEND:-rocksdb}"
 case "$STATE_BACKEND" in rocksdb|hashmap) ;; *)
   echo "FLINK_CLUSTER_STATE_BACKEND must be rocksdb or hashmap, not '$STATE_BACKEND'" >&2; exit 2;;
 esac
+for mb in "${FLINK_CLUSTER_TASK_HEAP_MB:-256}" "${FLINK_CLUSTER_MANAGED_MB:-512}"; do
+  [[ "$mb" =~ ^[1-9][0-9]*$ ]] || {
+    echo "FLINK_CLUSTER_TASK_HEAP_MB and FLINK_CLUSTER_MANAGED_MB take MiB, not '$mb'" >&2; exit 2; }
+done
 CP_CACHE="${FLINK_CLUSTER_CLASSPATH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/frontierflow/flink}"
 
 # Memory, in MiB: what Flink's jobmanager.sh / taskmanager.sh compute from a process size
 # (BashJavaUtils), written out here because the entrypoints are started directly. Small: the
-# whole cluster (JobManager + 2 TaskManagers) stays within ~3.5 GB of JVM limits.
+# whole cluster (JobManager + 2 TaskManagers) stays within ~5 GB of JVM limits.
 JM_HEAP=384; JM_OFF_HEAP=64; JM_METASPACE=192; JM_OVERHEAD=128
 TM_FRAMEWORK_HEAP=64; TM_TASK_HEAP="${FLINK_CLUSTER_TASK_HEAP_MB:-256}"  # JVM heap = both
 TM_FRAMEWORK_OFF_HEAP=128; TM_TASK_OFF_HEAP=128   # direct memory: Netty, Beam's gRPC
 TM_NETWORK=128                                    # shuffle buffers (min = max)
-TM_MANAGED=128                                    # RocksDB, shared by the slots
+TM_MANAGED="${FLINK_CLUSTER_MANAGED_MB:-512}"     # RocksDB, shared by the slots
 # Metaspace: each job loads the runner and, for the streaming form, KafkaIO and an embedded
 # Java SDK harness into its own class loader (a TaskManager ran out at 256 MiB after a few
 # such jobs).
@@ -329,6 +339,15 @@ metrics.fetcher.update-interval: 500
 rest.flamegraph.enabled: ${FLINK_FLAMEGRAPH:-false}
 metrics.internal.query-service.port: 0
 EOF
+  if [[ -n "${FLINK_CLUSTER_EXTRA_CONF:-}" ]]; then
+    [[ -f "$FLINK_CLUSTER_EXTRA_CONF" ]] || die "FLINK_CLUSTER_EXTRA_CONF: no file $FLINK_CLUSTER_EXTRA_CONF"
+    local key
+    for key in $(sed -n 's/^\([A-Za-z0-9_.-]*\):.*/\1/p' "$FLINK_CLUSTER_EXTRA_CONF"); do
+      ! grep -q "^$key:" "$CONF/config.yaml.tmp" \
+        || die "FLINK_CLUSTER_EXTRA_CONF sets $key, which this script sets (see its environment)"
+    done
+    { echo; echo "# -- from $FLINK_CLUSTER_EXTRA_CONF"; cat "$FLINK_CLUSTER_EXTRA_CONF"; } >> "$CONF/config.yaml.tmp"
+  fi
   mv "$CONF/config.yaml.tmp" "$CONF/config.yaml"
   # Log4j 2, as a distribution's conf/log4j.properties: one file per process (log.file).
   cat > "$CONF/log4j.properties" <<'EOF'

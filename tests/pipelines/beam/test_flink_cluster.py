@@ -11,11 +11,13 @@ TaskManagers and four slots.
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from flink_cluster import FlinkCluster
+from flink_cluster import CLUSTER, FlinkCluster
 from polling import wait_for
 
 # A killed TaskManager is dropped when the JobManager's heartbeat to it times out
@@ -75,3 +77,24 @@ def test_cluster_replaces_a_killed_taskmanager(flink_cluster: FlinkCluster) -> N
     ids_after = {tm["id"] for tm in flink_cluster.rest("/taskmanagers")["taskmanagers"]}
     assert len(ids_after & ids_before) == 1  # TaskManager 1, and a new TaskManager 2
     flink_cluster.run("status")  # fails unless every process it started is running
+
+
+def test_extra_conf_may_not_set_what_the_script_sets(tmp_path: Path) -> None:
+    """FLINK_CLUSTER_EXTRA_CONF adds Flink options; one the script sets itself (here the
+    state backend, which has its own variable) is refused before any process starts."""
+    extra = tmp_path / "extra.yaml"
+    extra.write_text("state.backend.rocksdb.thread.num: 2\nstate.backend.type: hashmap\n")
+    cluster_dir = tmp_path / "cluster"
+    env = {
+        **os.environ,
+        "FLINK_CLUSTER_DIR": str(cluster_dir),
+        "FLINK_CLUSTER_EXTRA_CONF": str(extra),
+    }
+    proc = subprocess.run(
+        ["bash", str(CLUSTER), "start"], env=env, capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode != 0
+    assert "FLINK_CLUSTER_EXTRA_CONF sets state.backend.type" in proc.stderr
+    assert "thread.num" not in proc.stderr
+    assert not list((cluster_dir / "pids").glob("*.pid"))
+    assert not (cluster_dir / "conf" / "config.yaml").exists()

@@ -13,6 +13,7 @@ from frontierflow.pipelines.bench.kafka_stream import (
     STARTUP_EVENTS,
     StreamBenchSetup,
     kafka_expansion_jar,
+    pace_note,
 )
 from frontierflow.pipelines.cli import main
 from frontierflow.schemas.codecs import encode_record
@@ -123,3 +124,9 @@ def test_the_lags_report_each_vertex_median_and_max_along_the_pipeline() -> None
     assert lines[1].split() == ["2.0", "s", "9.0", "s", "[4]Frontier/{Repeats}"]
     assert lines[2].split() == ["3.5", "s", "4.0", "s", "[2]Frontier/{Update}"]
     assert WatermarkLags("127.0.0.1:9", set()).lines() == ["watermark lag per vertex: no sample"]
+
+
+def test_thepace_note_gives_the_last_third_against_the_first() -> None:
+    assert "+2,500 ms" in pace_note([1_000.0, 5_000.0, 3_500.0])
+    assert "-900 ms" in pace_note([3_952.0, 3_223.0, 3_052.0])
+    assert pace_note([]) == ""
