@@ -6,7 +6,8 @@ engine (the comparison of ``test_beam_replay.py``) at parallelism 1 and 2, and t
 really ran there: the cluster lists it as finished without a task failure, at that
 parallelism, on as many TaskManagers. Last, the scripts a fault test needs: a TaskManager
 killed with SIGKILL and a fresh one started in its place leave a cluster of two
-TaskManagers and four slots.
+TaskManagers and four slots; and a file of extra options (``FLINK_CLUSTER_EXTRA_CONF``) may
+not set one the script sets.
 """
 
 from __future__ import annotations
