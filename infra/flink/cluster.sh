@@ -71,10 +71,6 @@ STATE_BACKEND="${FLINK_CLUSTER_STATE_BACKEND:-rocksdb}"
 case "$STATE_BACKEND" in rocksdb|hashmap) ;; *)
   echo "FLINK_CLUSTER_STATE_BACKEND must be rocksdb or hashmap, not '$STATE_BACKEND'" >&2; exit 2;;
 esac
-for mb in "${FLINK_CLUSTER_TASK_HEAP_MB:-256}" "${FLINK_CLUSTER_MANAGED_MB:-512}"; do
-  [[ "$mb" =~ ^[1-9][0-9]*$ ]] || {
-    echo "FLINK_CLUSTER_TASK_HEAP_MB and FLINK_CLUSTER_MANAGED_MB take MiB, not '$mb'" >&2; exit 2; }
-done
 CP_CACHE="${FLINK_CLUSTER_CLASSPATH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/frontierflow/flink}"
 
 # Memory, in MiB: what Flink's jobmanager.sh / taskmanager.sh compute from a process size
@@ -85,6 +81,10 @@ TM_FRAMEWORK_HEAP=64; TM_TASK_HEAP="${FLINK_CLUSTER_TASK_HEAP_MB:-256}"  # JVM h
 TM_FRAMEWORK_OFF_HEAP=128; TM_TASK_OFF_HEAP=128   # direct memory: Netty, Beam's gRPC
 TM_NETWORK=128                                    # shuffle buffers (min = max)
 TM_MANAGED="${FLINK_CLUSTER_MANAGED_MB:-512}"     # RocksDB, shared by the slots
+for mb in "$TM_TASK_HEAP" "$TM_MANAGED"; do
+  [[ "$mb" =~ ^[1-9][0-9]*$ ]] || {
+    echo "FLINK_CLUSTER_TASK_HEAP_MB and FLINK_CLUSTER_MANAGED_MB take MiB, not '$mb'" >&2; exit 2; }
+done
 # Metaspace: each job loads the runner and, for the streaming form, KafkaIO and an embedded
 # Java SDK harness into its own class loader (a TaskManager ran out at 256 MiB after a few
 # such jobs).

@@ -126,7 +126,7 @@ def test_the_lags_report_each_vertex_median_and_max_along_the_pipeline() -> None
     assert WatermarkLags("127.0.0.1:9", set()).lines() == ["watermark lag per vertex: no sample"]
 
 
-def test_thepace_note_gives_the_last_third_against_the_first() -> None:
+def test_the_pace_note_gives_the_last_third_against_the_first() -> None:
     assert "+2,500 ms" in pace_note([1_000.0, 5_000.0, 3_500.0])
     assert "-900 ms" in pace_note([3_952.0, 3_223.0, 3_052.0])
     assert pace_note([]) == ""
