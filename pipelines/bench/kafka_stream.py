@@ -22,7 +22,11 @@ a process of its own and writing a frontier topic of its own:
    started (its own process group), and on a session cluster its job is cancelled through
    the cluster's REST API (the cluster keeps a job whose submitter is gone).
 3. the events/s of the Beam form: the rest over the net time (it includes the last
-   window's wait for the watermark);
+   window's wait for the watermark). Both forms are timed by their own records' Kafka
+   timestamps, and the bench reads nothing while a form works: the Beam form's frontier
+   topic is read once it has not grown for `QUIET_S` (`FrontierMatch`: the time is that of
+   the record after which the topic held the expected keys), so the bench's consumer,
+   ~13 s of CPU per million records, does not share the machine with the job it times;
 4. latency, as `bench-kafka` measures the embedded engine's (`bench.kafka.produce_paced`):
    to the Beam job, still running, pages never fetched before are produced at half its net
    rate (or at `latency_rate`) for `latency_seconds`, each fetched at its send; latency is
@@ -48,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from kafka import KafkaConsumer
+from kafka import KafkaConsumer, TopicPartition
 
 from frontierflow.connectors.kafka import KafkaSettings
 from frontierflow.pipelines.bench.beam import beam_args
@@ -74,6 +78,11 @@ STARTUP_EVENTS = 10
 STOP_S = 30
 STATE_CACHE_MB = 256
 """`--max_cache_memory_usage_mb` of the Beam run: the SDK's user-state cache, off by default."""
+QUIET_S = 2.0
+"""How long the Beam form's frontier topic must stay the same length before the bench reads
+what came (it keeps reading, and waiting, until the topic holds the expected keys)."""
+POLL_S = 0.25
+"""How often the bench asks the broker for the frontier topic's length while it waits."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +134,8 @@ class StreamRun:
     startup_s: float
     """From submission until it held those of the first `STARTUP_EVENTS` events."""
     net_s: float
-    """From producing the rest until it held the expected live keys."""
+    """From producing the rest until it held the expected live keys (by the timestamp of
+    the record after which it did)."""
     first_output_s: float
     records: int
     latency_rate: float
@@ -233,6 +243,50 @@ def _latency_line(label: str, rate: float, latencies: list[int]) -> str:
     )
 
 
+class FrontierMatch:
+    """The live keys of a frontier topic as its records are read, against the keys expected:
+    when, by the records' own Kafka timestamps, the topic's compacted copy came to hold
+    exactly the expected keys with a value (the time of the record after which it did and
+    still does; None while it does not). Kept by counts, so each record costs O(1)."""
+
+    def __init__(self, expected: set[bytes]) -> None:
+        self.live: set[bytes] = set()
+        self.records = 0
+        self.first_ms: int | None = None
+        """The first record's timestamp."""
+        self.last_ms = 0
+        self.expect(expected)
+
+    def expect(self, expected: set[bytes]) -> None:
+        """Match `expected` from now on (the keys read so far stay)."""
+        self.expected = expected
+        self.missing = len(expected - self.live)
+        self.extra = len(self.live - expected)
+        self.matched_ms: int | None = None
+        if not self.missing and not self.extra and self.records:
+            self.matched_ms = self.last_ms
+
+    def add(self, timestamp_ms: int, key: bytes | None, value: bytes | None) -> None:
+        self.records += 1
+        self.last_ms = timestamp_ms
+        if self.first_ms is None:
+            self.first_ms = timestamp_ms
+        if key is not None and (value is not None) != (key in self.live):
+            step = 1 if value is not None else -1
+            if value is not None:
+                self.live.add(key)
+            else:
+                self.live.discard(key)
+            if key in self.expected:
+                self.missing -= step
+            else:
+                self.extra += step
+        if self.missing or self.extra:
+            self.matched_ms = None
+        elif self.matched_ms is None:
+            self.matched_ms = timestamp_ms
+
+
 def _live_keys(bootstrap: str, topic: str) -> set[bytes]:
     """The keys a compacted copy of `topic` would hold with a value (not a tombstone)."""
     latest: dict[bytes | None, bytes | None] = {}
@@ -292,7 +346,7 @@ def _beam_run(
     cluster = setup.flink_master if setup.runner.startswith("flink-cluster") else None
     before = cluster_jobs(cluster) if cluster else set()
     lags = WatermarkLags(cluster, before) if cluster else None
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
     with log.open("wb") as out:
         proc = subprocess.Popen(
             command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
@@ -302,17 +356,21 @@ def _beam_run(
         auto_offset_reset="earliest",
         enable_auto_commit=False,
     )
-    consumer.subscribe([t.frontier])
-    live: set[bytes] = set()
-    first, records = float("nan"), 0
+    parts = [TopicPartition(t.frontier, p) for p in consumer.partitions_for_topic(t.frontier)]
+    consumer.assign(parts)
+    consumer.seek_to_beginning(*parts)
+    match = FrontierMatch(startup[1])
 
-    def until(expected: set[bytes]) -> None:
-        nonlocal first, records
-        while live != expected:
+    def until(expected: set[bytes]) -> float:
+        """The epoch seconds at which the frontier came to hold `expected`, read once the
+        topic has stopped growing for `QUIET_S` (nothing is read while the job works)."""
+        match.expect(expected)
+        length, grew = -1, time.monotonic()
+        while True:
             if time.monotonic() - started > setup.timeout_s:
                 raise TimeoutError(
-                    f"the Beam frontier held {len(live):,} of {len(expected):,} keys "
-                    f"after {setup.timeout_s:.0f} s"
+                    f"the Beam frontier held {len(match.live):,} keys, {match.missing:,} of "
+                    f"the {len(expected):,} expected missing, after {setup.timeout_s:.0f} s"
                 )
             if proc.poll() is not None:
                 tail = log.read_text(errors="replace").strip().splitlines()[-15:]
@@ -320,15 +378,19 @@ def _beam_run(
                     f"the Beam job ended ({proc.returncode}) before its frontier:\n"
                     + "\n".join(tail)
                 )
-            for batch in consumer.poll(timeout_ms=500).values():
-                for record in batch:
-                    if records == 0:
-                        first = time.monotonic() - started
-                    records += 1
-                    if record.value is None:
-                        live.discard(record.key)
-                    else:
-                        live.add(record.key)
+            ends = consumer.end_offsets(parts)
+            now = time.monotonic()
+            if sum(ends.values()) != length:
+                length, grew = sum(ends.values()), now
+            elif now - grew >= QUIET_S:
+                while any(consumer.position(tp) < ends[tp] for tp in parts):
+                    for batch in consumer.poll(timeout_ms=500, max_records=10_000).values():
+                        for record in batch:
+                            match.add(record.timestamp, record.key, record.value)
+                if match.matched_ms is not None:
+                    return match.matched_ms / 1000
+                grew = now  # not yet: wait for the topic to grow and rest again
+            time.sleep(POLL_S)
 
     def until_fetched(count: int, since_ms: int) -> list[tuple[int, int]]:
         """(send time, latency) of the entries emitted since `since_ms`, until the frontier
@@ -350,14 +412,14 @@ def _beam_run(
         return latencies
 
     try:
-        until(startup[1])
-        startup_s = time.monotonic() - started
+        startup_s = until(startup[1]) - started_at
+        rest_at = time.time()
         produce_events(job, rest[0])
-        until(rest[1])
-        seconds = time.monotonic() - started
+        done_at = until(rest[1])
+        seconds, net_s = done_at - started_at, done_at - rest_at
         print(  # a long run's result before its latency phase
             f"Beam form: the engine's frontier after {seconds:.1f} s, {startup_s:.1f} s of "
-            f"them the fixed cost; {records:,} records",
+            f"them the fixed cost; {match.records:,} records",
             file=sys.stderr,
             flush=True,
         )
@@ -380,12 +442,13 @@ def _beam_run(
         sent = until_fetched(count, since_ms)
         if lags:
             lags.stop()
+        assert match.first_ms is not None  # the frontier held the expected keys
         return StreamRun(
             seconds,
             startup_s,
-            seconds - startup_s,
-            first,
-            records,
+            net_s,
+            match.first_ms / 1000 - started_at,
+            match.records,
             rate,
             sorted(latency for _, latency in sent),
             by_send_time(sent),

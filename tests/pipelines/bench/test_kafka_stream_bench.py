@@ -11,6 +11,7 @@ from frontierflow.pipelines.bench.flink_rest import WatermarkLags, vertex_lag
 from frontierflow.pipelines.bench.kafka import by_send_time, entry_latency, percentiles
 from frontierflow.pipelines.bench.kafka_stream import (
     STARTUP_EVENTS,
+    FrontierMatch,
     StreamBenchSetup,
     kafka_expansion_jar,
     pace_note,
@@ -130,3 +131,39 @@ def test_the_pace_note_gives_the_last_third_against_the_first() -> None:
     assert "+2,500 ms" in pace_note([1_000.0, 5_000.0, 3_500.0])
     assert "-900 ms" in pace_note([3_952.0, 3_223.0, 3_052.0])
     assert pace_note([]) == ""
+
+
+def test_the_frontier_matches_at_the_record_after_which_it_holds_the_expected_keys() -> None:
+    """Expected {a, b}: a, then c (not expected), then b leave a key too many; c's tombstone
+    at 130 makes the topic hold exactly {a, b}; a later update of a keeps the match at 130;
+    a's tombstone breaks it, and a's return at 160 makes it again."""
+    match = FrontierMatch({b"a", b"b"})
+    for at, key, value in [(100, b"a", b"1"), (110, b"c", b"1"), (120, b"b", b"1")]:
+        match.add(at, key, value)
+        assert match.matched_ms is None
+    assert (match.missing, match.extra) == (0, 1)
+    match.add(130, b"c", None)
+    assert match.matched_ms == 130
+    match.add(140, b"a", b"2")  # a change of a key already held: still the same keys
+    assert match.matched_ms == 130
+    match.add(150, b"a", None)
+    assert match.matched_ms is None and match.missing == 1
+    match.add(160, b"a", b"3")
+    assert match.matched_ms == 160
+    assert (match.first_ms, match.records) == (100, 7)
+
+
+def test_a_new_expectation_is_matched_against_the_keys_already_read() -> None:
+    """After {a} matched, expecting {a, b} leaves b missing; expecting {} leaves a too many;
+    expecting {a} again matches at once, at the last record read."""
+    match = FrontierMatch({b"a"})
+    match.add(100, b"a", b"1")
+    match.add(105, None, b"x")  # a record without a key counts, holds no key
+    assert match.matched_ms == 100
+    match.expect({b"a", b"b"})
+    assert (match.missing, match.extra, match.matched_ms) == (1, 0, None)
+    match.expect(set())
+    assert (match.missing, match.extra, match.matched_ms) == (0, 1, None)
+    match.expect({b"a"})
+    assert match.matched_ms == 105
+    assert match.records == 2
