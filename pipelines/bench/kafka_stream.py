@@ -24,10 +24,10 @@ a process of its own and writing a frontier topic of its own:
 3. the events/s of the Beam form: the rest over the net time (it includes the last
    window's wait for the watermark). Both forms are timed by their own records' Kafka
    timestamps; the Beam form's frontier topic is read only once it has not grown for
-   `QUIET_S` (`FrontierMatch`: the time is that of
-   the record after which the topic held the expected keys), so the bench's consumer,
-   ~13 s of CPU per million records, shares the machine with the job it times only when
-   the form rests that long at work (it says so on stderr);
+   `QUIET_S` (`FrontierMatch`: the time is that of the record after which the topic held
+   the expected keys), so the bench's consumer, ~13 s of CPU per million records, shares
+   the machine with the job it times only when the form rests that long at work (it says
+   so on stderr);
 4. latency, as `bench-kafka` measures the embedded engine's (`bench.kafka.produce_paced`):
    to the Beam job, still running, pages never fetched before are produced at half its net
    rate (or at `latency_rate`) for `latency_seconds`, each fetched at its send; latency is
@@ -81,9 +81,9 @@ STATE_CACHE_MB = 256
 """`--max_cache_memory_usage_mb` of the Beam run: the SDK's user-state cache, off by default."""
 QUIET_S = 10.0
 """How long the Beam form's frontier topic must stay the same length before the bench reads
-what came (it keeps reading, and waiting, until the topic holds the expected keys). Long
-enough that a form at work seldom rests so long: with 10M URLs in state it rested for 2 s
-now and then (a shard's compaction takes ~1.7 s), and the bench read on while it worked."""
+what came (it keeps reading, and waiting, until the topic holds the expected keys). A form
+at work rests too: with 10M URLs in state often for 2 s, with a million now and then for
+10 s (`docs/results/beam.md`), and the bench then reads beside it."""
 POLL_S = 0.25
 """How often the bench asks the broker for the frontier topic's length while it waits."""
 
@@ -366,7 +366,7 @@ def _beam_run(
 
     def until(expected: set[bytes]) -> float:
         """The epoch seconds at which the frontier came to hold `expected`, read once the
-        topic has stopped growing for `QUIET_S` (nothing is read while the job works)."""
+        topic has stopped growing for `QUIET_S`."""
         match.expect(expected)
         length, grew = -1, time.monotonic()
         while True:
