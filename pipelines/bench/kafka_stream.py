@@ -24,8 +24,9 @@ a process of its own and writing a frontier topic of its own:
 3. the events/s of the Beam form: the rest over the net time (it includes the last
    window's wait for the watermark). Both forms are timed by their own records' Kafka
    timestamps; the Beam form's frontier topic is read only once it has not grown for
-   `QUIET_S` (`FrontierMatch`: the time is that of the record after which the topic held
-   the expected keys), so the bench's consumer, ~13 s of CPU per million records, shares
+   `frontier_match.QUIET_S` (`FrontierWatch`: the time is that of the record after which
+   the topic held the expected keys), so the bench's consumer, ~13 s of CPU per million
+   records, shares
    the machine with the job it times only when the form rests that long at work (it says
    so on stderr);
 4. latency, as `bench-kafka` measures the embedded engine's (`bench.kafka.produce_paced`):
@@ -53,12 +54,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer
 
 from frontierflow.connectors.kafka import KafkaSettings
 from frontierflow.pipelines.bench.beam import beam_args
 from frontierflow.pipelines.bench.engine import BenchSetup, generated_events
 from frontierflow.pipelines.bench.flink_rest import WatermarkLags, cancel_job, cluster_jobs
+from frontierflow.pipelines.bench.frontier_match import (
+    FrontierMatch,
+    FrontierWatch,
+    live_keys,
+)
 from frontierflow.pipelines.bench.kafka import (
     LATENCY_URL,
     KafkaBenchSetup,
@@ -69,7 +75,6 @@ from frontierflow.pipelines.bench.kafka import (
     percentiles,
     produce_events,
     produce_paced,
-    read_topic,
     timed_job,
 )
 from frontierflow.schemas.codecs import AvroCodec
@@ -79,13 +84,6 @@ STARTUP_EVENTS = 10
 STOP_S = 30
 STATE_CACHE_MB = 256
 """`--max_cache_memory_usage_mb` of the Beam run: the SDK's user-state cache, off by default."""
-QUIET_S = 10.0
-"""How long the Beam form's frontier topic must stay the same length before the bench reads
-what came (it keeps reading, and waiting, until the topic holds the expected keys). A form
-at work rests too: with 10M URLs in state often for 2 s, with a million now and then for
-10 s (`docs/results/beam.md`), and the bench then reads beside it."""
-POLL_S = 0.25
-"""How often the bench asks the broker for the frontier topic's length while it waits."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +164,7 @@ def run_stream_bench(setup: StreamBenchSetup) -> str:
             job = fresh_settings(setup.bootstrap_servers)
             produce_events(job, batch)
             seconds, _ = timed_job(job, Path(tmp) / f"state-{label}", setup.step_size, len(batch))
-            engine[label] = (seconds, _live_keys(setup.bootstrap_servers, job.topics.frontier))
+            engine[label] = (seconds, live_keys(setup.bootstrap_servers, job.topics.frontier))
         full = _beam_run(
             setup,
             fresh_settings(setup.bootstrap_servers),
@@ -246,58 +244,6 @@ def _latency_line(label: str, rate: float, latencies: list[int]) -> str:
     )
 
 
-class FrontierMatch:
-    """The live keys of a frontier topic as its records are read, against the keys expected:
-    when, by the records' own Kafka timestamps, the topic's compacted copy came to hold
-    exactly the expected keys with a value (the time of the record after which it did and
-    still does; None while it does not). Kept by counts, so each record costs O(1)."""
-
-    def __init__(self, expected: set[bytes]) -> None:
-        self.live: set[bytes] = set()
-        self.records = 0
-        self.first_ms: int | None = None
-        """The first record's timestamp."""
-        self.last_ms = 0
-        self.expect(expected)
-
-    def expect(self, expected: set[bytes]) -> None:
-        """Match `expected` from now on (the keys read so far stay)."""
-        self.expected = expected
-        self.missing = len(expected - self.live)
-        self.extra = len(self.live - expected)
-        self.matched_ms: int | None = None
-        if not self.missing and not self.extra and self.records:
-            self.matched_ms = self.last_ms
-
-    def add(self, timestamp_ms: int, key: bytes | None, value: bytes | None) -> None:
-        self.records += 1
-        self.last_ms = timestamp_ms
-        if self.first_ms is None:
-            self.first_ms = timestamp_ms
-        if key is not None and (value is not None) != (key in self.live):
-            step = 1 if value is not None else -1
-            if value is not None:
-                self.live.add(key)
-            else:
-                self.live.discard(key)
-            if key in self.expected:
-                self.missing -= step
-            else:
-                self.extra += step
-        if self.missing or self.extra:
-            self.matched_ms = None
-        elif self.matched_ms is None:
-            self.matched_ms = timestamp_ms
-
-
-def _live_keys(bootstrap: str, topic: str) -> set[bytes]:
-    """The keys a compacted copy of `topic` would hold with a value (not a tombstone)."""
-    latest: dict[bytes | None, bytes | None] = {}
-    for _, key, value in read_topic(bootstrap, topic):
-        latest[key] = value
-    return {k for k, v in latest.items() if k is not None and v is not None}
-
-
 def _beam_run(
     setup: StreamBenchSetup,
     job: KafkaSettings,
@@ -359,47 +305,24 @@ def _beam_run(
         auto_offset_reset="earliest",
         enable_auto_commit=False,
     )
-    parts = [TopicPartition(t.frontier, p) for p in consumer.partitions_for_topic(t.frontier)]
-    consumer.assign(parts)
-    consumer.seek_to_beginning(*parts)
-    match = FrontierMatch(startup[1])
+
+    def check(match: FrontierMatch) -> None:
+        if time.monotonic() - started > setup.timeout_s:
+            raise TimeoutError(
+                f"the Beam frontier held {len(match.live):,} keys, {match.missing:,} of "
+                f"the {len(match.expected):,} expected missing, after {setup.timeout_s:.0f} s"
+            )
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace").strip().splitlines()[-15:]
+            raise RuntimeError(
+                f"the Beam job ended ({proc.returncode}) before its frontier:\n" + "\n".join(tail)
+            )
+
+    watch = FrontierWatch(consumer, t.frontier, startup[1], check)
+    match = watch.match
 
     def until(expected: set[bytes]) -> float:
-        """The epoch seconds at which the frontier came to hold `expected`, read once the
-        topic has stopped growing for `QUIET_S`."""
-        match.expect(expected)
-        length, grew = -1, time.monotonic()
-        while True:
-            if time.monotonic() - started > setup.timeout_s:
-                raise TimeoutError(
-                    f"the Beam frontier held {len(match.live):,} keys, {match.missing:,} of "
-                    f"the {len(expected):,} expected missing, after {setup.timeout_s:.0f} s"
-                )
-            if proc.poll() is not None:
-                tail = log.read_text(errors="replace").strip().splitlines()[-15:]
-                raise RuntimeError(
-                    f"the Beam job ended ({proc.returncode}) before its frontier:\n"
-                    + "\n".join(tail)
-                )
-            ends = consumer.end_offsets(parts)
-            now = time.monotonic()
-            if sum(ends.values()) != length:
-                length, grew = sum(ends.values()), now
-            elif now - grew >= QUIET_S:
-                while any(consumer.position(tp) < ends[tp] for tp in parts):
-                    for batch in consumer.poll(timeout_ms=500, max_records=10_000).values():
-                        for record in batch:
-                            match.add(record.timestamp, record.key, record.value)
-                if match.matched_ms is not None:
-                    return match.matched_ms / 1000
-                print(  # the form rested while at work: the bench read beside it
-                    f"Beam form: rested {QUIET_S:.0f} s at {match.records:,} records, "
-                    f"{match.missing:,} expected keys missing",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                grew = now  # not yet: wait for the topic to grow and rest again
-            time.sleep(POLL_S)
+        return watch.until(expected, "Beam form")
 
     def until_fetched(count: int, since_ms: int) -> list[tuple[int, int]]:
         """(send time, latency) of the entries emitted since `since_ms`, until the frontier

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from frontierflow.pipelines.bench.flink_rest import WatermarkLags, vertex_lag
+from frontierflow.pipelines.bench.frontier_match import FrontierMatch
 from frontierflow.pipelines.bench.kafka import by_send_time, entry_latency, percentiles
 from frontierflow.pipelines.bench.kafka_stream import (
     STARTUP_EVENTS,
-    FrontierMatch,
     StreamBenchSetup,
     kafka_expansion_jar,
     pace_note,
