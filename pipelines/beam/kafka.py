@@ -297,9 +297,11 @@ def build_kafka_stream(
     kafka_io: str | None = None,
     hosts: HostPolicy | None = DEFAULT_POLICY,
     speed: ControllerSettings | None = None,
+    revisit: RevisitPolicy | None = None,
 ) -> None:
-    """fetch-events in event time → the unbounded form (`beam.stream.StreamFrontier`) →
-    frontier (and state) and dead-letter topics; with `speed`, the crawl-speed controller
+    """fetch-events in event time → the unbounded form (`beam.stream.StreamFrontier`; with
+    `revisit`, each page's revisit entry too: `beam.stream_revisits`) → frontier (and
+    state) and dead-letter topics; with `speed`, the crawl-speed controller
     (`beam.stream_speed`) → ScalingDecisions on fetcher-control, as the live engine sends
     them. Every URL's changes leave as soon as the watermark passes their clock window;
     only a bound (`ends`) ends the run. With `kafka_io` (an expansion service: `HOST:PORT`
@@ -315,7 +317,9 @@ def build_kafka_stream(
         read = ReadFromKafkaPartitions(settings, ends=ends, lateness_ms=lateness_ms)
     events, dead = pipeline | "ReadKafka" >> read
     by_arrival = kafka_io is not None
-    frontier = StreamFrontier(strategy, windows, by_arrival=by_arrival, hosts=hosts)
+    frontier = StreamFrontier(
+        strategy, windows, by_arrival=by_arrival, hosts=hosts, revisit=revisit
+    )
     parts = events | "Frontier" >> frontier
     (updates,) = parts
     updates | "WriteFrontier" >> WriteUpdatesToKafka(settings, state_topic)
@@ -371,6 +375,7 @@ def run_beam_kafka_stream(
     wait: bool = True,
     hosts: HostPolicy | None = DEFAULT_POLICY,
     speed: ControllerSettings | None = None,
+    revisit: RevisitPolicy | None = None,
 ) -> Any:
     """Run the unbounded form from Kafka to Kafka and wait for it. With
     `until_current_end` the read is bounded to the topic's current end offsets (the run
@@ -406,6 +411,7 @@ def run_beam_kafka_stream(
         kafka_io=kafka_io,
         hosts=hosts,
         speed=speed,
+        revisit=revisit,
     )
     result = pipeline.run()
     if wait:

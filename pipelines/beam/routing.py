@@ -38,7 +38,6 @@ from typing import Any
 import apache_beam as beam
 from apache_beam import typehints
 from apache_beam.coders import (
-    BooleanCoder,
     BytesCoder,
     NullableCoder,
     TupleCoder,
@@ -62,7 +61,7 @@ from frontierflow.pipelines.beam.event_time import (
 )
 from frontierflow.pipelines.beam.shard_blocks import message_tuple
 from frontierflow.pipelines.beam.shard_state import STATE_SHARDS, state_shard
-from frontierflow.pipelines.core.step import crawl_clock, keyed_messages
+from frontierflow.pipelines.core.step import FetchKind, crawl_clock, keyed_messages
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.schemas.codecs import decode_record
 from frontierflow.schemas.records import FetchEvent
@@ -71,13 +70,14 @@ ROUTE_SHARDS = 8
 """Keys per crawl over which a window's fetches are routed (by a hash of the URL): the
 routing of one window runs on this many workers at most."""
 
-Fetch = tuple[int, bool, FetchEvent]
-"""(position, repeat, event) of a first fetch (or a repeat a strategy learns from)."""
+Fetch = tuple[int, int, FetchEvent]
+"""(position, kind, event) of a first fetch, a revisit (`--revisit`), or a repeat a strategy
+learns from: the kind a `FetchKind`."""
 ShardKey = typehints.Tuple[str, int]
-JoinItem = typehints.Tuple[int, int, int, bool, typehints.Optional[bytes]]
-"""(due, position, pages, repeat, the event's bytes): a fetch (pages 0), or with no event a
+JoinItem = typehints.Tuple[int, int, int, int, typehints.Optional[bytes]]
+"""(due, position, pages, kind, the event's bytes): a fetch (pages 0), or with no event a
 repeat shard's page count of the window due then (position: the shard's first in it,
-repeat False). The event stays encoded until its window is routed
+kind 0). The event stays encoded until its window is routed
 (`event_time.pending_spec`: why encoded)."""
 Routed = typehints.KV[int, typehints.List[typehints.Any]]
 
@@ -118,14 +118,14 @@ def route_shard(url: str) -> int:
 
 
 def _fetch_by_shard(first: tuple[str, tuple[int, int, bool, str, bytes]]) -> Any:
-    crawl_id, (due, position, repeat, url, event) = first
-    return (crawl_id, route_shard(url)), (due, position, 0, repeat, event)
+    crawl_id, (due, position, kind, url, event) = first
+    return (crawl_id, route_shard(url)), (due, position, 0, kind, event)
 
 
 def _count_to_shards(count: tuple[str, tuple[int, int, int]]) -> Iterator[Any]:
     crawl_id, (due, position, pages) = count
     for shard in range(ROUTE_SHARDS):
-        yield (crawl_id, shard), (due, position, pages, False, None)
+        yield (crawl_id, shard), (due, position, pages, 0, None)
 
 
 class _RouteInOrder(beam.DoFn):
@@ -140,7 +140,7 @@ class _RouteInOrder(beam.DoFn):
                 VarIntCoder(),
                 VarIntCoder(),
                 VarIntCoder(),
-                BooleanCoder(),
+                VarIntCoder(),  # the kind: 0 and 1 encode as the BooleanCoder repeat flag did
                 NullableCoder(BytesCoder()),
             ]
         )
@@ -181,8 +181,8 @@ class _RouteInOrder(beam.DoFn):
         for due, items in groupby(ready, key=itemgetter(0)):
             window = list(items)
             fetches = [
-                (position, repeat, decode_record(FetchEvent, event))
-                for _, position, _, repeat, event in window
+                (position, kind, decode_record(FetchEvent, event))
+                for _, position, _, kind, event in window
                 if event is not None
             ]
             if fetches:
@@ -212,8 +212,8 @@ def route_window(
 ) -> Iterator[Any]:
     """A window's fetches of one crawl (and shard) as (key, (due, position, index, crawled,
     now, message)): the step core's clock and routing, the order the per-URL step keeps."""
-    for position, repeat, event in fetches:
-        clock = crawl_clock(pages_before, repeat, event.fetched_at)
-        messages = keyed_messages(strategy, event, repeat)
+    for position, kind, event in fetches:
+        clock = crawl_clock(pages_before, kind != FetchKind.FIRST, event.fetched_at)
+        messages = keyed_messages(strategy, event, kind == FetchKind.REPEAT)
         for index, (key, message) in enumerate(messages):
             yield key, (due, position, index, clock.crawled, clock.now_ms, message_tuple(message))

@@ -105,19 +105,27 @@ from frontierflow.pipelines.beam.shard_state import (
     records_spec,
     state_shard,
 )
+from frontierflow.pipelines.beam.stream_revisits import (
+    VISITS,
+    RevisitsInEventTime,
+    VisitItem,
+    apply_with_revisits,
+    has_revisit,
+    revisit_fetch,
+    visit_item,
+)
 from frontierflow.pipelines.beam.window_batches import (
     due_messages,
     one_per_window,
     pause_runs,
     window_batch,
 )
-from frontierflow.pipelines.core.step import (
-    is_repeat_fetch,
-)
+from frontierflow.pipelines.core.step import FetchKind, is_repeat_fetch
 from frontierflow.pipelines.core.strategy import Strategy
-from frontierflow.schemas.codecs import encode_record
+from frontierflow.schemas.codecs import decode_record, encode_record
 from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
+from frontierflow.state.revisit_schedule import RevisitPolicy
 
 # --- 1. repeats --------------------------------------------------------------------------------
 
@@ -137,12 +145,14 @@ class DecideRepeatFetchesByShard(beam.PTransform):
         keep_repeats: bool = False,
         by_arrival: bool = False,
         shards: int = STATE_SHARDS,
+        revisit: RevisitPolicy | None = None,
     ) -> None:
         super().__init__()
         self.windows = windows
         self.keep_repeats = keep_repeats
         self.by_arrival = by_arrival
         self.shards = shards
+        self.revisit = revisit
 
     def expand(self, events: Any) -> Any:
         outputs = (
@@ -152,14 +162,18 @@ class DecideRepeatFetchesByShard(beam.PTransform):
                 typehints.KV[int, PageFetch]
             )
             | "FirstFetches"
-            >> beam.ParDo(_FirstFetches(self.keep_repeats))
+            >> beam.ParDo(_FirstFetches(self.keep_repeats, self.revisit))
             .with_input_types(typehints.KV[int, PageFetch])
-            .with_outputs(PAGE_COUNTS, main="firsts")
+            .with_outputs(PAGE_COUNTS, VISITS, main="firsts")
         )
         firsts, counts = outputs.firsts, outputs[PAGE_COUNTS]
         firsts.element_type = FirstFetch
         counts.element_type = PageCount
-        return firsts, counts
+        if self.revisit is None:
+            return firsts, counts
+        visits = outputs[VISITS]
+        visits.element_type = VisitItem
+        return firsts, counts, visits
 
 
 class _KeyByPage(beam.DoFn):
@@ -183,9 +197,10 @@ PageFetch = typehints.Tuple[int, int, str, int, str, bytes]
 """(due, position, url, cycle, crawl id, the event's bytes): a fetch keyed for the repeat
 step, which holds it as it comes (`event_time.pending_spec`: why encoded) and reads only its
 URL, cycle and crawl."""
-FirstFetch = typehints.KV[str, typehints.Tuple[int, int, bool, str, bytes]]
-"""(crawl id, (due, position, repeat, url, the event's bytes)): a fetch with the step core's
-repeat verdict and the due of its clock window."""
+FirstFetch = typehints.KV[str, typehints.Tuple[int, int, int, str, bytes]]
+"""(crawl id, (due, position, kind, url, the event's bytes)): a fetch with the step core's
+verdict (`FetchKind`: a first fetch, a repeat, or with `--revisit` a revisit) and the due
+of its clock window."""
 PageCount = typehints.KV[str, typehints.Tuple[int, int, int]]
 """(crawl id, (due µs of a clock window, the position of the shard's first fetch in it,
 the pages among the shard's fetches in it: repeats count 0))."""
@@ -210,15 +225,20 @@ class _FirstFetches(beam.DoFn):
             ]
         )
     )
-    RECORDS = records_spec()  # the shard's pages' last crawled cycles (`beam.shard_state`)
+    # the shard's pages' last crawled cycles (`beam.shard_state`), with `--revisit` each with
+    # the page's revisit record (`state.revisit_schedule.PageSchedule`)
+    RECORDS = records_spec()
     TIMER = TimerSpec("repeats_due", TimeDomain.WATERMARK)
 
     def setup(self) -> None:
         cheap_state_cache_accounting()
 
-    def __init__(self, keep_repeats: bool) -> None:
+    def __init__(self, keep_repeats: bool, revisit: RevisitPolicy | None = None) -> None:
         self.keep_repeats = keep_repeats
-        self.store = ShardStore(VarIntCoder())
+        self.revisit = revisit
+        self.store = ShardStore(
+            VarIntCoder() if revisit is None else TupleCoder([VarIntCoder(), BytesCoder()])
+        )
 
     def process(
         self,
@@ -243,22 +263,32 @@ class _FirstFetches(beam.DoFn):
         if not ready:
             return  # nothing taken: the state stands as it is
         index = self.store.load(shard, value[0] if value else None, records)
-        last_cycles: dict[str, int] = {}  # this firing's first fetches, over the index's
+        changed: dict[str, Any] = {}  # this firing's records, over the index's
         counts: dict[tuple[str, int], list[int]] = {}  # (crawl, due) → [first position, pages]
         for due, position, url, cycle, crawl_id, event in ready:
-            last = last_cycles.get(url, index.values.get(url))
-            repeat = is_repeat_fetch(last, cycle)
-            if not repeat:
-                last_cycles[url] = cycle
-            elif not self.keep_repeats:
+            known = changed[url] if url in changed else index.values.get(url)
+            if self.revisit is None:
+                kind = FetchKind.REPEAT if is_repeat_fetch(known, cycle) else FetchKind.FIRST
+                if kind is FetchKind.FIRST:
+                    changed[url] = cycle
+            else:
+                kind, record, visit = revisit_fetch(
+                    known, decode_record(FetchEvent, event), self.revisit
+                )
+                if visit is not None:
+                    changed[url] = record
+                    yield TaggedOutput(
+                        VISITS, TimestampedValue(visit_item(visit, due, position), fired)
+                    )
+            if kind is FetchKind.REPEAT and not self.keep_repeats:
                 continue
-            counts.setdefault((crawl_id, due), [position, 0])[1] += 0 if repeat else 1
-            yield TimestampedValue((crawl_id, (due, position, repeat, url, event)), fired)
+            counts.setdefault((crawl_id, due), [position, 0])[1] += kind is FetchKind.FIRST
+            yield TimestampedValue((crawl_id, (due, position, int(kind), url, event)), fired)
         for (crawl_id, due), (position, pages) in counts.items():
             yield TaggedOutput(
                 PAGE_COUNTS, TimestampedValue((crawl_id, (due, position, pages)), fired)
             )
-        generation = self.store.commit(shard, index, last_cycles, records)
+        generation = self.store.commit(shard, index, changed, records)
         keep_taken(held, pending, (generation, ready[-1][0]), rest)
 
 
@@ -282,8 +312,9 @@ class UpdateFrontierInEventTime(beam.PTransform):
         self.strategy = strategy
 
     def expand(self, inputs: Any) -> Any:
-        """`keyed` (the routed messages), or `(keyed, pauses)` to hold the entries emitted
-        inside the pauses (`beam.hosts.PausesInEventTime`)."""
+        """`keyed` (the routed messages), or a tuple of it with the revisit decisions
+        (`beam.stream_revisits.RevisitsInEventTime`, messages of their windows) and the
+        pauses (`beam.hosts.PausesInEventTime`), whose entries it holds."""
         keyed = inputs | "WithPauses" >> beam.Flatten() if isinstance(inputs, tuple) else inputs
         return (
             keyed
@@ -348,13 +379,21 @@ class _ApplyInEventTime(beam.DoFn):
         ):
             live = keep_pauses(live, pauses, -1)
             for url, messages in due_messages(batches).items():
-                encoded, latest = apply_encoded(
-                    self.strategy,
-                    url,
-                    changes[url] if url in changes else index.values.get(url),
-                    ((crawled, now_ms, m) for *_, crawled, now_ms, m in messages),
-                )
-                changes[url] = encoded
+                current = changes[url] if url in changes else index.values.get(url)
+                if has_revisit(messages):  # `--revisit`: a window's decision among them
+                    encoded, latest, applied = apply_with_revisits(
+                        self.strategy, url, current, messages
+                    )
+                else:
+                    encoded, latest = apply_encoded(
+                        self.strategy,
+                        url,
+                        current,
+                        ((crawled, now_ms, m) for *_, crawled, now_ms, m in messages),
+                    )
+                    applied = True
+                if applied:
+                    changes[url] = encoded
                 update = UrlUpdate(url, encoded, tuple(latest.values()), tuple(messages[-1][:3]))
                 yield hold_update(update, live)
         generation = self.store.commit(shard, index, changes, records)
@@ -380,20 +419,31 @@ class StreamFrontier(beam.PTransform):
         *,
         by_arrival: bool = False,
         hosts: HostPolicy | None = DEFAULT_POLICY,
+        revisit: RevisitPolicy | None = None,
     ) -> None:
         super().__init__()
+        if revisit is not None and not strategy.revisits_pages:
+            raise ValueError(f"{strategy.name} schedules its own revisits: no --revisit")
         self.strategy = strategy
         self.windows = windows
         self.by_arrival = by_arrival
         self.hosts = hosts
+        self.revisit = revisit
 
     def expand(self, events: Any) -> Any:
         strategy, windows = self.strategy, self.windows
-        firsts, counts = page_answers(events) | "Repeats" >> DecideRepeatFetchesByShard(
-            windows, strategy.learns_from_repeats, self.by_arrival
+        repeats = page_answers(events) | "Repeats" >> DecideRepeatFetchesByShard(
+            windows, strategy.learns_from_repeats, self.by_arrival, revisit=self.revisit
         )
-        keyed = (firsts, counts) | "AttachClock" >> AttachClock(strategy, STATE_SHARDS)
-        if self.hosts is None:
-            return [keyed | "Update" >> UpdateFrontierInEventTime(strategy)]
-        pauses = events | "Hosts" >> PausesInEventTime(self.hosts, windows, self.by_arrival)
-        return [(keyed, pauses) | "Update" >> UpdateFrontierInEventTime(strategy)]
+        keyed = repeats[:2] | "AttachClock" >> AttachClock(strategy, STATE_SHARDS)
+        inputs = [keyed]
+        if self.revisit is not None:
+            inputs.append(
+                repeats[2] | "Revisits" >> RevisitsInEventTime(self.revisit, strategy.name)
+            )
+        if self.hosts is not None:
+            inputs.append(
+                events | "Hosts" >> PausesInEventTime(self.hosts, windows, self.by_arrival)
+            )
+        update = UpdateFrontierInEventTime(strategy)
+        return [(inputs[0] if len(inputs) == 1 else tuple(inputs)) | "Update" >> update]

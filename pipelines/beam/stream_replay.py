@@ -19,6 +19,7 @@ from frontierflow.pipelines.beam.stream import StreamFrontier
 from frontierflow.pipelines.core.step import LatestChanges, keep_latest
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
+from frontierflow.state.revisit_schedule import RevisitPolicy
 
 
 def compact_updates(grouped: tuple[str, Iterable[UrlUpdate]]) -> UrlUpdate:
@@ -41,12 +42,13 @@ def build_stream_replay(
     out_prefix: str,
     windows: ClockWindows,
     hosts: HostPolicy | None = DEFAULT_POLICY,
+    revisit: RevisitPolicy | None = None,
 ) -> None:
     """The unbounded form over a log file, written as `beam.replay.build_replay` writes: the
     change records are compacted per URL at the sink (the files are bounded; the update
     path is the same one `beam.kafka.build_kafka_stream` runs unbounded)."""
     events, dead = pipeline | "Read" >> ReadFetchEventLog(log)
-    parts = events | "Frontier" >> StreamFrontier(strategy, windows, hosts=hosts)
+    parts = events | "Frontier" >> StreamFrontier(strategy, windows, hosts=hosts, revisit=revisit)
     (updates,) = parts
     results = (
         updates
@@ -69,9 +71,10 @@ def run_beam_stream_replay(
     beam_args: list[str] | None = None,
     strategy: Strategy[Any] | None = None,
     hosts: HostPolicy | None = DEFAULT_POLICY,
+    revisit: RevisitPolicy | None = None,
 ) -> None:
     """Run the unbounded form over a log with the given pipeline options and wait for it;
     `strategy`, when given, is used as it is (as in `beam.replay.run_beam_replay`)."""
     strategy = beam_strategy(strategy_name, budget=budget, seed=seed, strategy=strategy)
     with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
-        build_stream_replay(pipeline, log, strategy, out_prefix, windows, hosts)
+        build_stream_replay(pipeline, log, strategy, out_prefix, windows, hosts, revisit)

@@ -202,8 +202,6 @@ def _replay_beam(args: argparse.Namespace) -> int:
     if windows is not None and args.seed_url:
         raise ValueError("--seed-url needs the bounded Beam replay (--clock exact)")
     revisit = revisit_policy(args)
-    if windows is not None and revisit is not None:
-        raise ValueError("--revisit needs the bounded Beam replay (--clock exact)")
     strategy = strategy_from_args(args)
     if windows is not None:
         from frontierflow.pipelines.beam.stream_replay import run_beam_stream_replay
@@ -218,6 +216,7 @@ def _replay_beam(args: argparse.Namespace) -> int:
             beam_args=beam_args,
             strategy=strategy,
             hosts=host_policy(args),
+            revisit=revisit,
         )
     else:
         from frontierflow.pipelines.beam.replay import Seeds, run_beam_replay

@@ -172,8 +172,6 @@ def _run_beam(args: argparse.Namespace) -> int:
             "`replay --runner beam` over a log"
         )
     revisit = revisit_policy(args)
-    if windows is not None and revisit is not None:
-        raise ValueError("--revisit: not on the unbounded Beam form (--clock windowed:W) yet")
     if windows is None and (
         args.allowed_lateness_ms or args.topic_state is not None or args.kafka_io is not None
     ):
@@ -213,5 +211,6 @@ def _run_beam(args: argparse.Namespace) -> int:
             kafka_io=args.kafka_io,
             hosts=host_policy(args),
             speed=speed,
+            revisit=revisit,
         )
     return 0

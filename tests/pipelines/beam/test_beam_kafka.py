@@ -4,6 +4,7 @@ the exact-clock pipeline and for the unbounded form (event time = `fetched_at`).
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -200,3 +201,64 @@ def test_cli_run_beam_exact_clock_on_the_local_runner(
     assert kafka_client.comparable(live) == kafka_client.comparable(expected)
     dead = [v for _, v in kafka_client.read_topic(settings, t.dead_letter) if v is not None]
     assert [AvroCodec.for_name("DeadLetter").decode(v)["raw"] for v in dead] == [b"garbage"]
+
+
+def test_cli_run_beam_stream_schedules_revisits_as_the_replay(
+    kafka_broker: Any, kafka_client: Any, tmp_path: Path
+) -> None:
+    """`frontierflow run --runner beam --clock windowed:W --revisit fixed:20m` on a crawl
+    of the news site (the fleet tests' news-site fetcher): the frontier a fetcher rebuilds
+    from the compacted topic equals `frontierflow replay --revisit fixed:20m` of the same
+    events, each page's revisit entry and its `not_before` included."""
+    from news_recording import write_recording
+
+    from frontierflow.pipelines.cli import main
+    from frontierflow.pipelines.evaluation.forager_fleet import ForagerSetup, build_site
+    from frontierflow.pipelines.evaluation.live_revisits import crawl_news_site
+    from frontierflow.pipelines.strategies import build_strategy
+    from frontierflow.schemas.container import write_container
+    from frontierflow.state.revisit_schedule import parse_revisit
+
+    write_recording(tmp_path)
+    setup = ForagerSetup(news=tmp_path, start="2022-03-01T06:00:00Z", days=0.05)
+    crawl = crawl_news_site(
+        build_site(setup), build_strategy("bfs", budget=100), parse_revisit("fixed:20m"),
+        download_ms=setup.download_ms,
+    )  # fmt: skip
+    records = [e.to_avro() for e in crawl.events]
+    log = tmp_path / "events.avro"
+    write_container(log, "FetchEvent", records)
+    revisit = ["--strategy", "bfs", "--budget", "100", "--revisit", "fixed:20m"]
+    out = tmp_path / "replay.jsonl"
+    assert (
+        main(["replay", str(log), *revisit, "--state-dir", str(tmp_path / "s"), "--out", str(out)])
+        == 0
+    )
+    expected = {}
+    for line in out.read_text().splitlines():
+        entry = json.loads(line)
+        expected[entry["url"]] = entry
+
+    settings = kafka_client.settings(kafka_broker.bootstrap)
+    kafka_client.produce(settings, kafka_client.avro(records))
+    t = settings.topics
+    topics = [
+        *("--topic-fetch-events", t.fetch_events, "--topic-frontier", t.frontier),
+        *("--topic-fetcher-control", t.fetcher_control, "--topic-dead-letter", t.dead_letter),
+    ]
+    argv = ["run", "--runner", "beam", "--bootstrap-servers", kafka_broker.bootstrap, *topics]
+    stream = ["--clock", "windowed:60000", "--exit-when-idle", "--speed-controller", "none"]
+    assert main([*argv, *revisit, *stream, "--beam-option=--runner=FnApiRunner"]) == 0
+    live = kafka_client.latest_frontier(settings)
+    # the replay's file holds upserts only: a story fetched after a revisit's links wrote
+    # its entry keeps it there; on the compacted topic it is removed
+    removed = expected.keys() - live.keys()
+    stories = {e.url for e in crawl.events if e.published_at is not None}
+    assert removed <= stories
+    due = {e.url: e.fetched_at + 20 * 60_000 for e in crawl.events}  # the last download's
+    assert {u: e["not_before"] for u, e in live.items() if u in due} == due
+    assert {u: (e["priority"], e["not_before"], e["echo"]) for u, e in live.items()} == {
+        u: (e["priority"], e["not_before"], e["echo"])
+        for u, e in expected.items()
+        if u not in removed
+    }

@@ -1,8 +1,9 @@
 """Scheduled revisits give one schedule on every path: a crawl of the news site in simulated
 time (the news-site fetcher of the fleet tests serving the frontier as a fetcher does), its
-FetchEvents replayed by the embedded engine in steps of another size, and by the bounded
-Beam replay, end with the same revisit entries (`not_before` and all), the same revisit
-records per page and per host, and the same strategy states."""
+FetchEvents replayed by the embedded engine in steps of another size, by the bounded Beam
+replay and by the unbounded Beam form (clock windows of a minute), end with the same revisit
+entries (`not_before` and all), the same revisit records per page and per host (the
+unbounded form keeps its own in Beam state) and the same strategy states."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from typing import Any
 import pytest
 from news_recording import write_recording
 
+from frontierflow.pipelines.beam.event_time import ClockWindows
 from frontierflow.pipelines.beam.replay import run_beam_replay
+from frontierflow.pipelines.beam.stream_replay import run_beam_stream_replay
 from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.embedded.replay import replay_log
 from frontierflow.pipelines.evaluation.forager_fleet import ForagerSetup, build_site
@@ -35,6 +38,24 @@ def _latest_entries(path: Path) -> dict[str, dict[str, Any]]:
         entry = json.loads(line)
         latest[entry["url"]] = entry
     return latest
+
+
+def _frontier(prefix: Path) -> dict[str, dict[str, Any]]:
+    """The latest entry per URL in a Beam replay's frontier files."""
+    entries: dict[str, dict[str, Any]] = {}
+    for f in prefix.parent.glob(f"{prefix.name}-frontier*"):
+        entries.update(_latest_entries(f))
+    return entries
+
+
+def _states(prefix: Path) -> dict[str, bytes]:
+    """The encoded state per URL in a Beam replay's state files."""
+    states = {}
+    for f in prefix.parent.glob(f"{prefix.name}-state*"):
+        for line in f.read_text().splitlines():
+            row = json.loads(line)
+            states[row["url"]] = base64.b64decode(row["state"])
+    return states
 
 
 @pytest.mark.parametrize("policy", ["fixed:20m", "learned:20s"])
@@ -81,19 +102,13 @@ def test_the_news_crawls_revisits_are_the_same_on_replay_and_on_beam(
         log, strategy_name="bfs", out_prefix=str(prefix), budget=1000, beam_args=LOCAL,
         revisit=revisit,
     )  # fmt: skip
-    entries: dict[str, dict[str, Any]] = {}
-    for f in prefix.parent.glob("out-frontier*"):
-        entries.update(_latest_entries(f))
+    entries = _frontier(prefix)
     beam_revisits = {}
     for f in prefix.parent.glob("out-revisits*"):
         for line in f.read_text().splitlines():
             row = json.loads(line)
             beam_revisits[row["key"].encode()] = base64.b64decode(row["state"])
-    beam_states = {}
-    for f in prefix.parent.glob("out-state*"):
-        for line in f.read_text().splitlines():
-            row = json.loads(line)
-            beam_states[row["url"]] = base64.b64decode(row["state"])
+    beam_states = _states(prefix)
     # the replay's file holds upserts only: a story whose entry a revisit's links wrote
     # and that was fetched after it keeps that entry there; Beam's frontier has it removed
     fetched_at = {e.url: e.fetched_at for e in crawl.events}
@@ -103,10 +118,18 @@ def test_the_news_crawls_revisits_are_the_same_on_replay_and_on_beam(
     assert beam_revisits == live
     assert beam_states == states
 
+    # the unbounded form, a minute of fetches a clock window: the same entries and states
+    stream = tmp_path / "stream" / "out"
+    stream.parent.mkdir()
+    run_beam_stream_replay(
+        str(log), strategy_name="bfs", out_prefix=str(stream), budget=1000,
+        windows=ClockWindows(60_000), beam_args=LOCAL, revisit=revisit,
+    )  # fmt: skip
+    assert _frontier(stream) == entries
+    assert _states(stream) == states
 
-def test_replay_takes_revisit_on_the_engine_and_the_bounded_beam_form(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+
+def test_replay_takes_revisit_on_the_engine_and_both_beam_forms(tmp_path: Path) -> None:
     write_recording(tmp_path)
     setup = ForagerSetup(news=tmp_path, start="2022-03-01T06:00:00Z", days=0.05)
     crawl = crawl_news_site(
@@ -128,5 +151,8 @@ def test_replay_takes_revisit_on_the_engine_and_the_bounded_beam_form(
     assert entries == expected
     due = {e.url: e.fetched_at + 20 * 60_000 for e in crawl.events}  # the last download's
     assert {u: e["not_before"] for u, e in expected.items() if u in due} == due
-    assert main([*base, "--runner", "beam", "--clock", "windowed:10", "--out", str(beam)]) == 2
-    assert "--revisit needs the bounded Beam replay" in caplog.text
+    stream = tmp_path / "stream" / "out"
+    stream.parent.mkdir()
+    windowed = [*base, "--runner", "beam", "--clock", "windowed:60000", "--out", str(stream)]
+    assert main([*windowed, *CLI_BEAM]) == 0
+    assert _frontier(stream) == expected  # the unbounded form, a minute a window

@@ -70,6 +70,7 @@ def test_run_windowed_clock_reads_on(kafka_calls: Calls, idle: list[str], until_
     kw = kafka_calls[1][2]
     assert isinstance(kw.pop("strategy"), IecaStrategy)
     assert kw.pop("hosts") == DEFAULT_POLICY  # the host rule's options, as the fetchers'
+    assert kw.pop("revisit") is None  # --revisit none, the default
     assert kw.pop("speed") == settings_for("hypothesis")  # the live engine's default
     assert kw == {
         "strategy_name": "ieca",
