@@ -17,6 +17,9 @@ input's append times). LAFC never reads the crawl clock, so the result does not 
 how arrivals fall into clock windows. The job also runs the crawl-speed controller: its
 ScalingDecisions on fetcher-control must be the engine's, each fetcher's in order (one
 sent again after a restore counts once).
+
+Scheduled revisits (`--revisit`) run on the cluster too: a breadth-first crawl of the news
+site gives the live engine's frontier, each page's next visit included.
 """
 
 from __future__ import annotations
@@ -284,3 +287,72 @@ def test_stop_with_a_savepoint_and_resume_equals_an_uninterrupted_run(
         assert restored["external_path"] == savepoint
     finally:
         _end(flink_cluster, result, jid)
+
+
+def test_revisits_on_the_cluster_equal_the_live_engines(
+    kafka_broker: Any,
+    kafka_client: Any,
+    flink_cluster: FlinkCluster,
+    flink_worker_pool: str,
+    kafka_expansion_jar: Path,
+    tmp_path: Path,
+) -> None:
+    """`--revisit fixed:20m` on the cluster: a breadth-first crawl of the news site (the
+    fleet tests' news-site fetcher, a download every 10 s, its revisits answered) read
+    through KafkaIO at parallelism 2. The frontier, each page's revisit entry and its
+    `not_before` included, must end up, partition by partition, what the live embedded
+    engine writes for the same topic. Breadth-first reads no crawl clock, and the schedule
+    depends only on each host's answers in input order, so arrival windows do not change
+    it."""
+    from news_recording import write_recording
+
+    from frontierflow.pipelines.evaluation.forager_fleet import ForagerSetup, build_site
+    from frontierflow.pipelines.evaluation.live_revisits import crawl_news_site
+    from frontierflow.pipelines.strategies import build_strategy
+    from frontierflow.state.revisit_schedule import parse_revisit
+
+    fixed = parse_revisit("fixed:20m")
+    write_recording(tmp_path)
+    setup = ForagerSetup(news=tmp_path, start="2022-03-01T06:00:00Z", days=0.05)
+    crawl = crawl_news_site(
+        build_site(setup), build_strategy("bfs", budget=100), fixed,
+        download_ms=setup.download_ms,
+    )  # fmt: skip
+    engine, beam_side = engine_and_beam_settings(kafka_client.settings(kafka_broker.bootstrap))
+    kafka_client.produce(engine, kafka_client.avro([e.to_avro() for e in crawl.events]))
+    options = LiveOptions(step_size=7, exit_when_idle=True, retry_backoff_s=0.2, revisit=fixed)
+    run_live(engine, build_strategy("bfs", budget=100), tmp_path / "live", options)
+    expected = frontier_per_partition(engine)
+    assert sum(map(len, expected.values())) > 50
+
+    before = flink_cluster.jobs()
+    result = run_beam_kafka_stream(
+        beam_side,
+        strategy_name="bfs",
+        budget=100,
+        windows=ClockWindows(1000),
+        beam_args=[*flink_cluster.beam_args(flink_worker_pool, 2), "--streaming"],
+        until_current_end=False,
+        kafka_io=str(kafka_expansion_jar),
+        wait=False,
+        revisit=fixed,
+    )
+    jid = None
+    try:
+        jid = wait_for(lambda: _running_job(flink_cluster, before), "the job to run", JOB_S, 0.5)
+        try:
+            wait_for(
+                lambda: frontier_per_partition(beam_side) == expected,
+                "the Beam frontier to equal the embedded engine's",
+                RESTORE_S,
+                1.0,
+            )
+        except AssertionError as timeout:
+            diff = _frontier_diff(frontier_per_partition(beam_side), expected)
+            raise AssertionError(f"{timeout}: {diff}") from None
+    finally:
+        if jid is None:
+            with contextlib.suppress(Exception):
+                result.cancel()
+        else:
+            _end(flink_cluster, result, jid)
