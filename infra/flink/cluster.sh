@@ -322,6 +322,16 @@ restart-strategy.fixed-delay.delay: 2 s
 # cluster's folder
 state.backend.type: $STATE_BACKEND
 state.backend.incremental: true
+# RocksDB's memtables: each stateful step of a Beam job has a RocksDB instance of a few
+# column families (its cell, its waiting items, its records, the runner's timers), some
+# twenty per slot. With RocksDB's 64 MB write buffers (8 MB arena blocks) they outgrew the
+# slot's write buffer budget (half its managed memory), so writes flushed the oldest, tiny
+# memtable one after another and stopped while flushes queued (docs/results/beam.md, "The
+# write buffers"); 8 MB buffers (1 MB blocks) stay inside it
+state.backend.rocksdb.writebuffer.size: 8mb
+# managed memory to the state backend alone: Beam's Python workers are not Flink's own
+# (Flink's default weights keep 30% of it for PyFlink's workers)
+taskmanager.memory.managed.consumer-weights: OPERATOR:70,STATE_BACKEND:70
 state.checkpoints.dir: file://$DIR/checkpoints
 state.savepoints.dir: file://$DIR/savepoints
 execution.checkpointing.externalized-checkpoint-retention: RETAIN_ON_CANCELLATION
