@@ -136,8 +136,7 @@ def window_decisions(
         key = group_key(visit.crawl_id, visit.host)
         raw = hosts[key] if key in hosts else stored.get(key)
         due, host = host_due(None if raw is None else decode_host_revisits(raw), visit, policy)
-        if host is not None:
-            hosts[key] = encode_host_revisits(host)
+        hosts[key] = encode_host_revisits(host)
         latest[visit.url] = (
             b"" if due is None else _CHANGE.encode(revisit_entry(visit, due, strategy))
         )
