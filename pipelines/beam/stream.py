@@ -305,11 +305,13 @@ class UpdateFrontierInEventTime(beam.PTransform):
     a window's items (`window_batches.one_per_window`) and applies them in window order,
     each URL's messages in (position, index) order. No grouping step between the routing
     and this one: a grouping fires only once the watermark has passed its window, one more
-    step for a window's messages to wait through."""
+    step for a window's messages to wait through. With `revisits`, a URL's messages may hold
+    its window's revisit decision (`beam.stream_revisits`); without, none is looked for."""
 
-    def __init__(self, strategy: Strategy[Any]) -> None:
+    def __init__(self, strategy: Strategy[Any], revisits: bool = False) -> None:
         super().__init__()
         self.strategy = strategy
+        self.revisits = revisits
 
     def expand(self, inputs: Any) -> Any:
         """`keyed` (the routed messages), or a tuple of it with the revisit decisions
@@ -323,7 +325,7 @@ class UpdateFrontierInEventTime(beam.PTransform):
                 typehints.KV[int, typehints.Any]
             )
             | "ApplyInEventTime"
-            >> beam.ParDo(_ApplyInEventTime(self.strategy))
+            >> beam.ParDo(_ApplyInEventTime(self.strategy, self.revisits))
             .with_input_types(typehints.KV[int, typehints.Any])
             .with_output_types(UrlUpdate)
         )
@@ -343,8 +345,9 @@ class _ApplyInEventTime(beam.DoFn):
     def setup(self) -> None:
         cheap_state_cache_accounting()
 
-    def __init__(self, strategy: Strategy[Any]) -> None:
+    def __init__(self, strategy: Strategy[Any], revisits: bool = False) -> None:
         self.strategy = strategy
+        self.revisits = revisits
         self.store = ShardStore(BytesCoder())
 
     def process(
@@ -380,7 +383,7 @@ class _ApplyInEventTime(beam.DoFn):
             live = keep_pauses(live, pauses, -1)
             for url, messages in due_messages(batches).items():
                 current = changes[url] if url in changes else index.values.get(url)
-                if has_revisit(messages):  # `--revisit`: a window's decision among them
+                if self.revisits and has_revisit(messages):  # a window's decision among them
                     encoded, latest, applied = apply_with_revisits(
                         self.strategy, url, current, messages
                     )
@@ -445,5 +448,5 @@ class StreamFrontier(beam.PTransform):
             inputs.append(
                 events | "Hosts" >> PausesInEventTime(self.hosts, windows, self.by_arrival)
             )
-        update = UpdateFrontierInEventTime(strategy)
+        update = UpdateFrontierInEventTime(strategy, revisits=self.revisit is not None)
         return [(inputs[0] if len(inputs) == 1 else tuple(inputs)) | "Update" >> update]

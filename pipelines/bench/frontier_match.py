@@ -109,24 +109,17 @@ class FrontierWatch:
             elif now - grew >= QUIET_S:
                 unread = sum(ends[tp] - consumer.position(tp) for tp in parts)
                 if unread < match.missing:  # each key missing needs a record yet to come
-                    print(  # the job rested while at work; not read: it cannot match yet
-                        f"{label}: rested {QUIET_S:.0f} s at {length:,} records, at least "
-                        f"{match.missing - unread:,} expected keys missing (not read)",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    grew = now
-                    time.sleep(POLL_S)
-                    continue
-                while any(consumer.position(tp) < ends[tp] for tp in parts):
-                    for batch in consumer.poll(timeout_ms=500, max_records=10_000).values():
-                        for record in batch:
-                            match.add(record.timestamp, record.key, record.value)
-                if match.matched_ms is not None:
-                    return match.matched_ms / 1000
-                print(  # the job rested while at work: the bench read beside it
-                    f"{label}: rested {QUIET_S:.0f} s at {match.records:,} records, "
-                    f"{match.missing:,} expected keys missing",
+                    said = f"at least {match.missing - unread:,} expected keys missing (not read)"
+                else:
+                    while any(consumer.position(tp) < ends[tp] for tp in parts):
+                        for batch in consumer.poll(timeout_ms=500, max_records=10_000).values():
+                            for record in batch:
+                                match.add(record.timestamp, record.key, record.value)
+                    if match.matched_ms is not None:
+                        return match.matched_ms / 1000
+                    said = f"{match.missing:,} expected keys missing"  # read beside the job
+                print(  # the job rested while at work
+                    f"{label}: rested {QUIET_S:.0f} s at {length:,} records, {said}",
                     file=sys.stderr,
                     flush=True,
                 )

@@ -4,7 +4,6 @@ the exact-clock pipeline and for the unbounded form (event time = `fetched_at`).
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -210,21 +209,12 @@ def test_cli_run_beam_stream_schedules_revisits_as_the_replay(
     of the news site (the fleet tests' news-site fetcher): the frontier a fetcher rebuilds
     from the compacted topic equals `frontierflow replay --revisit fixed:20m` of the same
     events, each page's revisit entry and its `not_before` included."""
-    from news_recording import write_recording
+    from news_recording import crawl_news, latest_entries
 
     from frontierflow.pipelines.cli import main
-    from frontierflow.pipelines.evaluation.forager_fleet import ForagerSetup, build_site
-    from frontierflow.pipelines.evaluation.live_revisits import crawl_news_site
-    from frontierflow.pipelines.strategies import build_strategy
     from frontierflow.schemas.container import write_container
-    from frontierflow.state.revisit_schedule import parse_revisit
 
-    write_recording(tmp_path)
-    setup = ForagerSetup(news=tmp_path, start="2022-03-01T06:00:00Z", days=0.05)
-    crawl = crawl_news_site(
-        build_site(setup), build_strategy("bfs", budget=100), parse_revisit("fixed:20m"),
-        download_ms=setup.download_ms,
-    )  # fmt: skip
+    crawl = crawl_news(tmp_path, "fixed:20m", budget=100, days=0.05)
     records = [e.to_avro() for e in crawl.events]
     log = tmp_path / "events.avro"
     write_container(log, "FetchEvent", records)
@@ -234,10 +224,7 @@ def test_cli_run_beam_stream_schedules_revisits_as_the_replay(
         main(["replay", str(log), *revisit, "--state-dir", str(tmp_path / "s"), "--out", str(out)])
         == 0
     )
-    expected = {}
-    for line in out.read_text().splitlines():
-        entry = json.loads(line)
-        expected[entry["url"]] = entry
+    expected = latest_entries(out)
 
     settings = kafka_client.settings(kafka_broker.bootstrap)
     kafka_client.produce(settings, kafka_client.avro(records))

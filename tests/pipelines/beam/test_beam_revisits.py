@@ -13,16 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from news_recording import write_recording
+from news_recording import crawl_news, latest_entries
 
 from frontierflow.pipelines.beam.event_time import ClockWindows
 from frontierflow.pipelines.beam.replay import run_beam_replay
 from frontierflow.pipelines.beam.stream_replay import run_beam_stream_replay
 from frontierflow.pipelines.cli import main
 from frontierflow.pipelines.embedded.replay import replay_log
-from frontierflow.pipelines.evaluation.forager_fleet import ForagerSetup, build_site
-from frontierflow.pipelines.evaluation.live_revisits import crawl_news_site
-from frontierflow.pipelines.strategies import build_strategy
 from frontierflow.schemas.container import write_container
 from frontierflow.schemas.records import REVISIT_ECHO
 from frontierflow.state.revisit_schedule import REVISITS_FAMILY, parse_revisit
@@ -32,19 +29,11 @@ LOCAL = ["--runner=FnApiRunner"]
 CLI_BEAM = ["--beam-option=--runner=FnApiRunner", "--speed-controller", "none"]
 
 
-def _latest_entries(path: Path) -> dict[str, dict[str, Any]]:
-    latest: dict[str, dict[str, Any]] = {}
-    for line in path.read_text().splitlines():
-        entry = json.loads(line)
-        latest[entry["url"]] = entry
-    return latest
-
-
 def _frontier(prefix: Path) -> dict[str, dict[str, Any]]:
     """The latest entry per URL in a Beam replay's frontier files."""
     entries: dict[str, dict[str, Any]] = {}
     for f in prefix.parent.glob(f"{prefix.name}-frontier*"):
-        entries.update(_latest_entries(f))
+        entries.update(latest_entries(f))
     return entries
 
 
@@ -62,13 +51,8 @@ def _states(prefix: Path) -> dict[str, bytes]:
 def test_the_news_crawls_revisits_are_the_same_on_replay_and_on_beam(
     tmp_path: Path, policy: str
 ) -> None:
-    write_recording(tmp_path)
-    setup = ForagerSetup(news=tmp_path, start="2022-03-01T06:00:00Z", days=0.25)
     revisit = parse_revisit(policy)
-    crawl = crawl_news_site(
-        build_site(setup), build_strategy("bfs", budget=1000), revisit,
-        download_ms=setup.download_ms,
-    )  # fmt: skip
+    crawl = crawl_news(tmp_path, policy, budget=1000, days=0.25)
     revisits = [e for e in crawl.events if REVISIT_ECHO in e.echo]
     assert len(crawl.events) > 150 and len(revisits) > 100
     log = tmp_path / "events.avro"
@@ -85,7 +69,7 @@ def test_the_news_crawls_revisits_are_the_same_on_replay_and_on_beam(
         replayed = {k: v for k, v in store.items(REVISITS_FAMILY)}
         states = {k.decode(): v for k, v in store.items("bfs")}
     assert replayed == live  # the closed loop's schedule, in steps of 37 events
-    expected = _latest_entries(out)
+    expected = latest_entries(out)
     # each page is due again; with learned revisits a story (it says when it was published)
     # is not: no revisit entry is its latest
     stories = {e.url for e in crawl.events if e.published_at is not None}
@@ -130,12 +114,7 @@ def test_the_news_crawls_revisits_are_the_same_on_replay_and_on_beam(
 
 
 def test_replay_takes_revisit_on_the_engine_and_both_beam_forms(tmp_path: Path) -> None:
-    write_recording(tmp_path)
-    setup = ForagerSetup(news=tmp_path, start="2022-03-01T06:00:00Z", days=0.05)
-    crawl = crawl_news_site(
-        build_site(setup), build_strategy("bfs", budget=100), parse_revisit("fixed:20m"),
-        download_ms=setup.download_ms,
-    )  # fmt: skip
+    crawl = crawl_news(tmp_path, "fixed:20m", budget=100, days=0.05)
     log = tmp_path / "events.avro"
     write_container(log, "FetchEvent", [e.to_avro() for e in crawl.events])
     base = ["replay", str(log), "--strategy", "bfs", "--budget", "100", "--revisit", "fixed:20m"]
@@ -146,8 +125,8 @@ def test_replay_takes_revisit_on_the_engine_and_both_beam_forms(tmp_path: Path) 
     assert main([*base, "--runner", "beam", "--out", str(beam), *CLI_BEAM]) == 0
     entries: dict[str, dict[str, Any]] = {}
     for f in beam.parent.glob("out-frontier*"):
-        entries.update(_latest_entries(f))
-    expected = _latest_entries(embedded)
+        entries.update(latest_entries(f))
+    expected = latest_entries(embedded)
     assert entries == expected
     due = {e.url: e.fetched_at + 20 * 60_000 for e in crawl.events}  # the last download's
     assert {u: e["not_before"] for u, e in expected.items() if u in due} == due

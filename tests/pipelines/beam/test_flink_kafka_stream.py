@@ -81,23 +81,43 @@ def _submit(
 ) -> tuple[Any, str]:
     """Submit the unbounded LAFC form at parallelism 2 with checkpoints on; (the runner's
     result, the cluster's job id) once the job runs."""
+    return _submit_stream(
+        settings,
+        cluster,
+        worker_pool,
+        expansion_jar,
+        [f"--flink_conf_dir={conf_dir}", *more],
+        strategy_name="lafc",
+        budget=1000,
+        strategy=lafc(),
+        speed=SPEED,
+    )
+
+
+def _submit_stream(
+    settings: Any,
+    cluster: FlinkCluster,
+    worker_pool: str,
+    expansion_jar: Path,
+    more: list[str],
+    **form: Any,
+) -> tuple[Any, str]:
+    """Submit the unbounded form (`form`: its strategy and options) through KafkaIO at
+    parallelism 2, clock windows of a second; (the runner's result, the cluster's job id)
+    once the job runs."""
     before = cluster.jobs()
     result = run_beam_kafka_stream(
         settings,
-        strategy_name="lafc",
-        budget=1000,
         windows=ClockWindows(1000),
         beam_args=[
             *cluster.beam_args(worker_pool, 2),
             "--streaming",  # `--finish_bundle_before_checkpointing`: added by the form
-            f"--flink_conf_dir={conf_dir}",
             *more,
         ],
         until_current_end=False,
-        strategy=lafc(),
         kafka_io=str(expansion_jar),
         wait=False,
-        speed=SPEED,
+        **form,
     )
     try:
         jid = wait_for(lambda: _running_job(cluster, before), "the job to run", JOB_S, 0.5)
@@ -123,6 +143,16 @@ def _frontier_diff(
         f"{len(missing)} missing {missing[:5]}, {len(extra)} extra {extra[:5]}, "
         f"{len(other)} other values {other[:3]}"
     )
+
+
+def _wait_for_frontier(beam_side: Any, expected: Any, what: str) -> None:
+    """Wait until the Beam side's frontier, partition by partition, is `expected`; a
+    timeout says what separates them."""
+    try:
+        wait_for(lambda: frontier_per_partition(beam_side) == expected, what, RESTORE_S, 1.0)
+    except AssertionError as timeout:
+        diff = _frontier_diff(frontier_per_partition(beam_side), expected)
+        raise AssertionError(f"{timeout}: {diff}") from None
 
 
 def _engine_frontier(engine: Any, tmp_path: Path) -> dict[int, dict[bytes, bytes | None]]:
@@ -271,16 +301,9 @@ def test_stop_with_a_savepoint_and_resume_equals_an_uninterrupted_run(
         f"--savepoint_path={savepoint}",
     )
     try:
-        try:
-            wait_for(
-                lambda: frontier_per_partition(beam_side) == expected,
-                "the resumed frontier to equal the embedded engine's",
-                RESTORE_S,
-                1.0,
-            )
-        except AssertionError as timeout:
-            diff = _frontier_diff(frontier_per_partition(beam_side), expected)
-            raise AssertionError(f"{timeout}: {diff}") from None
+        _wait_for_frontier(
+            beam_side, expected, "the resumed frontier to equal the embedded engine's"
+        )
         _wait_for_the_engines_decisions(engine, beam_side)
         restored = _checkpoints(flink_cluster, jid)["latest"]["restored"]
         assert restored is not None and restored["is_savepoint"]
@@ -304,20 +327,13 @@ def test_revisits_on_the_cluster_equal_the_live_engines(
     engine writes for the same topic. Breadth-first reads no crawl clock, and the schedule
     depends only on each host's answers in input order, so arrival windows do not change
     it."""
-    from news_recording import write_recording
+    from news_recording import crawl_news
 
-    from frontierflow.pipelines.evaluation.forager_fleet import ForagerSetup, build_site
-    from frontierflow.pipelines.evaluation.live_revisits import crawl_news_site
     from frontierflow.pipelines.strategies import build_strategy
     from frontierflow.state.revisit_schedule import parse_revisit
 
     fixed = parse_revisit("fixed:20m")
-    write_recording(tmp_path)
-    setup = ForagerSetup(news=tmp_path, start="2022-03-01T06:00:00Z", days=0.05)
-    crawl = crawl_news_site(
-        build_site(setup), build_strategy("bfs", budget=100), fixed,
-        download_ms=setup.download_ms,
-    )  # fmt: skip
+    crawl = crawl_news(tmp_path, "fixed:20m", budget=100, days=0.05)
     engine, beam_side = engine_and_beam_settings(kafka_client.settings(kafka_broker.bootstrap))
     kafka_client.produce(engine, kafka_client.avro([e.to_avro() for e in crawl.events]))
     options = LiveOptions(step_size=7, exit_when_idle=True, retry_backoff_s=0.2, revisit=fixed)
@@ -325,34 +341,17 @@ def test_revisits_on_the_cluster_equal_the_live_engines(
     expected = frontier_per_partition(engine)
     assert sum(map(len, expected.values())) > 10  # one host: one partition
 
-    before = flink_cluster.jobs()
-    result = run_beam_kafka_stream(
+    result, jid = _submit_stream(
         beam_side,
+        flink_cluster,
+        flink_worker_pool,
+        kafka_expansion_jar,
+        [],
         strategy_name="bfs",
         budget=100,
-        windows=ClockWindows(1000),
-        beam_args=[*flink_cluster.beam_args(flink_worker_pool, 2), "--streaming"],
-        until_current_end=False,
-        kafka_io=str(kafka_expansion_jar),
-        wait=False,
         revisit=fixed,
     )
-    jid = None
     try:
-        jid = wait_for(lambda: _running_job(flink_cluster, before), "the job to run", JOB_S, 0.5)
-        try:
-            wait_for(
-                lambda: frontier_per_partition(beam_side) == expected,
-                "the Beam frontier to equal the embedded engine's",
-                RESTORE_S,
-                1.0,
-            )
-        except AssertionError as timeout:
-            diff = _frontier_diff(frontier_per_partition(beam_side), expected)
-            raise AssertionError(f"{timeout}: {diff}") from None
+        _wait_for_frontier(beam_side, expected, "the Beam frontier to equal the embedded engine's")
     finally:
-        if jid is None:
-            with contextlib.suppress(Exception):
-                result.cancel()
-        else:
-            _end(flink_cluster, result, jid)
+        _end(flink_cluster, result, jid)
