@@ -1,5 +1,11 @@
-"""Hold a store's SST files in memory while a measured run reads them (`bench --scale
---hold-files`).
+"""A store's SST files and the page cache: read once after a build (`page_in`), held in
+memory while a measured run reads them (`held_files`, `bench --scale --hold-files`).
+
+The bench builds each state by writing SST files (`state.storage.bulk`), and RocksDB's
+SST file writer drops every file it writes from the page cache as it goes: the run would
+find every block of the state on the disk, as after a reboot, where a state the engine had
+built itself would find the blocks its own flushes and compactions wrote still in the page
+cache. `page_in` reads the files once, so a run starts as it would on such a state.
 
 A replay over 100M URLs reads most of its known URLs' blocks from the store's files, so its
 rate depends on whether the operating system still has those files in its page cache: a
@@ -28,6 +34,20 @@ from pathlib import Path
 
 _MCL_CURRENT = 1
 _PAGE = mmap.PAGESIZE
+_CHUNK = 4 << 20
+
+
+def page_in(directory: Path) -> int:
+    """Read every SST file of `directory` once (into the page cache, as far as the kernel
+    keeps it); returns the bytes read."""
+    buffer = bytearray(_CHUNK)
+    total = 0
+    for entry in os.scandir(directory):
+        if entry.name.endswith(".sst"):
+            with open(entry.path, "rb", buffering=0) as file:
+                while read := file.readinto(buffer):
+                    total += read
+    return total
 
 
 @contextmanager

@@ -84,7 +84,7 @@ def scale_report(setup: ScaleSetup, runs: ScaleRuns) -> str:
         "reads and memory of each run (RocksDB's statistics):",
         f"{'URLs':>12} {'variant':<24}{'filter: no':>12}{'bloom FP %':>11}"
         f"{'filter miss':>12}{'data miss':>11}{'cache MiB':>10}{'pinned':>8}{'memtables':>10}"
-        f"{'stall s':>8}{'pending MB':>11}",
+        f"{'stall s':>8}{'pending MB':>11}{'disk MB':>9}",
     ]
     for urls in sorted(runs.populations):
         for variant in runs.variants:
@@ -98,6 +98,7 @@ def scale_report(setup: ScaleSetup, runs: ScaleRuns) -> str:
                 f"{run['cache_usage'] / 2**20:>10.0f}{run['cache_pinned'] / 2**20:>8.0f}"
                 f"{run['memtables'] / 2**20:>10.0f}{run['stall_micros'] / 1e6:>8.1f}"
                 f"{run['pending_compaction'] / 1e6:>11.0f}"
+                f"{run.get('disk_read_bytes', 0.0) / 1e6:>9.0f}"
             )
     lines += [
         "filter: no: SST files a Bloom filter ruled out for a read of a key they do not hold "
@@ -105,7 +106,9 @@ def scale_report(setup: ScaleSetup, runs: ScaleRuns) -> str:
         "a data block for nothing; filter miss, data miss: filter and data blocks read from files "
         "(the page cache or the disk) for want of them in the block cache; cache: block "
         "cache in use at the end (memtables charged to it included), pinned: of which "
-        "pinned index and filter blocks; pending: RocksDB's estimate of compaction left",
+        "pinned index and filter blocks; pending: RocksDB's estimate of compaction left; "
+        "disk: bytes the replay had read from the disk (reads the page cache answered are "
+        "not counted)",
     ]
     if runs.live:
         lines += ["", *_live_lines(runs, rate)]

@@ -276,6 +276,8 @@ class ScaleSetup:
     """A broker: also run the live job on each population (`scale_live`)."""
     hold_files: bool = False
     """Also run the default replay with the state's files held in memory (`scale_hold`)."""
+    cold_files: bool = False
+    """Leave each built state's files out of the page cache (`scale_hold.page_in`)."""
 
     def __post_init__(self) -> None:
         if len(self.populations) < 2:

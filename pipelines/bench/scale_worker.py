@@ -101,10 +101,11 @@ def replay(
 
 def timed_replay(spec: dict[str, Any]) -> dict[str, float]:
     """`replay`, with its wall and CPU time, the peak RSS and the store's size after."""
-    started, cpu_started = time.perf_counter(), _cpu_seconds()
+    started, cpu_started, read_started = time.perf_counter(), _cpu_seconds(), _disk_read_bytes()
     figures = replay(spec)
     figures["seconds"] = time.perf_counter() - started
     figures["cpu_seconds"] = _cpu_seconds() - cpu_started
+    figures["disk_read_bytes"] = _disk_read_bytes() - read_started
     figures["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     figures |= directory_bytes(Path(spec["state"]))
     return figures
@@ -183,6 +184,17 @@ def directory_bytes(path: Path) -> dict[str, float]:
         elif entry.name.endswith(".log"):
             wal += size
     return {"sst_bytes": sst, "wal_bytes": wal, "dir_bytes": total}
+
+
+def _disk_read_bytes() -> float:
+    """Bytes this process has had read from a block device (Linux's `/proc/self/io`
+    `read_bytes`: reads the page cache answered are not in it); 0 where not kept."""
+    try:
+        with open("/proc/self/io") as io:
+            fields = dict(line.split(": ") for line in io.read().splitlines())
+    except OSError:
+        return 0.0
+    return float(fields.get("read_bytes", 0))
 
 
 def _cpu_seconds() -> float:

@@ -106,6 +106,12 @@ def _engine_arguments(bp: argparse.ArgumentParser) -> None:
         "files held in memory by another process, so no read of them waits for the disk",
     )
     bp.add_argument(
+        "--cold-files",
+        action="store_true",
+        help="with --scale: do not read each built state's files once before its runs, so "
+        "they start with the state on the disk, as after a reboot",
+    )
+    bp.add_argument(
         "--live-bootstrap",
         default=None,
         metavar="HOST:PORT",
@@ -289,6 +295,7 @@ def bench_scale(args: argparse.Namespace) -> int:
         restart=not args.no_restart,
         live_bootstrap=args.live_bootstrap,
         hold_files=args.hold_files,
+        cold_files=args.cold_files,
     )
     print(run_scale_bench(setup, work_dir=args.work_dir))
     return 0

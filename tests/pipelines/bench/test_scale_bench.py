@@ -3,6 +3,8 @@ kill -9 (a small version of the 100M-URL run), and the report."""
 
 from __future__ import annotations
 
+import ctypes
+import mmap
 import os
 import re
 from pathlib import Path
@@ -14,7 +16,7 @@ import pytest
 
 from frontierflow.pipelines.bench.engine import HOSTS
 from frontierflow.pipelines.bench.scale import parse_populations
-from frontierflow.pipelines.bench.scale_hold import held_files
+from frontierflow.pipelines.bench.scale_hold import held_files, page_in
 from frontierflow.pipelines.bench.scale_state import (
     FETCHED_EVERY,
     ScaleLogSetup,
@@ -203,6 +205,33 @@ def test_held_files_are_the_sst_files_until_the_with_ends(tmp_path: Path) -> Non
     assert not holder & set(_children())
 
 
+def test_built_files_are_paged_in_once(tmp_path: Path) -> None:
+    """The SST writer leaves what it writes out of the page cache (RocksDB drops each file
+    as it goes); `page_in` reads the files once, so a run finds them there."""
+    build_state(tmp_path / "base", 300_000, RocksDBOptions(), tmp_path / "sst", 4 << 20)
+    files = sorted((tmp_path / "base").glob("*.sst"))
+    sizes = sum(f.stat().st_size for f in files)
+    before = sum(_resident(f) for f in files)
+    assert before < 0.5 * sizes
+    (tmp_path / "base" / "000001.log.sst-not").write_bytes(b"x" * 4096)  # not an SST file
+    assert page_in(tmp_path / "base") == sizes
+    assert sum(_resident(f) for f in files) == sizes
+
+
+def _resident(path: Path) -> int:
+    """Bytes of `path` in the page cache (`mincore` over a shared mapping of it)."""
+    size = path.stat().st_size
+    pages = -(-size // mmap.PAGESIZE)
+    with open(path, "r+b") as file, mmap.mmap(file.fileno(), size) as mapped:
+        vector = (ctypes.c_ubyte * pages)()
+        address = ctypes.addressof(ctypes.c_char.from_buffer(mapped))
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.mincore(ctypes.c_void_p(address), ctypes.c_size_t(size), vector) == 0
+        del address
+        resident = sum(v & 1 for v in vector)
+    return min(size, resident * mmap.PAGESIZE)
+
+
 def _children() -> list[int]:
     own = str(os.getpid())
     return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == own]
@@ -217,10 +246,13 @@ def _parent(proc: Path) -> str | None:
 
 def test_scale_report_with_the_files_held(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """`--hold-files` adds each population's default run on its state with the files held:
-    a row of its own and the ratio between the populations on that row."""
+    a row of its own and the ratio between the populations on that row (here with the
+    built files left out of the page cache, `--cold-files`)."""
     argv = ["bench", "--scale", "--scale-urls", "2k,4k", "--events", "200", "--step-size", "25"]
-    assert main([*argv, "--no-restart", "--hold-files", "--work-dir", str(tmp_path)]) == 0
+    extra = ["--no-restart", "--hold-files", "--cold-files", "--work-dir", str(tmp_path)]
+    assert main([*argv, *extra]) == 0
     out = capsys.readouterr().out
+    assert re.search(r"pending MB\s+disk MB$", out, re.M)
     small, large = _cells(out, "2,000 default-files-held"), _cells(out, "4,000 default-files-held")
     assert small[9] == "1.000"
     ratio = float(large[2].replace(",", "")) / float(small[2].replace(",", ""))
