@@ -7,9 +7,9 @@ does, each replay in its own process (`scale_worker`). The timed part is the eng
 work: events whose outlinks are mostly URLs never seen and partly known ones by
 popularity. The built files are read once before the runs, as an engine that had built
 its state itself would find them in the page cache (`scale_hold.page_in`; `cold_files`
-leaves them on the disk). Each `--scale-variants` entry (a set of store options: `VARIANTS`) gets a
-state and a run of its own, the variants in turn, so a tuned option is measured against
-the default in the same invocation.
+leaves them on the disk). Each `--scale-variants` entry (a set of store options:
+`VARIANTS`) gets a state and a run of its own, the variants in turn, so a tuned option is
+measured against the default in the same invocation.
 
 With `restart`, each population's default run is done again on a second copy of its
 state, SIGKILLed in the middle of a commit interval half way through the log and started
