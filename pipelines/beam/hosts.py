@@ -153,7 +153,7 @@ class PausesInEventTime(beam.PTransform):
     """Every answer (deferred ones too) → per clock window and URL state shard, the pauses
     that window's answers began: (state shard, (due, `PAUSES`, {group: [pause, …]})),
     stamped 2 ms past the window's due so that they join the window's messages at the
-    per-URL update (`beam.stream.UpdateFrontierInEventTime`), which holds every entry
+    per-URL update (`beam.stream_update.UpdateFrontierInEventTime`), which holds every entry
     emitted inside a pause there. The group states live here, keyed by a shard of the host
     (`_PausesOfWindows`): one small answer per page goes through this step, not every
     change a page makes (a page's ~30 links made ~30 pieces, and this step held the whole

@@ -10,7 +10,7 @@ whenever `fetched_at` never decreases along the input (as for the rest of the fo
    window's visits in (due, position) order share their hosts' budgets (`host_due`); each
    URL's latest decision of the window goes to the URL's state shard as one more message
    of the window (`REVISIT_INDEX`), in the routing's format, stamped there.
-3. The per-URL update (`beam.stream.UpdateFrontierInEventTime`) folds each window's
+3. The per-URL update (`beam.stream_update.UpdateFrontierInEventTime`) folds each window's
    decision into the URL's changes of that window (`apply_with_revisits`): `with_revisit`,
    as the embedded engine merges a step's revisits, a URL no strategy message reached too.
 

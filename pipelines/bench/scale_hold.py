@@ -33,7 +33,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 _MCL_CURRENT = 1
-_PAGE = mmap.PAGESIZE
 _CHUNK = 4 << 20
 
 
@@ -84,10 +83,8 @@ def _hold(directory: Path) -> None:
         mapped.madvise(mmap.MADV_WILLNEED)
     libc = ctypes.CDLL(None, use_errno=True)
     locked = libc.mlockall(_MCL_CURRENT) == 0
-    if not locked:  # read each page once: in the page cache for now, not held
-        for mapped in maps:
-            for offset in range(0, len(mapped), _PAGE):
-                mapped[offset]
+    if not locked:  # in the page cache for now, not held
+        page_in(directory)
     held = {"files": len(maps), "bytes": sum(len(m) for m in maps), "locked": int(locked)}
     print(json.dumps(held), flush=True)
     sys.stdin.read()
