@@ -58,7 +58,7 @@ from frontierflow.pipelines.beam.kafka_sink import (
     WriteUpdatesToKafka,
     ensure_compacted_topic,
 )
-from frontierflow.pipelines.beam.options import pipeline_options
+from frontierflow.pipelines.beam.options import pipeline_options, run_pipeline
 from frontierflow.pipelines.beam.replay import ReplayFrontier
 from frontierflow.pipelines.beam.strategy import beam_strategy
 from frontierflow.pipelines.beam.stream import StreamFrontier
@@ -345,8 +345,10 @@ def run_beam_kafka(
     holds now (it waits for its input to end: the clock is one ordered pass)."""
     strategy = beam_strategy(strategy_name, budget=budget, strategy=strategy)
     ends = end_offsets(settings) if until_current_end else None
-    with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
-        build_kafka_pipeline(pipeline, settings, strategy, ends, hosts, revisit)
+    run_pipeline(
+        pipeline_options(beam_args),
+        lambda pipeline: build_kafka_pipeline(pipeline, settings, strategy, ends, hosts, revisit),
+    )
 
 
 FINISH_BUNDLES = "--finish_bundle_before_checkpointing"
@@ -399,21 +401,20 @@ def run_beam_kafka_stream(
     if state_topic is not None:
         ensure_compacted_topic(settings, state_topic)
     ends = end_offsets(settings) if until_current_end else None
-    pipeline = beam.Pipeline(options=pipeline_options(beam_args))
-    build_kafka_stream(
-        pipeline,
-        settings,
-        strategy,
-        windows,
-        ends,
-        lateness_ms=lateness_ms,
-        state_topic=state_topic,
-        kafka_io=kafka_io,
-        hosts=hosts,
-        speed=speed,
-        revisit=revisit,
+    return run_pipeline(
+        pipeline_options(beam_args),
+        lambda pipeline: build_kafka_stream(
+            pipeline,
+            settings,
+            strategy,
+            windows,
+            ends,
+            lateness_ms=lateness_ms,
+            state_topic=state_topic,
+            kafka_io=kafka_io,
+            hosts=hosts,
+            speed=speed,
+            revisit=revisit,
+        ),
+        wait=wait,
     )
-    result = pipeline.run()
-    if wait:
-        result.wait_until_finish()
-    return result

@@ -26,10 +26,15 @@ upload nothing").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import apache_beam as beam
 from apache_beam.options.pipeline_options import DebugOptions, PipelineOptions, StandardOptions
+from apache_beam.runners.runner import PipelineResult
+
+_LOG = logging.getLogger(__name__)
 
 PRISM_NO_SPLITS = "prism_disable_sdf_split"
 CLUSTER_CLASSPATH = (
@@ -51,6 +56,11 @@ state over a minute of paced load (`docs/results/beam.md`, "Bundles, and a minut
 paced load"): bundles of 20 ms or 100 elements could not keep up with 80 events/s (the
 latency rose all minute) where these held it at ~9 s, and carried 0.6× their net rate:
 every bundle costs both sides a round trip whatever it holds."""
+
+SERVICE_START_FAILED = "Service failed to start up"
+"""The start of the `RuntimeError` Beam raises when a service it starts as a process (a
+Flink job server, a Kafka expansion service, Prism) ends before it answers."""
+SERVICE_START_ATTEMPTS = 3
 
 
 class FlinkClusterOptions(PipelineOptions):
@@ -82,3 +92,42 @@ def pipeline_options(beam_args: Sequence[str] | None) -> PipelineOptions:
     if "prism" in runner:
         options.view_as(DebugOptions).add_experiment(PRISM_NO_SPLITS)
     return options
+
+
+def run_pipeline(
+    options: PipelineOptions,
+    build: Callable[[beam.Pipeline], object],
+    *,
+    runner: Any = None,
+    wait: bool = True,
+) -> PipelineResult:
+    """Build a pipeline with `build`, run it and (with `wait`) wait for it: what
+    `with beam.Pipeline(...)` does, built again and run again, up to
+    `SERVICE_START_ATTEMPTS` times, when a service Beam starts for it ends before it answers.
+
+    Beam picks a free port for such a service, closes it and passes the number on; another
+    process can take the port in between, and then Beam's Flink job server logs "Failed to
+    bind" and exits with status 0; a Kafka expansion service or Prism can meet the same race. The
+    services start while the pipeline is built (expansion) or before it is submitted (job
+    server), so nothing has run when this error is raised, and a new attempt picks new
+    ports."""
+    for attempt in range(1, SERVICE_START_ATTEMPTS + 1):
+        try:
+            return _run_once(options, build, runner, wait)
+        except RuntimeError as exc:
+            if not str(exc).startswith(SERVICE_START_FAILED) or attempt == SERVICE_START_ATTEMPTS:
+                raise
+            _LOG.warning("a Beam service ended at its start (%s); attempt %d", exc, attempt + 1)
+    raise AssertionError("unreachable")
+
+
+def _run_once(
+    options: PipelineOptions, build: Callable[[beam.Pipeline], object], runner: Any, wait: bool
+) -> PipelineResult:
+    pipeline = beam.Pipeline(runner=runner, options=options)
+    if not wait:
+        build(pipeline)
+        return pipeline.run()
+    with pipeline:  # as Beam runs it: the services it starts live until the run ends
+        build(pipeline)
+    return pipeline.result

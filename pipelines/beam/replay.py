@@ -60,7 +60,7 @@ from frontierflow.pipelines.beam.io import (
     WriteResults,
     page_answers,
 )
-from frontierflow.pipelines.beam.options import pipeline_options
+from frontierflow.pipelines.beam.options import pipeline_options, run_pipeline
 from frontierflow.pipelines.beam.revisits import MergeRevisits, ScheduleRevisits
 from frontierflow.pipelines.beam.shard_blocks import (
     MIN_FOLD_SHARDS,
@@ -369,16 +369,20 @@ def run_beam_replay(
     strategy = beam_strategy(strategy_name, budget=budget, seed=seed, strategy=strategy)
     options = pipeline_options(beam_args)
     if not fill_echo or strategy.echo_fill is EchoFill.NONE:
-        with beam.Pipeline(options=options) as pipeline:
-            build_replay(
+        run_pipeline(
+            options,
+            lambda pipeline: build_replay(
                 pipeline, log, strategy, out_prefix, seeds=seeds, hosts=hosts, revisit=revisit
-            )
+            ),
+        )
         return 1
     if revisit is not None:
         raise ValueError("revisits and the echo fill together are not supported")
 
     def run_round(fills: Fills) -> None:
-        with beam.Pipeline(options=options) as pipeline:
-            build_replay(pipeline, log, strategy, out_prefix, fills, hosts=hosts)
+        run_pipeline(
+            options,
+            lambda pipeline: build_replay(pipeline, log, strategy, out_prefix, fills, hosts=hosts),
+        )
 
     return run_fill_rounds(run_round, out_prefix, max_fill_rounds)

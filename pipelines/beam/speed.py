@@ -33,7 +33,7 @@ from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 from apache_beam.utils.timestamp import Timestamp
 
 from frontierflow.pipelines.beam.event_time import cheap_state_cache_accounting
-from frontierflow.pipelines.beam.options import pipeline_options
+from frontierflow.pipelines.beam.options import pipeline_options, run_pipeline
 from frontierflow.pipelines.speed.controllers import decide
 from frontierflow.pipelines.speed.per_fetcher import initial_state, is_late, speed_event_problem
 from frontierflow.pipelines.speed.settings import ControllerSettings
@@ -265,7 +265,8 @@ def run_beam_speed(
     """Decisions for a log of events: `<out>-decisions*.jsonl` and `<out>-dead*.jsonl`."""
     items = list(enumerate(events))
     options = pipeline_options(beam_args)
-    with beam.Pipeline(runner=runner, options=options) as pipeline:
+
+    def build(pipeline: beam.Pipeline) -> None:
         log = pipeline | "Log" >> beam.Create(items).with_output_types(
             typehints.Tuple[int, FetchEvent]
         )
@@ -281,6 +282,8 @@ def run_beam_speed(
             | "DeadJson" >> beam.Map(lambda d: json.dumps({"position": d[0], "reason": d[1]}))
             | "WriteDead" >> beam.io.WriteToText(out_prefix + "-dead", ".jsonl")
         )
+
+    run_pipeline(options, build, runner=runner)
 
 
 def read_beam_decisions(out_prefix: str) -> list[ScalingDecision]:

@@ -13,7 +13,7 @@ from apache_beam import typehints
 from frontierflow.pipelines.beam.coders import UrlUpdate
 from frontierflow.pipelines.beam.event_time import ClockWindows
 from frontierflow.pipelines.beam.io import ReadFetchEventLog, WriteResults
-from frontierflow.pipelines.beam.options import pipeline_options
+from frontierflow.pipelines.beam.options import pipeline_options, run_pipeline
 from frontierflow.pipelines.beam.strategy import beam_strategy
 from frontierflow.pipelines.beam.stream import StreamFrontier
 from frontierflow.pipelines.core.step import LatestChanges, keep_latest
@@ -76,5 +76,9 @@ def run_beam_stream_replay(
     """Run the unbounded form over a log with the given pipeline options and wait for it;
     `strategy`, when given, is used as it is (as in `beam.replay.run_beam_replay`)."""
     strategy = beam_strategy(strategy_name, budget=budget, seed=seed, strategy=strategy)
-    with beam.Pipeline(options=pipeline_options(beam_args)) as pipeline:
-        build_stream_replay(pipeline, log, strategy, out_prefix, windows, hosts, revisit)
+    run_pipeline(
+        pipeline_options(beam_args),
+        lambda pipeline: build_stream_replay(
+            pipeline, log, strategy, out_prefix, windows, hosts, revisit
+        ),
+    )
