@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from frontierflow.pipelines.bench.scale_state import DEFAULT, HELD
 from frontierflow.pipelines.embedded.replay import REPLAY_COMMIT_EVERY
 
@@ -36,9 +38,19 @@ class ScaleRuns:
     live: dict[int, Figures] = field(default_factory=dict)
     """The live job's run on each population (`scale_live`), when a broker was given."""
 
+    again: dict[int, list[Figures]] = field(default_factory=dict)
+    """The default replay's runs after its first, by population (`ScaleSetup.repeats`)."""
+
     def add(self, urls: int, variant: str, figures: dict[str, Figures]) -> None:
         self.built[urls, variant] = figures["build"]
         self.replayed[urls, variant] = figures["replay"]
+
+    def add_again(self, urls: int, replayed: Figures) -> None:
+        self.again.setdefault(urls, []).append(replayed)
+
+    def rounds(self, urls: int) -> list[Figures]:
+        """The default replay's runs at `urls`, the first one first."""
+        return [self.replayed[urls, DEFAULT], *self.again.get(urls, [])]
 
 
 def write_amplification(run: Figures) -> float:
@@ -130,10 +142,15 @@ def scale_report(setup: ScaleSetup, runs: ScaleRuns) -> str:
             )
     ratio = rate[large, DEFAULT] / rate[small, DEFAULT]
     cpu_ratio = per_cpu[large, DEFAULT] / per_cpu[small, DEFAULT]
-    rss_mb = runs.replayed[large, DEFAULT]["peak_rss_mib"] * 2**20 / 1e6
+    rss_mb = max(r["peak_rss_mib"] for r in runs.rounds(large)) * 2**20 / 1e6
+    how = ""
+    if setup.repeats > 1:
+        round_lines, ratio, cpu_ratio = _rounds(runs, setup.repeats)
+        lines += ["", *round_lines]
+        how = f", the median of {setup.repeats} rounds' ratios"
     lines += [
         "",
-        f"events/s at {large:,} URLs / at {small:,} ({DEFAULT}): {ratio:.3f} "
+        f"events/s at {large:,} URLs / at {small:,} ({DEFAULT}{how}): {ratio:.3f} "
         f"(target >= {RATE_TARGET}: {_verdict(ratio >= RATE_TARGET)}); events per CPU "
         f"second: {cpu_ratio:.3f} ({_verdict(cpu_ratio >= RATE_TARGET)})",
     ]
@@ -161,6 +178,41 @@ def scale_report(setup: ScaleSetup, runs: ScaleRuns) -> str:
             f"the uninterrupted run's: {'yes' if same else 'NO'}"
         )
     return "\n".join(lines)
+
+
+def _rounds(runs: ScaleRuns, repeats: int) -> tuple[list[str], float, float]:
+    """Each round's default replays, its ratio of the largest population's rate to the
+    smallest's, and the medians of those ratios (events/s, events per CPU second)."""
+    small, large = min(runs.populations), max(runs.populations)
+    populations = sorted(runs.populations)
+    lines = [
+        f"rounds of the {DEFAULT} replay: the first as above (each population built, then "
+        "run), then each population's again on a fresh copy of its state, the largest "
+        "first in even rounds; ratio: the round's largest population over its smallest; "
+        "CPU s and peak RSS: the largest population's run",
+        f"{'round':>5}  {'first':<8}"
+        + "".join(f"{f'{urls:,} ev/s':>18}" for urls in populations)
+        + f"{'CPU s':>8}{'ratio':>8}{'(CPU)':>7}{'peak RSS MiB':>13}",
+    ]
+    ratios, cpu_ratios = [], []
+    for index in range(repeats):
+        run = {urls: runs.rounds(urls)[index] for urls in populations}
+        rate = {urls: r["events"] / r["seconds"] for urls, r in run.items()}
+        per_cpu = {urls: r["events"] / r["cpu_seconds"] for urls, r in run.items()}
+        ratios.append(rate[large] / rate[small])
+        cpu_ratios.append(per_cpu[large] / per_cpu[small])
+        lines.append(
+            f"{index + 1:>5}  {'largest' if index % 2 else 'smallest':<8}"
+            + "".join(f"{rate[urls]:>18,.0f}" for urls in populations)
+            + f"{run[large]['cpu_seconds']:>8.1f}{ratios[-1]:>8.3f}{cpu_ratios[-1]:>7.3f}"
+            f"{run[large]['peak_rss_mib']:>13.0f}"
+        )
+    ratio, cpu_ratio = float(np.median(ratios)), float(np.median(cpu_ratios))
+    lines.append(
+        f"median over {repeats} rounds: ratio {ratio:.3f}, per CPU second {cpu_ratio:.3f} "
+        f"(ratios from {min(ratios):.3f} to {max(ratios):.3f})"
+    )
+    return lines, ratio, cpu_ratio
 
 
 def _live_lines(runs: ScaleRuns, rate: dict[tuple[int, str], float]) -> list[str]:

@@ -278,6 +278,9 @@ class ScaleSetup:
     """Also run the default replay with the state's files held in memory (`scale_hold`)."""
     cold_files: bool = False
     """Leave each built state's files out of the page cache (`scale_hold.page_in`)."""
+    repeats: int = 1
+    """Rounds of the default replays: after the first, each population's again, the
+    populations' order reversed from one round to the next (`scale.run_scale_bench`)."""
 
     def __post_init__(self) -> None:
         if len(self.populations) < 2:
@@ -292,6 +295,8 @@ class ScaleSetup:
             )
         if self.step_size < 1:
             raise ValueError(f"--step-size must be >= 1, got {self.step_size}")
+        if self.repeats < 1:
+            raise ValueError(f"--repeats must be >= 1, got {self.repeats}")
         unknown = [v for v in self.variants if v not in VARIANTS]
         if unknown or DEFAULT not in self.variants:
             raise ValueError(

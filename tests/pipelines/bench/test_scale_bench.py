@@ -140,6 +140,7 @@ def test_populations_take_units() -> None:
         ({"variants": ("before",)}, "--scale-variants"),
         ({"variants": ("default", "fast")}, "--scale-variants"),
         ({"log": ScaleLogSetup(events=100), "step_size": 10}, "restart needs a log"),
+        ({"repeats": 0}, "--repeats must be >= 1"),
     ],
 )
 def test_setup_refuses_what_it_cannot_measure(fields: dict, message: str) -> None:
@@ -287,3 +288,35 @@ def test_scale_live_job_writes_the_replays_frontier(
         records_out, replay_out = (int(c.replace(",", "")) for c in cells[2:4])
         assert replay_out > 200 and records_out == replay_out + 200
     assert rows["2,000"][6] == "1.000"  # the smallest population against itself
+
+
+def test_scale_report_with_rounds(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`--repeats 3`: the default replays in three rounds, the second with the largest
+    population first; each round's ratio as its rates give it, and the verdict on their
+    median."""
+    argv = ["bench", "--scale", "--scale-urls", "2k,4k", "--events", "200", "--step-size", "25"]
+    extra = ["--no-restart", "--repeats", "3", "--work-dir", str(tmp_path)]
+    assert main([*argv, *extra]) == 0
+    out = capsys.readouterr().out
+    rows = [
+        ln.split() for ln in out.splitlines() if re.match(r"^\s+[123]\s+(smallest|largest)", ln)
+    ]
+    assert [r[:2] for r in rows] == [["1", "smallest"], ["2", "largest"], ["3", "smallest"]]
+    first = _cells(out, "4,000 default")
+    assert rows[0][3] == first[2]  # the first round is the table's run
+    ratios = []
+    for row in rows:
+        small, large = float(row[2].replace(",", "")), float(row[3].replace(",", ""))
+        ratios.append(float(row[5]))
+        assert ratios[-1] == pytest.approx(large / small, rel=0.01, abs=0.002)
+    median = sorted(ratios)[1]
+    printed = re.search(r"^median over 3 rounds: ratio (\d\.\d{3}), per CPU second", out, re.M)
+    assert printed and float(printed.group(1)) == median
+    verdict = re.search(
+        r"^events/s at 4,000 URLs / at 2,000 \(default, the median of 3 rounds' ratios\): "
+        r"(\d\.\d{3})",
+        out,
+        re.M,
+    )
+    assert verdict and float(verdict.group(1)) == median
+    assert not list(tmp_path.iterdir())  # the work directory's copies are gone
