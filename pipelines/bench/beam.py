@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from frontierflow.pipelines.bench.engine import BenchSetup, generate_log, spawn_worker
+from frontierflow.pipelines.bench.engine import BenchSetup, generate_log, peak_rss_mib, spawn_worker
 from frontierflow.pipelines.bench.graph_log import write_graph_log
 
 RUNNERS = ("embedded", "fnapi", "prism", "flink", "flink-cluster", "flink-cluster-2")
@@ -126,12 +125,11 @@ def _worker(runner: str, log: Path, work: Path, args: list[str]) -> dict[str, fl
         seconds = time.perf_counter() - started
         events = _log_events(log)
         states = sum(_line_count(f) for f in work.glob("out-state*"))
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {
         "events": events,
         "states": states,
         "seconds": seconds,
-        "peak_rss_mib": peak_kib / 1024,
+        "peak_rss_mib": peak_rss_mib(),
     }
 
 

@@ -200,14 +200,13 @@ def _worker(kind: str, log: Path, work: Path, step_size: int) -> dict[str, float
         known = ", ".join((*RUNS, PAGE_RUN, JOB_RUN))
         raise ValueError(f"unknown bench run {kind!r}; known: {known}")
     seconds = time.perf_counter() - started
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {
         "events": events,
         "entries": entries,
         "links": links,
         "seconds": seconds,
         "cpu_seconds": _cpu_seconds() - cpu_started,
-        "peak_rss_mib": peak_kib / 1024,
+        "peak_rss_mib": peak_rss_mib(),
     }
 
 
@@ -215,6 +214,22 @@ def _cpu_seconds() -> float:
     """User + system CPU seconds of this process so far, all its threads."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory, MiB: Linux's `VmHWM`, the high-water mark of its
+    own address space. Not `ru_maxrss`: Linux carries into it, across an exec, the peak of
+    the address space the exec replaced, and Python's `subprocess` starts a program from a
+    vfork of its parent, so a worker started by a bench process holding a GB would report
+    that GB as its own. `ru_maxrss` only where `/proc` is not."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 @contextlib.contextmanager

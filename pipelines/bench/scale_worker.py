@@ -25,6 +25,7 @@ from typing import Any
 import fastavro
 
 from frontierflow.connectors.logs import FileSink, read_fetch_events
+from frontierflow.pipelines.bench.engine import peak_rss_mib
 from frontierflow.pipelines.embedded.engine import Engine, apply_all
 from frontierflow.pipelines.embedded.replay import REPLAY_COMMIT_EVERY
 from frontierflow.pipelines.strategies import build_strategy
@@ -106,7 +107,7 @@ def timed_replay(spec: dict[str, Any]) -> dict[str, float]:
     figures["seconds"] = time.perf_counter() - started
     figures["cpu_seconds"] = _cpu_seconds() - cpu_started
     figures["disk_read_bytes"] = _disk_read_bytes() - read_started
-    figures["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    figures["peak_rss_mib"] = peak_rss_mib()
     figures |= directory_bytes(Path(spec["state"]))
     return figures
 

@@ -7,6 +7,8 @@ import ctypes
 import mmap
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -320,3 +322,20 @@ def test_scale_report_with_rounds(tmp_path: Path, capsys: pytest.CaptureFixture)
     )
     assert verdict and float(verdict.group(1)) == median
     assert not list(tmp_path.iterdir())  # the work directory's copies are gone
+
+
+def test_a_workers_peak_rss_is_its_own() -> None:
+    """A worker started by a process holding 512 MiB reports its own peak, not its
+    parent's: Linux keeps in `ru_maxrss`, across the exec, the peak of the address space
+    the worker was started from (Python's `subprocess` starts it from a vfork)."""
+    held = bytearray(512 * 2**20)
+    held[:: 2**12] = b"\x01" * (len(held) >> 12)  # every page touched, so resident
+    code = (
+        "import resource; from frontierflow.pipelines.bench.engine import peak_rss_mib; "
+        "print(peak_rss_mib(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    own, maxrss = map(float, done.stdout.split())
+    assert 10 < own < 256
+    assert own <= maxrss  # the parent's peak, where the kernel carries it over
+    del held
