@@ -107,10 +107,10 @@ def run_pipeline(
 
     Beam picks a free port for such a service, closes it and passes the number on; another
     process can take the port in between, and then Beam's Flink job server logs "Failed to
-    bind" and exits with status 0; a Kafka expansion service or Prism can meet the same race. The
-    services start while the pipeline is built (expansion) or before it is submitted (job
-    server), so nothing has run when this error is raised, and a new attempt picks new
-    ports."""
+    bind" and exits with status 0 (a Kafka expansion service or Prism can meet the same
+    race). The services start while the pipeline is built (expansion) or before it is
+    submitted (job server), so nothing has run when this error is raised, and a new attempt
+    picks new ports."""
     for attempt in range(1, SERVICE_START_ATTEMPTS + 1):
         try:
             return _run_once(options, build, runner, wait)
