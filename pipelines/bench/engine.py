@@ -177,7 +177,7 @@ PAGE_TARGET = 0.95
 
 def _worker(kind: str, log: Path, work: Path, step_size: int) -> dict[str, float]:
     """One measured run in this process; returns its figures."""
-    started, cpu_started = time.perf_counter(), _cpu_seconds()
+    started, cpu_started = time.perf_counter(), cpu_seconds()
     links = 0
     if kind == "raw":
         events, entries = raw_ceiling(log, work / "out.avro", step_size)
@@ -205,12 +205,12 @@ def _worker(kind: str, log: Path, work: Path, step_size: int) -> dict[str, float
         "entries": entries,
         "links": links,
         "seconds": seconds,
-        "cpu_seconds": _cpu_seconds() - cpu_started,
+        "cpu_seconds": cpu_seconds() - cpu_started,
         "peak_rss_mib": peak_rss_mib(),
     }
 
 
-def _cpu_seconds() -> float:
+def cpu_seconds() -> float:
     """User + system CPU seconds of this process so far, all its threads."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime

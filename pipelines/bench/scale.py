@@ -65,7 +65,7 @@ def run_scale_bench(setup: ScaleSetup, work_dir: Path | None = None) -> str:
         root = Path(tmp)
         runs = ScaleRuns(setup.populations, setup.variants + ((HELD,) if setup.hold_files else ()))
         for urls in setup.populations:
-            log = root / f"events-{urls}.avro"
+            log = _log(root, urls)
             runs.new_urls[urls] = write_scale_log(log, setup.log, urls)
             for variant in setup.variants:
                 runs.add(urls, variant, _measure(setup, root, log, urls, variant))
@@ -83,6 +83,11 @@ def run_scale_bench(setup: ScaleSetup, work_dir: Path | None = None) -> str:
                     raise RuntimeError(f"{urls:,} URLs: a round's replay wrote other entries")
                 runs.add_again(urls, again)
         return scale_report(setup, runs)
+
+
+def _log(root: Path, urls: int) -> Path:
+    """Where the log replayed over a population's state is written."""
+    return root / f"events-{urls}.avro"
 
 
 def _spec(setup: ScaleSetup, kind: str, variant: str, **fields: Any) -> dict[str, Any]:
@@ -146,7 +151,7 @@ def _again(setup: ScaleSetup, root: Path, urls: int, round_: int) -> dict[str, f
     home = root / f"{urls}-{DEFAULT}"
     state, out = _copy(home / "base", home / f"again-{round_}", DEFAULT), home / "again.avro"
     try:
-        return _run(_replay_spec(setup, DEFAULT, root / f"events-{urls}.avro", state, out, urls))
+        return _run(_replay_spec(setup, DEFAULT, _log(root, urls), state, out, urls))
     finally:
         shutil.rmtree(state)
         for written in (out, out.with_name(out.name + ".dead-letters.jsonl")):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import signal
 import sys
 import time
@@ -25,7 +24,7 @@ from typing import Any
 import fastavro
 
 from frontierflow.connectors.logs import FileSink, read_fetch_events
-from frontierflow.pipelines.bench.engine import peak_rss_mib
+from frontierflow.pipelines.bench.engine import cpu_seconds, peak_rss_mib
 from frontierflow.pipelines.embedded.engine import Engine, apply_all
 from frontierflow.pipelines.embedded.replay import REPLAY_COMMIT_EVERY
 from frontierflow.pipelines.strategies import build_strategy
@@ -102,10 +101,10 @@ def replay(
 
 def timed_replay(spec: dict[str, Any]) -> dict[str, float]:
     """`replay`, with its wall and CPU time, the peak RSS and the store's size after."""
-    started, cpu_started, read_started = time.perf_counter(), _cpu_seconds(), _disk_read_bytes()
+    started, cpu_started, read_started = time.perf_counter(), cpu_seconds(), _disk_read_bytes()
     figures = replay(spec)
     figures["seconds"] = time.perf_counter() - started
-    figures["cpu_seconds"] = _cpu_seconds() - cpu_started
+    figures["cpu_seconds"] = cpu_seconds() - cpu_started
     figures["disk_read_bytes"] = _disk_read_bytes() - read_started
     figures["peak_rss_mib"] = peak_rss_mib()
     figures |= directory_bytes(Path(spec["state"]))
@@ -196,11 +195,6 @@ def _disk_read_bytes() -> float:
     except OSError:
         return 0.0
     return float(fields.get("read_bytes", 0))
-
-
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 KINDS: dict[str, Callable[[dict[str, Any]], dict[str, float]]] = {
