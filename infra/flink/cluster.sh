@@ -38,6 +38,8 @@
 #   FLINK_CLUSTER_START_TIMEOUT   seconds to wait for the TaskManagers to register (90)
 #   FLINK_CLUSTER_STOP_TIMEOUT    seconds to wait for a process to exit on SIGTERM (30)
 #   FLINK_CLUSTER_SAVEPOINT_TIMEOUT  seconds to wait for a savepoint (120)
+#   FLINK_CLUSTER_SAVEPOINT_ATTEMPTS savepoints triggered in all when a task declines one
+#                                 (a task starting or closing) while the job runs (3)
 #   FLINK_CLUSTER_TASK_HEAP_MB    each TaskManager's task heap, MiB (256: enough for the
 #                                 tests; a TaskManager of a 333,000-event backlog run ran
 #                                 out of heap at 256 while it took in a Python stage's
@@ -67,6 +69,7 @@ SLOTS="${FLINK_CLUSTER_SLOTS:-2}"
 START_TIMEOUT="${FLINK_CLUSTER_START_TIMEOUT:-90}"
 STOP_TIMEOUT="${FLINK_CLUSTER_STOP_TIMEOUT:-30}"
 SAVEPOINT_TIMEOUT="${FLINK_CLUSTER_SAVEPOINT_TIMEOUT:-120}"
+SAVEPOINT_ATTEMPTS="${FLINK_CLUSTER_SAVEPOINT_ATTEMPTS:-3}"
 STATE_BACKEND="${FLINK_CLUSTER_STATE_BACKEND:-rocksdb}"
 case "$STATE_BACKEND" in rocksdb|hashmap) ;; *)
   echo "FLINK_CLUSTER_STATE_BACKEND must be rocksdb or hashmap, not '$STATE_BACKEND'" >&2; exit 2;;
@@ -555,12 +558,35 @@ for job in json.load(sys.stdin)["jobs"]:
 # fires, every window fires, and state in the global window is cleared; the savepoint then
 # holds a drained job, and what was waiting for a timer is gone. A savepoint that cancels
 # the job snapshots it as it runs, like a checkpoint.
+#
+# A task that is still starting or is closing (a Beam Impulse source ends once it has
+# emitted its one element) declines the savepoint; Flink then leaves the job running and
+# untouched, and the savepoint is triggered again, up to SAVEPOINT_ATTEMPTS times in all.
 savepoint_op() {
-  local job="$1" op="$2" body path trigger deadline result cancel=false
+  local job="$1" op="$2" attempt result
+  for ((attempt = 1; ; attempt++)); do
+    result="$(savepoint_once "$job" "$op")"
+    case "$result" in
+      OK\ *) echo "${result#OK }"; return 0 ;;
+      DECLINED\ *)
+        if ((attempt < SAVEPOINT_ATTEMPTS)) && [[ "$(job_state "$job")" == RUNNING ]]; then
+          log "savepoint $attempt of job $job declined by a task (${result#DECLINED }); again"
+          sleep 1
+          continue
+        fi
+        die "savepoint of job $job failed: ${result#DECLINED }" ;;
+      *) die "savepoint of job $job failed: ${result#FAILED }" ;;
+    esac
+  done
+}
+
+# savepoint_once JOB_ID stop|savepoint: one savepoint; prints "OK <path>" (for `stop`,
+# once the job has ended), "DECLINED <cause>" when a task declined it, "FAILED <cause>".
+savepoint_once() {
+  local job="$1" op="$2" body trigger deadline result cancel=false
   [[ "$op" == stop ]] && cancel=true
-  path="/jobs/$job/savepoints"
   body="{\"target-directory\": \"file://$DIR/savepoints\", \"cancel-job\": $cancel}"
-  trigger="$(rest POST "$path" "$body" | "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["request-id"])')" ||
+  trigger="$(rest POST "/jobs/$job/savepoints" "$body" | "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["request-id"])')" ||
     die "could not trigger a savepoint of job $job"
   deadline=$((SECONDS + SAVEPOINT_TIMEOUT))
   while :; do
@@ -572,20 +598,27 @@ if r["status"]["id"] != "COMPLETED":
 elif "location" in r.get("operation", {}):
     print("OK " + r["operation"]["location"])
 else:
-    print("FAILED " + json.dumps(r.get("operation", {}).get("failure-cause", r))[:2000])')"
+    cause = json.dumps(r.get("operation", {}).get("failure-cause", r))
+    verdict = "DECLINED" if "Checkpoint was declined" in cause else "FAILED"
+    print(verdict + " " + cause[:2000])')"
     case "$result" in
-      OK\ *) [[ "$cancel" == true ]] && wait_job_ended "$job"; echo "${result#OK }"; return 0 ;;
-      FAILED\ *) die "savepoint of job $job failed: ${result#FAILED }" ;;
+      OK\ *) [[ "$cancel" == true ]] && wait_job_ended "$job"; echo "$result"; return 0 ;;
+      DECLINED\ * | FAILED\ *) echo "$result"; return 0 ;;
     esac
     (( SECONDS < deadline )) || die "savepoint of job $job not done within ${SAVEPOINT_TIMEOUT}s"
     sleep 0.5
   done
 }
 
+# job_state JOB_ID: the job's state as Flink's REST API gives it (RUNNING, CANCELED, ...).
+job_state() {
+  rest GET "/jobs/$1" | "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["state"])'
+}
+
 # wait_job_ended JOB_ID: poll until the job is CANCELED, FAILED or FINISHED.
 wait_job_ended() {
   local job="$1" deadline=$((SECONDS + SAVEPOINT_TIMEOUT)) state
-  until state="$(rest GET "/jobs/$job" | "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["state"])')" &&
+  until state="$(job_state "$job")" &&
     [[ "$state" =~ ^(CANCELED|FAILED|FINISHED)$ ]]; do
     (( SECONDS < deadline )) || die "job $job still ${state:-unknown} ${SAVEPOINT_TIMEOUT}s after its savepoint"
     sleep 0.5

@@ -283,6 +283,15 @@ def test_stop_with_a_savepoint_and_resume_equals_an_uninterrupted_run(
             JOB_S,
             0.5,
         )
+        # Once a periodic checkpoint has completed, no task of the job is still starting
+        # or closing (Beam's Impulse sources end after their one element), so none declines
+        # the savepoint; `cluster.sh stop-job` would trigger a declined one again anyway.
+        wait_for(
+            lambda: _checkpoints(flink_cluster, jid)["counts"]["completed"],
+            "a completed checkpoint",
+            JOB_S,
+            0.5,
+        )
         savepoint = flink_cluster.stop_job(jid)
     finally:
         _end(flink_cluster, result, jid)
