@@ -16,11 +16,15 @@ page's URL again with `not_before` set to its next visit:
   `concentration`; a = 1/2 is the square-root rule of
   `state.revisit_budget.square_root_frequencies`, which spread the revisits over pages
   that show few new links on the news site), due `due_ms(last visit, f)`, never later
-  than `probe_max_ms` after it. A page without one is probed within the probes' share, in
-  proportion to 1 + the links new to it its last visit showed (at a first download, all
-  of them), and no sooner than it has gone unchanged (`probe_wait_ms`). Probes only of
-  pages that show the most new links, and within their share, so that the links old
-  pages bring do not take the downloads of the pages that show new ones.
+  than `probe_max_ms` after it. A page without one is probed, no sooner than it has gone
+  unchanged (`probe_wait_ms`), by its probe weight p = 1 + the links new to it its last
+  visit showed (at a first download, all of them): of the probes' share it gets
+  (p / Σp)^k (k = `probe_concentration`), so the page that shows far more new links than
+  the rest (a home page among section pages) gets nearly all of it, and pages alike leave
+  most of it unspent. Probes only of pages that stand out, so that the old links that
+  pages alike bring do not take the downloads of the pages that show new ones. While no
+  page of the host has an estimate, nothing else would use the budget, and the probes'
+  share is all of it.
 
 The budget is kept per host, not for the whole crawl, so that it streams. A crawl-wide
 budget B shared by all pages, f_i = B·w_i / Σ_j w_j, needs at every visit the sum over
@@ -85,10 +89,14 @@ LIVE_SETTINGS: Final = RevisitSettings(
 evaluation's tuning of its defaults does not move a running crawl's schedule): every visit
 at full weight, estimates after one revisit, probes between an hour and a week apart."""
 PROBE_SHARE: Final = 0.015
-"""learned: the share of a host's budget its probes get."""
+"""learned: the share of a host's budget its probes get once one of its pages has an
+estimate (before, all of it)."""
 CONCENTRATION: Final = 2.0
 """learned: a page's share of its host's revisits is in proportion to its rate of new
-links to this power. Both chosen on the news site's tuning windows
+links to this power."""
+PROBE_CONCENTRATION: Final = 3.0
+"""learned: a page's share of its host's probes is its fraction of the host's probe
+weight to this power. All three chosen on the news site's tuning windows
 (`docs/results/revisits.md`)."""
 
 
@@ -112,6 +120,9 @@ class RevisitPolicy:
     """learned: the share of the budget that goes to probes of pages without an estimate."""
     concentration: float = CONCENTRATION
     """learned: the power of a page's rate of new links its share is in proportion to."""
+    probe_concentration: float = PROBE_CONCENTRATION
+    """learned: the power of a page's fraction of its host's probe weight that gives its
+    share of the probes."""
 
     def __post_init__(self) -> None:
         if self.mode is RevisitMode.FIXED and self.interval_ms < 1:
@@ -122,6 +133,10 @@ class RevisitPolicy:
             raise ValueError(f"probe_share must be in (0, 1), got {self.probe_share}")
         if not 0.0 < self.concentration <= 8.0:
             raise ValueError(f"concentration must be in (0, 8], got {self.concentration}")
+        if not 1.0 <= self.probe_concentration <= 8.0:
+            raise ValueError(
+                f"probe_concentration must be in [1, 8], got {self.probe_concentration}"
+            )
 
 
 def parse_interval_ms(text: str) -> int:
@@ -274,11 +289,12 @@ def host_due(
     the page is a story) and the host's state after the visit: its totals moved by the
     page's changes. Of the host's budget b (one per `every_ms`, at most one per crawl
     delay), the share s = `probe_share` goes to probes and the rest to revisits: a page
-    with an estimate gets f = (1 − s)·b·w / Σw, one without f = s·b·p / Σp (p its probe
-    weight), due `due_ms(last visit, f)` (a probe not before `probe_wait_ms`; a revisit at
-    most `probe_max_ms` after the visit). A probe's share stays s while no page has an
-    estimate: all of the budget then went to first probes of section pages on the news
-    site, and the old stories they show took the downloads."""
+    with an estimate gets f = (1 − s)·b·w / Σw, one without f = s·b·(p / Σp)^k (p its
+    probe weight, k = `probe_concentration`; s = 1 while no page of the host has an
+    estimate), due `due_ms(last visit, f)` (a probe not before `probe_wait_ms`; a revisit
+    at most `probe_max_ms` after the visit). With probes in proportion (k = 1), the whole
+    budget went to first probes of section pages on the news site, and the old stories
+    they show took the downloads; with k = 3 it goes to the home page that stands out."""
     before = host if host is not None else HostRevisits()
     delay = before.delay_ms if visit.delay_ms < 0 else visit.delay_ms
     after = HostRevisits(
@@ -293,7 +309,8 @@ def host_due(
     budget = 1.0 / max(policy.every_ms, delay)
     if visit.due_alone_ms == PROBE:
         probe = visit.probe_weight
-        share = policy.probe_share * probe / max(after.probe_weight, probe)
+        share = policy.probe_share if after.weight > 0 else 1.0
+        share *= (probe / max(after.probe_weight, probe)) ** policy.probe_concentration
         return max(due_ms(visit.last_visit_ms, budget * share) or 0, visit.earliest_ms), after
     share = (1.0 - policy.probe_share) * visit.weight / max(after.weight, visit.weight)
     due = due_ms(visit.last_visit_ms, budget * share)

@@ -7,7 +7,8 @@ job would emit, and a test holds the two equal on the same events.
 
 The budget is one revisit per download per host (`every_ms` = the crawl's `download_ms`),
 the page records' settings and the probes' share the job's
-(`state.revisit_schedule.LIVE_SETTINGS`, `PROBE_SHARE`, `CONCENTRATION`). A story's event
+(`state.revisit_schedule.LIVE_SETTINGS`, `PROBE_SHARE`, `CONCENTRATION`,
+`PROBE_CONCENTRATION`). A story's event
 carries its publication time, as the news-site fetcher sends it.
 """
 

@@ -3,8 +3,9 @@
 A page's yield is the links new to it its revisits showed per ms watched, y. Of a host's
 budget b (one per minute here), 1.5% goes to probes and the rest to revisits: a page with
 y > 0 gets f = 0.985·b·y² / Σ_host y², due 1/f after its visit; a page without is probed
-in proportion to 1 + the links new to it its last visit showed, f = 0.015·b·p / Σ_host p,
-no sooner than it has gone unchanged, at least an hour (the job's settings)."""
+by its probe weight p = 1 + the links new to it its last visit showed, f = 0.015·b·(p /
+Σ_host p)³ (0.015 becomes 1 while no page of the host has a yield), no sooner than it has
+gone unchanged, at least an hour (the job's settings)."""
 
 from __future__ import annotations
 
@@ -72,20 +73,21 @@ def test_learned_probes_a_page_then_gives_it_the_hosts_budget() -> None:
     url = "http://news.test/"
     page, visit = visit_page(None, _answer(url, 0, ("a",)), None, LEARNED)
     due, host = host_due(None, visit, LEARNED)
-    # no estimate: probe weight 1 + 1 link new to it, alone in the probes' share of 1.5% of
-    # one revisit a minute: one every 60 s / 0.015 = 66 2/3 min (later than the hour)
-    assert page.probe_weight == 2 and due == 4_000_000
-    page, visit = visit_page(page, _answer(url, 4_000_000, ("a",)), 4_000_000, LEARNED)
+    # no estimate: probe weight 1 + 1 link new to it, alone, and no page of the host has a
+    # yield: the whole budget, one a minute, but not before the hour a probe waits
+    assert page.probe_weight == 2 and due == HOUR
+    page, visit = visit_page(page, _answer(url, HOUR, ("a",)), HOUR, LEARNED)
     due, host = host_due(host, visit, LEARNED)
     # one revisit, no new link: still probed (weight 1), not before it has gone unchanged
-    assert page.weight == 0 and page.probe_weight == 1 and due == 8_000_000
-    page, visit = visit_page(page, _answer(url, 8_000_000, ("a", "b", "c")), 8_000_000, LEARNED)
-    # 2 links new to the page over 8,000 s watched: y = 2.5e-7 per ms, weight y^2
-    assert page.weight == pytest.approx(2.5e-7**2, rel=1e-12) and page.probe_weight == 0
-    assert page.answered_ms == 8_000_000 and page.page is not None and page.page.found == 2
+    # for as long as it had (an hour, from 0 to its visit)
+    assert page.weight == 0 and page.probe_weight == 1 and due == 2 * HOUR
+    page, visit = visit_page(page, _answer(url, 2 * HOUR, ("a", "b", "c")), 2 * HOUR, LEARNED)
+    # 2 links new to the page over 2 hours watched: y = 1 per hour, weight y^2
+    assert page.weight == pytest.approx((1 / HOUR) ** 2, rel=1e-12) and page.probe_weight == 0
+    assert page.answered_ms == 2 * HOUR and page.page is not None and page.page.found == 2
     due, host = host_due(host, visit, LEARNED)
     # alone on its host with a yield: the revisits' 98.5% of the budget, 60 s / 0.985
-    assert due == 8_000_000 + 60_914
+    assert due == 2 * HOUR + 60_914
     assert host == HostRevisits(page.weight, 0, 0.0)
 
 
@@ -122,10 +124,28 @@ def test_probes_share_their_part_of_the_budget_by_the_new_links_last_shown() -> 
     due_one, host = host_due(host, visit, policy)
     _, visit = visit_page(None, _answer(two, HOUR, ("x",)), None, policy)
     due_two, host = host_due(host, visit, policy)
-    # probes: 1.5% of one per 10 min; one (weight 4) alone then, two (weight 2) of 6
+    # probes: 1.5% of one per 10 min; one (weight 4) alone then, two (weight 2) a third
+    # of the weight, (1/3)^3 of the probes' share
     assert due_one == HOUR + round(600_000 / 0.015)
-    assert due_two == HOUR + round(600_000 * 3 / 0.015)
+    assert due_two == HOUR + round(600_000 * 27 / 0.015)
     assert host == HostRevisits(page.weight, 0, 6.0)
+
+
+def test_before_any_yield_probes_take_the_budget_and_the_page_that_stands_out_most_of_it() -> None:
+    policy = RevisitPolicy(RevisitMode.LEARNED, every_ms=1_800_000)
+    home, one, two = "http://news.test/", "http://news.test/world", "http://news.test/uk"
+    links = tuple(f"s{i}" for i in range(9))
+    dues, host = [], None
+    for url, shown in ((one, ("a",)), (two, ("x",)), (home, links)):
+        _, visit = visit_page(None, _answer(url, 0, shown), None, policy)
+        due, host = host_due(host, visit, policy)
+        dues.append(due)
+    # no page has a yield: the whole budget, one per 30 min, to probes. one alone (weight
+    # 2): an hour, the earliest a probe may be; two: half the weight, 1/8 of the budget,
+    # 4 h (in proportion, a half: the hour); home: 10 of 14, (5/7)^3 of it, 30 min ·
+    # 343/125 = 82.3 min
+    assert dues == [HOUR, 4 * HOUR, round(1_800_000 * 343 / 125)]
+    assert host == HostRevisits(0.0, 0, 14.0)
 
 
 def test_a_story_is_asked_for_no_more() -> None:
