@@ -349,9 +349,11 @@ def _beam_run(
         produce_events(job, rest[0])
         done_at = until(rest[1])
         seconds, net_s = done_at - started_at, done_at - rest_at
+        read = time.monotonic()
         print(  # a long run's result before its latency phase
             f"Beam form: the engine's frontier after {seconds:.1f} s, {startup_s:.1f} s of "
-            f"them the fixed cost; {match.records:,} records",
+            f"them the fixed cost; {match.records:,} records, read by the bench "
+            f"{read - started - seconds:.1f} s after the match",
             file=sys.stderr,
             flush=True,
         )
@@ -362,7 +364,7 @@ def _beam_run(
         produce_paced(job, rest[0][-1:], 1.0, 1.0)
         until_fetched(1, int(time.time() * 1000))
         print(
-            f"Beam form: drained {time.monotonic() - started - seconds:.1f} s later",
+            f"Beam form: drained {time.monotonic() - read:.1f} s after the bench read it",
             file=sys.stderr,
             flush=True,
         )
