@@ -63,7 +63,19 @@ def _checkpointing_conf(folder: Path) -> Path:
 
 
 def _checkpoints(cluster: FlinkCluster, jid: str) -> dict[str, Any]:
-    return cluster.rest(f"/jobs/{jid}/checkpoints")  # type: ignore[no-any-return]
+    return cluster.rest(f"/jobs/{jid}/checkpoints")
+
+
+def _a_completed_checkpoint(cluster: FlinkCluster, jid: str) -> int:
+    """The job's count of completed checkpoints, once it is at least one. From then on no
+    task of the job is still starting or closing (Beam's Impulse sources end after their
+    one element), so none declines a savepoint."""
+    return wait_for(
+        lambda: _checkpoints(cluster, jid)["counts"]["completed"],
+        "a completed checkpoint",
+        JOB_S,
+        0.5,
+    )
 
 
 def _running_job(cluster: FlinkCluster, before: dict[str, str]) -> str | None:
@@ -219,12 +231,7 @@ def test_stream_on_the_cluster_survives_a_killed_taskmanager(
             JOB_S,
             0.5,
         )
-        completed = wait_for(
-            lambda: _checkpoints(flink_cluster, jid)["counts"]["completed"],
-            "a completed checkpoint",
-            JOB_S,
-            0.5,
-        )
+        completed = _a_completed_checkpoint(flink_cluster, jid)
         flink_cluster.kill_taskmanager(1)
         flink_cluster.start_taskmanager(1)  # returns once it has registered
         kafka_client.produce(engine, avro[half:])
@@ -283,15 +290,7 @@ def test_stop_with_a_savepoint_and_resume_equals_an_uninterrupted_run(
             JOB_S,
             0.5,
         )
-        # Once a periodic checkpoint has completed, no task of the job is still starting
-        # or closing (Beam's Impulse sources end after their one element), so none declines
-        # the savepoint; `cluster.sh stop-job` would trigger a declined one again anyway.
-        wait_for(
-            lambda: _checkpoints(flink_cluster, jid)["counts"]["completed"],
-            "a completed checkpoint",
-            JOB_S,
-            0.5,
-        )
+        _a_completed_checkpoint(flink_cluster, jid)  # `stop-job` retries a declined one too
         savepoint = flink_cluster.stop_job(jid)
     finally:
         _end(flink_cluster, result, jid)
