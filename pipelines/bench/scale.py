@@ -22,7 +22,7 @@ whose SST files another process holds in memory (`scale_hold`), the row `HELD`: 
 when every read of the built state is a read from the page cache, beside the rate on
 what the machine's page cache happens to keep.
 
-With `repeats` R > 1, once every population has been built and run, the default replays
+With `repeats` R > 1, once every population has been built and run, each variant's replays
 are done R - 1 times more, each on a fresh copy of its population's state, the order of
 the populations reversed from one round to the next (large, small; small, large; ...). On
 a shared machine the same replay's CPU time an event moves by 15-23% from one run to the
@@ -77,11 +77,12 @@ def run_scale_bench(setup: ScaleSetup, work_dir: Path | None = None) -> str:
                 runs.restarts[urls] = _restart(setup, root, log, urls)
         for round_ in range(1, setup.repeats):
             order = sorted(setup.populations, reverse=round_ % 2 == 1)
-            for urls in order:
-                again = _again(setup, root, urls, round_)
-                if again["entries"] != runs.replayed[urls, DEFAULT]["entries"]:
-                    raise RuntimeError(f"{urls:,} URLs: a round's replay wrote other entries")
-                runs.add_again(urls, again)
+            for variant in setup.variants:
+                for urls in order:
+                    again = _again(setup, root, urls, round_, variant)
+                    if again["entries"] != runs.replayed[urls, variant]["entries"]:
+                        raise RuntimeError(f"{urls:,} URLs: a round's replay wrote other entries")
+                    runs.add_again(urls, variant, again)
         return scale_report(setup, runs)
 
 
@@ -120,9 +121,10 @@ def _measure(
     built = build_state(base, urls, options, home / "sst", setup.sst_file_bytes)
     if not setup.cold_files:
         page_in(base)
-    keep_base = setup.restart or (
-        variant == DEFAULT
-        and (setup.live_bootstrap is not None or setup.hold_files or setup.repeats > 1)
+    keep_base = (
+        setup.restart
+        or setup.repeats > 1
+        or (variant == DEFAULT and (setup.live_bootstrap is not None or setup.hold_files))
     )
     state = _copy(base, home / "run", variant) if keep_base else base
     replayed = _run(_replay_spec(setup, variant, log, state, home / "run.avro", urls))
@@ -145,13 +147,13 @@ def _measure_held(
     }
 
 
-def _again(setup: ScaleSetup, root: Path, urls: int, round_: int) -> dict[str, float]:
-    """The default replay again, on a fresh copy of the population's state (removed after:
+def _again(setup: ScaleSetup, root: Path, urls: int, round_: int, variant: str) -> dict[str, float]:
+    """A variant's replay again, on a fresh copy of the population's state (removed after:
     only its new files take room, the built ones are hard-linked)."""
-    home = root / f"{urls}-{DEFAULT}"
-    state, out = _copy(home / "base", home / f"again-{round_}", DEFAULT), home / "again.avro"
+    home = root / f"{urls}-{variant}"
+    state, out = _copy(home / "base", home / f"again-{round_}", variant), home / "again.avro"
     try:
-        return _run(_replay_spec(setup, DEFAULT, _log(root, urls), state, out, urls))
+        return _run(_replay_spec(setup, variant, _log(root, urls), state, out, urls))
     finally:
         shutil.rmtree(state)
         for written in (out, out.with_name(out.name + ".dead-letters.jsonl")):

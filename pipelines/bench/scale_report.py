@@ -38,19 +38,24 @@ class ScaleRuns:
     live: dict[int, Figures] = field(default_factory=dict)
     """The live job's run on each population (`scale_live`), when a broker was given."""
 
-    again: dict[int, list[Figures]] = field(default_factory=dict)
-    """The default replay's runs after its first, by population (`ScaleSetup.repeats`)."""
+    again: dict[tuple[int, str], list[Figures]] = field(default_factory=dict)
+    """Each variant's replays after its first, by population and variant
+    (`ScaleSetup.repeats`)."""
 
     def add(self, urls: int, variant: str, figures: dict[str, Figures]) -> None:
         self.built[urls, variant] = figures["build"]
         self.replayed[urls, variant] = figures["replay"]
 
-    def add_again(self, urls: int, replayed: Figures) -> None:
-        self.again.setdefault(urls, []).append(replayed)
+    def add_again(self, urls: int, variant: str, replayed: Figures) -> None:
+        self.again.setdefault((urls, variant), []).append(replayed)
 
-    def rounds(self, urls: int) -> list[Figures]:
-        """The default replay's runs at `urls`, the first one first."""
-        return [self.replayed[urls, DEFAULT], *self.again.get(urls, [])]
+    def again_variants(self) -> set[str]:
+        """The variants whose replays were done again."""
+        return {variant for _, variant in self.again}
+
+    def rounds(self, urls: int, variant: str = DEFAULT) -> list[Figures]:
+        """A variant's replays at `urls`, the first one first."""
+        return [self.replayed[urls, variant], *self.again.get((urls, variant), [])]
 
 
 def write_amplification(run: Figures) -> float:
@@ -181,22 +186,38 @@ def scale_report(setup: ScaleSetup, runs: ScaleRuns) -> str:
 
 
 def _rounds(runs: ScaleRuns, repeats: int) -> tuple[list[str], float, float]:
-    """Each round's default replays, its ratio of the largest population's rate to the
-    smallest's, and the medians of those ratios (events/s, events per CPU second)."""
-    small, large = min(runs.populations), max(runs.populations)
-    populations = sorted(runs.populations)
+    """Each variant's rounds (`_variant_rounds`), and the medians of the default's ratios
+    (events/s, events per CPU second)."""
     lines = [
-        f"rounds of the {DEFAULT} replay: the first as above (each population built, then "
+        "rounds of each variant's replay: the first as above (each population built, then "
         "run), then each population's again on a fresh copy of its state, the largest "
         "first in even rounds; ratio: the round's largest population over its smallest; "
         "CPU s and peak RSS: the largest population's run",
+    ]
+    medians = {}
+    for variant in runs.variants:
+        if variant in runs.again_variants():
+            variant_lines, medians[variant] = _variant_rounds(runs, repeats, variant)
+            lines += variant_lines
+    ratio, cpu_ratio = medians[DEFAULT]
+    return lines, ratio, cpu_ratio
+
+
+def _variant_rounds(
+    runs: ScaleRuns, repeats: int, variant: str
+) -> tuple[list[str], tuple[float, float]]:
+    """One variant's rounds, a line each, and the medians of their ratios."""
+    small, large = min(runs.populations), max(runs.populations)
+    populations = sorted(runs.populations)
+    lines = [
+        f"{variant}:",
         f"{'round':>5}  {'first':<8}"
         + "".join(f"{f'{urls:,} ev/s':>18}" for urls in populations)
         + f"{'CPU s':>8}{'ratio':>8}{'(CPU)':>7}{'peak RSS MiB':>13}",
     ]
     ratios, cpu_ratios = [], []
     for index in range(repeats):
-        run = {urls: runs.rounds(urls)[index] for urls in populations}
+        run = {urls: runs.rounds(urls, variant)[index] for urls in populations}
         rate = {urls: r["events"] / r["seconds"] for urls, r in run.items()}
         per_cpu = {urls: r["events"] / r["cpu_seconds"] for urls, r in run.items()}
         ratios.append(rate[large] / rate[small])
@@ -209,10 +230,10 @@ def _rounds(runs: ScaleRuns, repeats: int) -> tuple[list[str], float, float]:
         )
     ratio, cpu_ratio = float(np.median(ratios)), float(np.median(cpu_ratios))
     lines.append(
-        f"median over {repeats} rounds: ratio {ratio:.3f}, per CPU second {cpu_ratio:.3f} "
-        f"(ratios from {min(ratios):.3f} to {max(ratios):.3f})"
+        f"{variant}: median over {repeats} rounds: ratio {ratio:.3f}, per CPU second "
+        f"{cpu_ratio:.3f} (ratios from {min(ratios):.3f} to {max(ratios):.3f})"
     )
-    return lines, ratio, cpu_ratio
+    return lines, (ratio, cpu_ratio)
 
 
 def _live_lines(runs: ScaleRuns, rate: dict[tuple[int, str], float]) -> list[str]:

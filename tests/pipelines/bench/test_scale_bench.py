@@ -293,34 +293,40 @@ def test_scale_live_job_writes_the_replays_frontier(
 
 
 def test_scale_report_with_rounds(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """`--repeats 3`: the default replays in three rounds, the second with the largest
-    population first; each round's ratio as its rates give it, and the verdict on their
-    median."""
+    """`--repeats 3`: each variant's replays in three rounds, the second with the largest
+    population first; each round's ratio as its rates give it, and the verdict on the
+    default's median."""
     argv = ["bench", "--scale", "--scale-urls", "2k,4k", "--events", "200", "--step-size", "25"]
-    extra = ["--no-restart", "--repeats", "3", "--work-dir", str(tmp_path)]
-    assert main([*argv, *extra]) == 0
+    extra = ["--no-restart", "--repeats", "3", "--scale-variants", "default,lz4"]
+    assert main([*argv, *extra, "--work-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    rows = [
-        ln.split() for ln in out.splitlines() if re.match(r"^\s+[123]\s+(smallest|largest)", ln)
-    ]
-    assert [r[:2] for r in rows] == [["1", "smallest"], ["2", "largest"], ["3", "smallest"]]
-    first = _cells(out, "4,000 default")
-    assert rows[0][3] == first[2]  # the first round is the table's run
-    ratios = []
-    for row in rows:
-        small, large = float(row[2].replace(",", "")), float(row[3].replace(",", ""))
-        ratios.append(float(row[5]))
-        assert ratios[-1] == pytest.approx(large / small, rel=0.01, abs=0.002)
-    median = sorted(ratios)[1]
-    printed = re.search(r"^median over 3 rounds: ratio (\d\.\d{3}), per CPU second", out, re.M)
-    assert printed and float(printed.group(1)) == median
+    medians = {}
+    for variant in ("default", "lz4"):
+        block = out.split(f"\n{variant}:\n", 1)[1]
+        rows = [
+            ln.split()
+            for ln in block.splitlines()[:4]
+            if re.match(r"^\s+[123]\s+(smallest|largest)", ln)
+        ]
+        assert [r[:2] for r in rows] == [["1", "smallest"], ["2", "largest"], ["3", "smallest"]]
+        assert rows[0][3] == _cells(out, f"4,000 {variant}")[2]  # the first round: the table's
+        ratios = []
+        for row in rows:
+            small, large = float(row[2].replace(",", "")), float(row[3].replace(",", ""))
+            ratios.append(float(row[5]))
+            assert ratios[-1] == pytest.approx(large / small, rel=0.01, abs=0.002)
+        medians[variant] = sorted(ratios)[1]
+        printed = re.search(
+            rf"^{variant}: median over 3 rounds: ratio (\d\.\d{{3}}), per CPU second", out, re.M
+        )
+        assert printed and float(printed.group(1)) == medians[variant]
     verdict = re.search(
         r"^events/s at 4,000 URLs / at 2,000 \(default, the median of 3 rounds' ratios\): "
         r"(\d\.\d{3})",
         out,
         re.M,
     )
-    assert verdict and float(verdict.group(1)) == median
+    assert verdict and float(verdict.group(1)) == medians["default"]
     assert not list(tmp_path.iterdir())  # the work directory's copies are gone
 
 
