@@ -61,8 +61,8 @@ class RocksDBOptions:
     """Block compression of the last level, where most of the data of a large store lies.
     None by default: with 100M URLs in state most reads of a known URL miss the block cache
     and take a block from the page cache, and an uncompressed block spares each such read
-    a decompression and a second buffer (at 100M URLs 0.82 of the 1M rate against 0.66
-    with lz4 in the same run, for 1.75 times the bytes on the disk: `frontierflow bench
+    a decompression and a second buffer (at 100M URLs 0.81–0.82 of the 1M rate against
+    0.66–0.72 with lz4 in the same runs, for 1.75 times the bytes on the disk: `frontierflow bench
     --scale --scale-urls 1M,100M --repeats 3 --scale-variants default,lz4`). lz4 or zstd
     where the disk, or the page cache, is short; a store's files each say how their blocks
     are compressed, so the setting can change between opens."""
