@@ -168,13 +168,14 @@ def children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def fresh_settings(bootstrap: str) -> KafkaSettings:
-    """Topics and a consumer group of their own for one measured run."""
+def fresh_settings(bootstrap: str, partitions: int = 1) -> KafkaSettings:
+    """Topics and a consumer group of their own for one measured run; its fetch-events topic
+    of `partitions` partitions."""
     prefix = "bench-" + uuid.uuid4().hex[:8]
     topics = KafkaTopics(
         f"{prefix}-fetch-events", f"{prefix}-frontier", f"{prefix}-control", f"{prefix}-dead"
     )
-    return KafkaSettings(bootstrap, topics, group_id=prefix)
+    return KafkaSettings(bootstrap, topics, group_id=prefix, partitions=partitions)
 
 
 def bench_topics(settings: KafkaSettings) -> None:

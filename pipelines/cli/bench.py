@@ -176,6 +176,13 @@ def _kafka_arguments(kp: argparse.ArgumentParser) -> None:
     )
     kp.add_argument("--clock-window-ms", type=int, default=1_000, help="with --beam-stream: W")
     kp.add_argument(
+        "--fetch-partitions",
+        type=int,
+        default=None,
+        help="with --beam-stream: partitions of the fetch-events topics (default: the job's "
+        "parallelism, 2 on flink and flink-cluster-2: each source subtask reads one)",
+    )
+    kp.add_argument(
         "--latency-rate",
         type=float,
         default=None,
@@ -325,6 +332,7 @@ def bench_kafka(args: argparse.Namespace) -> int:
 def bench_kafka_stream(args: argparse.Namespace) -> int:
     from frontierflow.pipelines.bench.beam import INFRA, beam_version, find_runner
     from frontierflow.pipelines.bench.kafka_stream import (
+        STREAM_PARALLELISM,
         StreamBenchSetup,
         kafka_expansion_jar,
         run_stream_bench,
@@ -362,6 +370,7 @@ def bench_kafka_stream(args: argparse.Namespace) -> int:
         flink_master=args.flink_master,
         worker_pool=args.worker_pool,
         job_endpoint=args.job_endpoint,
+        fetch_partitions=args.fetch_partitions or STREAM_PARALLELISM[args.beam_stream],
     )
     print(run_stream_bench(setup))
     return 0

@@ -39,6 +39,12 @@ def test_setup_refuses_what_it_cannot_measure(runner: str, events: int, message:
         StreamBenchSetup("127.0.0.1:9", runner, "j", "e", events=events)
 
 
+def test_the_fetch_events_topics_have_at_least_one_partition() -> None:
+    assert StreamBenchSetup("127.0.0.1:9", "flink", "j", "e", fetch_partitions=2)
+    with pytest.raises(ValueError, match="--fetch-partitions must be >= 1"):
+        StreamBenchSetup("127.0.0.1:9", "flink", "j", "e", fetch_partitions=0)
+
+
 def test_the_latency_is_paced_at_a_positive_rate_when_one_is_given() -> None:
     assert StreamBenchSetup("127.0.0.1:9", "flink", "j", "e", latency_rate=79.2).latency_rate
     for rate in (0.0, -1.0):
