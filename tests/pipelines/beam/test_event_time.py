@@ -3,12 +3,17 @@ beside a small cell with the step's value and the earliest due waiting."""
 
 from __future__ import annotations
 
+import sys
+
+import objsize
 from apache_beam.coders import BytesCoder, VarIntCoder
 from apache_beam.utils.timestamp import Timestamp
 from beam_state import Bag, Cell, Timer
 
 from frontierflow.pipelines.beam.event_time import (
+    cheap_state_cache_accounting,
     each_delivery_once,
+    flat_weight,
     held_coder,
     hold_unless_taken,
     keep_taken,
@@ -110,3 +115,39 @@ def test_an_item_of_a_window_already_taken_is_dropped() -> None:
     assert cell.value == (("v", 1_000), None) and bag.items == [] and timer.sets == [1_000]
     hold_unless_taken((1_001, 2, "b"), cell, bag, timer)  # a later window: held
     assert bag.items == [(1_001, 2, "b")] and timer.sets == [1_000, 1_001]
+
+
+def test_flat_weight_is_the_deep_size_of_a_list_of_unshared_scalars_or_tuples() -> None:
+    # every object distinct (ints above CPython's cached 256, fresh bytes): objsize's walk
+    # counts each once, as the flat sum does
+    items = [(10_000 + i, 20_000 + i, f"u{i}", bytes([i]) * (100 + i)) for i in range(50)]
+    scalars = [bytes([i]) * (30 + i) for i in range(50)]
+    for value in (items, scalars, []):
+        assert flat_weight(value) == objsize.get_deep_size(value)
+    # a shared object is counted at each of its places (objsize counts it once)
+    shared = b"x" * 1_000
+    twice = [(10_001, shared), (10_002, shared)]
+    assert flat_weight(twice) == objsize.get_deep_size(twice) + sys.getsizeof(shared)
+
+
+def test_flat_weight_leaves_nested_values_to_the_deep_walk() -> None:
+    for value in ([(1, [2])], [[1]], {"a": 1}, (1, 2), [(1,), 2], b"x"):
+        assert flat_weight(value) is None
+
+
+def test_the_state_cache_weighs_flat_lists_flat_and_the_rest_as_beam_does() -> None:
+    from apache_beam.runners.worker import statecache
+
+    before = statecache.get_deep_size
+    try:
+        cheap_state_cache_accounting()
+        cheap_state_cache_accounting()  # a second step's setup: installed once
+        weigh = statecache.get_deep_size
+        assert weigh is not before
+        assert weigh.deep is before  # type: ignore[attr-defined]
+        items = [(10_000 + i, bytes([i]) * 64) for i in range(10)]
+        assert weigh(items) == flat_weight(items)
+        nested = {"a": [10_001, b"y" * 64]}
+        assert weigh(nested) == before(nested)
+    finally:
+        statecache.get_deep_size = before
