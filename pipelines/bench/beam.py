@@ -29,6 +29,8 @@ RUNNERS = ("embedded", "fnapi", "prism", "flink", "flink-cluster", "flink-cluste
 (`infra/flink/cluster.sh start`, `--flink-master`), the second also the SDK worker pool of
 `infra/flink/worker_pool.py` (`--worker-pool`): parallelism 2 on two TaskManagers."""
 DEFAULT_RUNNERS = ("embedded", "fnapi", "prism", "flink")
+FLINK_PARALLELISM = {"flink": 2, "flink-cluster": 1, "flink-cluster-2": 2}
+"""The parallelism `beam_args` gives each Flink runner's jobs."""
 BUDGET = 1_000_000
 STEP_SIZE = 500
 FIXED_COST_EVENTS = 10
@@ -67,13 +69,10 @@ def beam_args(
             CLUSTER_CLASSPATH,
         ]
         if runner == "flink-cluster":
-            return [*cluster, "--environment_type=LOOPBACK", "--parallelism=1"]
-        return [
-            *cluster,
-            "--environment_type=EXTERNAL",
-            f"--environment_config={worker_pool}",
-            "--parallelism=2",
-        ]
+            environment = ["--environment_type=LOOPBACK"]
+        else:
+            environment = ["--environment_type=EXTERNAL", f"--environment_config={worker_pool}"]
+        return [*cluster, *environment, f"--parallelism={FLINK_PARALLELISM[runner]}"]
     if runner == "fnapi":
         return ["--runner=FnApiRunner"]
     if runner == "prism":
@@ -90,7 +89,7 @@ def beam_args(
             "--flink_version=1.19",
             f"--flink_job_server_jar={flink_jar}",
             "--environment_type=LOOPBACK",
-            "--parallelism=2",
+            f"--parallelism={FLINK_PARALLELISM[runner]}",
         ]
         if flink_conf_dir:
             args.append(f"--flink_conf_dir={flink_conf_dir}")

@@ -57,7 +57,7 @@ import numpy as np
 from kafka import KafkaConsumer
 
 from frontierflow.connectors.kafka import KafkaSettings
-from frontierflow.pipelines.bench.beam import beam_args
+from frontierflow.pipelines.bench.beam import FLINK_PARALLELISM, beam_args
 from frontierflow.pipelines.bench.engine import BenchSetup, generated_events
 from frontierflow.pipelines.bench.flink_rest import WatermarkLags, cancel_job, cluster_jobs
 from frontierflow.pipelines.bench.frontier_match import (
@@ -80,11 +80,6 @@ from frontierflow.pipelines.bench.kafka import (
 from frontierflow.schemas.codecs import AvroCodec
 
 STREAM_RUNNERS = ("flink", "flink-cluster", "flink-cluster-2")
-STREAM_PARALLELISM = {"flink": 2, "flink-cluster": 1, "flink-cluster-2": 2}
-"""Each runner's parallelism (`bench.beam.beam_args`): the fetch-events topics' partitions
-unless `--fetch-partitions` says otherwise. KafkaIO gives each source subtask its share of
-the partitions, and the step chained to it (decoding and checking the records) runs in
-that subtask's SDK worker: a topic of one partition decodes every event in one worker."""
 STARTUP_EVENTS = 10
 STOP_S = 30
 STATE_CACHE_MB = 256
@@ -115,18 +110,27 @@ class StreamBenchSetup:
     job_endpoint: str | None = None
     """HOST:PORT of a job server kept running (`infra/flink/job-server.sh`); None: the
     job starts one from `flink_jar`."""
-    fetch_partitions: int = 1
-    """Partitions of each run's fetch-events topic (the engine's and the form's)."""
+    fetch_partitions: int | None = None
+    """Partitions of each run's fetch-events topic (the engine's and the form's); None: the
+    job's parallelism (`bench.beam.FLINK_PARALLELISM`). KafkaIO gives each source subtask
+    its share of the partitions, and the step chained to it (decoding and checking the
+    records) runs in that subtask's SDK worker: a topic of one partition decodes every
+    event in one worker."""
 
     def __post_init__(self) -> None:
         if self.runner not in STREAM_RUNNERS:
             raise ValueError(f"--beam-stream: one of {', '.join(STREAM_RUNNERS)}")
         if self.latency_rate is not None and self.latency_rate <= 0:
             raise ValueError(f"--latency-rate must be > 0: {self.latency_rate}")
-        if self.fetch_partitions < 1:
+        if self.fetch_partitions is not None and self.fetch_partitions < 1:
             raise ValueError(f"--fetch-partitions must be >= 1: {self.fetch_partitions}")
         if self.events <= STARTUP_EVENTS:
             raise ValueError(f"--events must be > {STARTUP_EVENTS} (the start-up run's)")
+
+    @property
+    def partitions(self) -> int:
+        """The fetch-events topics' partitions."""
+        return self.fetch_partitions or FLINK_PARALLELISM[self.runner]
 
 
 def kafka_expansion_jar(job_server_jar: str) -> Path:
@@ -170,13 +174,13 @@ def run_stream_bench(setup: StreamBenchSetup) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         engine: dict[str, tuple[float, set[bytes]]] = {}
         for label, batch in (("startup", values[:STARTUP_EVENTS]), ("full", values)):
-            job = fresh_settings(setup.bootstrap_servers, setup.fetch_partitions)
+            job = fresh_settings(setup.bootstrap_servers, setup.partitions)
             produce_events(job, batch)
             seconds, _ = timed_job(job, Path(tmp) / f"state-{label}", setup.step_size, len(batch))
             engine[label] = (seconds, live_keys(setup.bootstrap_servers, job.topics.frontier))
         full = _beam_run(
             setup,
-            fresh_settings(setup.bootstrap_servers, setup.fetch_partitions),
+            fresh_settings(setup.bootstrap_servers, setup.partitions),
             (values[:STARTUP_EVENTS], engine["startup"][1]),
             (values[STARTUP_EVENTS:], engine["full"][1]),
             Path(tmp) / "beam.log",
@@ -202,7 +206,7 @@ def run_stream_bench(setup: StreamBenchSetup) -> str:
             f"{setup.events:,} FetchEvents ({setup.outlinks} outlinks each, drawn "
             f"{'by popularity' if setup.links == 'zipf' else 'uniformly'} from "
             f"{setup.urls:,} URLs) through one broker, fetch-events topics of "
-            f"{setup.fetch_partitions} partition{'s' if setup.fetch_partitions > 1 else ''}; "
+            f"{setup.partitions} partition{'s' if setup.partitions > 1 else ''}; "
             f"Beam on {setup.runner}, clock "
             f"windows of {setup.window_ms} ms",
             f"{distinct:,} distinct URLs (pages and links), each with a state at the end",

@@ -332,7 +332,6 @@ def bench_kafka(args: argparse.Namespace) -> int:
 def bench_kafka_stream(args: argparse.Namespace) -> int:
     from frontierflow.pipelines.bench.beam import INFRA, beam_version, find_runner
     from frontierflow.pipelines.bench.kafka_stream import (
-        STREAM_PARALLELISM,
         StreamBenchSetup,
         kafka_expansion_jar,
         run_stream_bench,
@@ -370,7 +369,7 @@ def bench_kafka_stream(args: argparse.Namespace) -> int:
         flink_master=args.flink_master,
         worker_pool=args.worker_pool,
         job_endpoint=args.job_endpoint,
-        fetch_partitions=args.fetch_partitions or STREAM_PARALLELISM[args.beam_stream],
+        fetch_partitions=args.fetch_partitions,
     )
     print(run_stream_bench(setup))
     return 0
