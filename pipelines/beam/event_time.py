@@ -80,17 +80,20 @@ REPEAT_AFTER_US = 1_000
 ROUTE_AFTER_US = 2_000
 APPLY_AFTER_US = 3_000
 """How far past a clock window's due each timer-ordered step of the unbounded form fires
-its timer and stamps what it emits: the repeat step (`beam.stream`; the host step too,
-`beam.hosts`), the routing with its running page count (`beam.routing`) and the per-shard
-update (`beam.stream`).
+its timer and stamps what it emits: the repeat step, which routes what it lets through
+(`beam.stream`; the host step fires then too, `beam.hosts`), the steps whose output the
+update takes beside the routed messages (the host step stamps its pauses there; the
+revisit step fires there, `beam.stream_revisits`) and the per-shard update
+(`beam.stream_update`).
 
 A runner may fire an event-time timer at T once the watermark *reaches* T (Flink and Prism
 do), while an element stamped T may still come: the upstream step whose timer at T holds
 the watermark there has yet to emit it. So every step fires 1 ms (the grain of timer times)
 after the latest stamp of what it waits for, and stamps its own output at its timer: a
 fetch is stamped at its own time, at most its window's due + 999 µs; the repeat step fires
-1 ms past the due (its fetches and page counts stamped there); the routing 2 ms past (the
-window's messages stamped there); the update 3 ms past. With a timer at its items' own
+1 ms past the due (the window's routed messages and page counts stamped there); the
+revisit step 2 ms past (its decisions and the host step's pauses stamped there); the update
+3 ms past. With a timer at its items' own
 stamp, an item Prism delivered just then was taken a window late, behind the next step's
 watermark (`docs/RESULTS.md`)."""
 

@@ -11,25 +11,24 @@ stamps its output at that timer (`event_time.REPEAT_AFTER_US`: why 1 ms).
 1. `DecideRepeatFetchesByShard`: per URL, fetches in (window, position) order, the step core's
    `is_repeat_fetch` (keyed by a shard of the URL: `beam.shard_state`), 1 ms past the due;
    a repeat is dropped whole, as the bounded pipeline does, or, for a strategy that learns
-   from repeats (LAFC), passed on marked as a repeat; beside them, per crawl and window,
-   the pages the shard let through (one count, not one element per fetch).
-2. `AttachClock` (`beam.routing`): per crawl and routing shard, the fetches and every
-   shard's counts held in state; 2 ms past a window's due, its first fetches get `crawled =
-   before(w) + 1` (a repeat `before(w)`: it does not count), before(w) being the pages
-   counted in the windows before it (each routing shard keeps the same running count), and
-   are routed by the step core's `keyed_messages` (the one routing function; a repeat
-   gives only its `Reinforce` with `fresh=False`); the messages leave gathered per state
-   shard of their key.
-3. `UpdateFrontierInEventTime` (`beam.stream_update`): each routing shard's messages of a
+   from repeats (LAFC), routed as a repeat (only its `Reinforce`, `fresh=False`). What it
+   lets through it routes in the same firing by the step core's `keyed_messages` (the one
+   routing function, which does not read the clock: `beam.routing`), each message with its
+   clock's offset in its window (1 for a first fetch, which counts itself; 0 for a revisit
+   or a repeat), gathered per state shard of the update with the pages the shard counted
+   in the window: one item per repeat shard, state shard and window.
+2. `UpdateFrontierInEventTime` (`beam.stream_update`): each repeat shard's messages of a
    window for a state shard come as one item, held until 3 ms past the due and merged then,
    keyed by shard (`beam.shard_state`: the shard's URL states in one records bag, so a
-   window touches a few shard cells, not one cell per URL), each URL's messages are applied
-   with the strategy's own `apply`, in (window, position, index) order; out comes one
-   record per URL and window: the state and the latest change per `change_key` (the step
-   core's `apply_messages` and `keep_latest`).
-   With the host rule, beside steps 1–2: `PausesInEventTime` (`beam.hosts`): per shard of
+   window touches a few shard cells, not one cell per URL). Each shard keeps the crawl's
+   running count from the counts every repeat shard sends it, so a window's messages get
+   `crawled = before(w) + offset`, before(w) the pages counted in the windows before it;
+   each URL's messages are applied with the strategy's own `apply`, in (window, position,
+   index) order; out comes one record per URL and window: the state and the latest change
+   per `change_key` (the step core's `apply_messages` and `keep_latest`).
+   With the host rule, beside step 1: `PausesInEventTime` (`beam.hosts`): per shard of
    the hosts, a window's answers (deferred ones too) fold into their hosts' states 1 ms
-   past the due, and the pauses they begin reach every shard of step 3 with the window's
+   past the due, and the pauses they begin reach every shard of step 2 with the window's
    messages, which holds each entry emitted inside a pause until the pause ends (a
    shard keeps the pauses that can still hold an entry).
 
@@ -92,7 +91,7 @@ from frontierflow.pipelines.beam.hosts import (
     PausesInEventTime,
 )
 from frontierflow.pipelines.beam.io import page_answers
-from frontierflow.pipelines.beam.routing import AttachClock
+from frontierflow.pipelines.beam.routing import RoutedWindow, WindowRoutes
 from frontierflow.pipelines.beam.shard_state import (
     STATE_SHARDS,
     ShardStore,
@@ -118,25 +117,26 @@ from frontierflow.state.revisit_schedule import RevisitPolicy
 
 
 class DecideRepeatFetchesByShard(beam.PTransform):
-    """(position, event) → (the first fetches, (crawl id, (due, position, repeat, url,
-    event's bytes)), and with `keep_repeats` the repeats too; the pages they count per shard
-    and window, `PageCount`s), in the global window, stamped 1 ms past their clock window's
-    due (`event_time.REPEAT_AFTER_US`). Keyed by a shard of the URL
-    (`beam.shard_state`): the step core keeps a page's last cycle per URL, in its shard's
-    records. An event's window is that of its `fetched_at`, or with `by_arrival` that of
-    the time its source stamped it with (`beam.kafka_io`: the broker's append time)."""
+    """(position, event) → the routed windows (`beam.routing.RoutedWindow`: per state shard
+    of the update, a window's keyed messages of the fetches let through and the pages they
+    count), and with a revisit policy the visits (`beam.stream_revisits.VisitItem`), in the
+    global window, stamped 1 ms past their clock window's due (`event_time.REPEAT_AFTER_US`).
+    Keyed by a shard of the URL (`beam.shard_state`): the step core keeps a page's last cycle
+    per URL, in its shard's records; a repeat is dropped, or with `keep_repeats` routed as a
+    repeat. An event's window is that of its `fetched_at`, or with `by_arrival` that of the
+    time its source stamped it with (`beam.kafka_io`: the broker's append time)."""
 
     def __init__(
         self,
+        strategy: Strategy[Any],
         windows: ClockWindows,
-        keep_repeats: bool = False,
         by_arrival: bool = False,
         shards: int = STATE_SHARDS,
         revisit: RevisitPolicy | None = None,
     ) -> None:
         super().__init__()
+        self.strategy = strategy
         self.windows = windows
-        self.keep_repeats = keep_repeats
         self.by_arrival = by_arrival
         self.shards = shards
         self.revisit = revisit
@@ -149,18 +149,17 @@ class DecideRepeatFetchesByShard(beam.PTransform):
                 typehints.KV[int, PageFetch]
             )
             | "FirstFetches"
-            >> beam.ParDo(_FirstFetches(self.keep_repeats, self.revisit))
+            >> beam.ParDo(_FirstFetches(self.strategy, self.revisit))
             .with_input_types(typehints.KV[int, PageFetch])
-            .with_outputs(PAGE_COUNTS, VISITS, main="firsts")
+            .with_outputs(VISITS, main="routed")
         )
-        firsts, counts = outputs.firsts, outputs[PAGE_COUNTS]
-        firsts.element_type = FirstFetch
-        counts.element_type = PageCount
+        routed = outputs.routed
+        routed.element_type = RoutedWindow
         if self.revisit is None:
-            return firsts, counts
+            return routed
         visits = outputs[VISITS]
         visits.element_type = VisitItem
-        return firsts, counts, visits
+        return routed, visits
 
 
 class _KeyByPage(beam.DoFn):
@@ -183,18 +182,7 @@ class _KeyByPage(beam.DoFn):
 PageFetch = typehints.Tuple[int, int, str, int, str, bytes]
 """(due, position, url, cycle, crawl id, the event's bytes): a fetch keyed for the repeat
 step, which holds it as it comes (`event_time.pending_spec`: why encoded) and reads only its
-URL, cycle and crawl."""
-FirstFetch = typehints.KV[str, typehints.Tuple[int, int, int, str, bytes]]
-"""(crawl id, (due, position, kind, url, the event's bytes)): a fetch with the step core's
-verdict (`FetchKind`: a first fetch, a repeat, or with `--revisit` a revisit) and the due
-of its clock window."""
-PageCount = typehints.KV[str, typehints.Tuple[int, int, int]]
-"""(crawl id, (due µs of a clock window, the position of the shard's first fetch in it,
-the pages among the shard's fetches in it: repeats count 0))."""
-PAGE_COUNTS = "page_counts"
-"""The repeat step's second output: per firing, crawl and window, the pages it let through
-(`PageCount`), for the routing's running count (`beam.routing`): one element per shard
-and window instead of one per fetch."""
+URL, cycle and crawl until it routes it."""
 
 
 class _FirstFetches(beam.DoFn):
@@ -220,8 +208,9 @@ class _FirstFetches(beam.DoFn):
     def setup(self) -> None:
         cheap_state_cache_accounting()
 
-    def __init__(self, keep_repeats: bool, revisit: RevisitPolicy | None = None) -> None:
-        self.keep_repeats = keep_repeats
+    def __init__(self, strategy: Strategy[Any], revisit: RevisitPolicy | None = None) -> None:
+        self.strategy = strategy
+        self.keep_repeats = strategy.learns_from_repeats
         self.revisit = revisit
         self.store = ShardStore(
             VarIntCoder() if revisit is None else TupleCoder([VarIntCoder(), BytesCoder()])
@@ -251,17 +240,17 @@ class _FirstFetches(beam.DoFn):
             return  # nothing taken: the state stands as it is
         index = self.store.load(shard, value[0] if value else None, records)
         changed: dict[str, Any] = {}  # this firing's records, over the index's
-        counts: dict[tuple[str, int], list[int]] = {}  # (crawl, due) → [first position, pages]
+        routes = WindowRoutes(self.strategy, STATE_SHARDS)  # the update's shards
         for due, position, url, cycle, crawl_id, event in ready:
             known = changed[url] if url in changed else index.values.get(url)
+            fetch = None
             if self.revisit is None:
                 kind = FetchKind.REPEAT if is_repeat_fetch(known, cycle) else FetchKind.FIRST
                 if kind is FetchKind.FIRST:
                     changed[url] = cycle
             else:
-                kind, record, visit = revisit_fetch(
-                    known, decode_record(FetchEvent, event), self.revisit
-                )
+                fetch = decode_record(FetchEvent, event)
+                kind, record, visit = revisit_fetch(known, fetch, self.revisit)
                 if visit is not None:
                     changed[url] = record
                     yield TaggedOutput(
@@ -269,12 +258,11 @@ class _FirstFetches(beam.DoFn):
                     )
             if kind is FetchKind.REPEAT and not self.keep_repeats:
                 continue
-            counts.setdefault((crawl_id, due), [position, 0])[1] += kind is FetchKind.FIRST
-            yield TimestampedValue((crawl_id, (due, position, int(kind), url, event)), fired)
-        for (crawl_id, due), (position, pages) in counts.items():
-            yield TaggedOutput(
-                PAGE_COUNTS, TimestampedValue((crawl_id, (due, position, pages)), fired)
-            )
+            if fetch is None:
+                fetch = decode_record(FetchEvent, event)
+            routes.add(due, position, crawl_id, kind, fetch)
+        for routed in routes.items():
+            yield TimestampedValue(routed, fired)
         generation = self.store.commit(shard, index, changed, records)
         keep_taken(held, pending, (generation, ready[-1][0]), rest)
 
@@ -310,14 +298,14 @@ class StreamFrontier(beam.PTransform):
     def expand(self, events: Any) -> Any:
         strategy, windows = self.strategy, self.windows
         repeats = page_answers(events) | "Repeats" >> DecideRepeatFetchesByShard(
-            windows, strategy.learns_from_repeats, self.by_arrival, revisit=self.revisit
+            strategy, windows, self.by_arrival, revisit=self.revisit
         )
-        keyed = repeats[:2] | "AttachClock" >> AttachClock(strategy, STATE_SHARDS)
-        inputs = [keyed]
+        inputs = [repeats]
         if self.revisit is not None:
-            inputs.append(
-                repeats[2] | "Revisits" >> RevisitsInEventTime(self.revisit, strategy.name)
-            )
+            inputs = [
+                repeats[0],
+                repeats[1] | "Revisits" >> RevisitsInEventTime(self.revisit, strategy.name),
+            ]
         if self.hosts is not None:
             inputs.append(
                 events | "Hosts" >> PausesInEventTime(self.hosts, windows, self.by_arrival)

@@ -6,10 +6,10 @@ whenever `fetched_at` never decreases along the input (as for the rest of the fo
    record beside its last cycle and tells a first fetch, a revisit and a repeat apart
    (`page_fetch`); an answer that takes effect leaves as a visit keyed by a shard of its
    host, stamped 1 ms past its window's due, beside the window's fetches.
-2. `RevisitsInEventTime`: per host shard, 2 ms past a window's due (beside the routing), the
+2. `RevisitsInEventTime`: per host shard, 2 ms past a window's due, the
    window's visits in (due, position) order share their hosts' budgets (`host_due`); each
    URL's latest decision of the window goes to the URL's state shard as one more message
-   of the window (`REVISIT_INDEX`), in the routing's format, stamped there.
+   of the window (`REVISIT_INDEX`), in the routed messages' format, stamped there.
 3. The per-URL update (`beam.stream_update.UpdateFrontierInEventTime`) folds each window's
    decision into the URL's changes of that window (`apply_with_revisits`): `with_revisit`,
    as the embedded engine merges a step's revisits, a URL no strategy message reached too.
@@ -100,8 +100,8 @@ class RevisitsInEventTime(beam.PTransform):
     """Visits (`VisitItem`s stamped 1 ms past their window's due) → per window and URL state
     shard, the URLs' latest revisit decisions as messages of the window: (state shard,
     [(url, (due, position, `REVISIT_INDEX`, 0, 0, entry bytes or b""))]), stamped 2 ms
-    past the due, as the routing stamps the window's messages (b"": the latest answer
-    downloaded nothing, so the strategy's change stands)."""
+    past the due, which the update takes with the window's messages (b"": the latest
+    answer downloaded nothing, so the strategy's change stands)."""
 
     def __init__(
         self, policy: RevisitPolicy, strategy: str, url_shards: int = STATE_SHARDS

@@ -8,7 +8,13 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam import typehints
-from apache_beam.coders import BytesCoder, FastPrimitivesCoder, TupleCoder, VarIntCoder
+from apache_beam.coders import (
+    BytesCoder,
+    FastPrimitivesCoder,
+    NullableCoder,
+    TupleCoder,
+    VarIntCoder,
+)
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
 
@@ -33,22 +39,25 @@ from frontierflow.pipelines.beam.window_batches import (
     one_per_window,
     pause_runs,
     window_batch,
+    with_crawl_clock,
 )
 from frontierflow.pipelines.core.strategy import Strategy
 
 
 class UpdateFrontierInEventTime(beam.PTransform):
-    """(state shard, [(url, message), …]) stamped 2 ms past their window's due
-    (`AttachClock`) → one `UrlUpdate` per URL and window, stamped 3 ms past it (its
-    version: (due µs, position, index) of the
-    last message applied). State is keyed by a shard of the URL (`beam.shard_state`): the
-    routing sends a window's messages for a shard as one list per routing shard, which the
-    stateful step holds as they come; on an event-time timer in the global window it merges
-    a window's items (`window_batches.one_per_window`) and applies them in window order,
-    each URL's messages in (position, index) order. No grouping step between the routing
+    """The repeat step's routed windows (`beam.routing.RoutedWindow`, stamped 1 ms past their
+    window's due) → one `UrlUpdate` per URL and window, stamped 3 ms past it (its version:
+    (due µs, position, index) of the last message applied). State is keyed by a shard of
+    the URL (`beam.shard_state`): each repeat shard sends a window's messages for a shard as
+    one item, with the pages it counted in the window, which the stateful step holds as
+    they come; on an event-time timer in the global window it sets the messages' crawl
+    clock from the running count it keeps (`window_batches.with_crawl_clock`), merges a
+    window's items (`window_batches.one_per_window`) and applies them in window order, each
+    URL's messages in (position, index) order. No grouping step between the repeat step
     and this one: a grouping fires only once the watermark has passed its window, one more
-    step for a window's messages to wait through. With `revisits`, a URL's messages may hold
-    its window's revisit decision (`beam.stream_revisits`); without, none is looked for."""
+    step for a window's messages to wait through. With `revisits`, a URL's messages may
+    hold its window's revisit decision (`beam.stream_revisits`); without, none is looked
+    for."""
 
     def __init__(self, strategy: Strategy[Any], revisits: bool = False) -> None:
         super().__init__()
@@ -75,12 +84,19 @@ class UpdateFrontierInEventTime(beam.PTransform):
 
 class _ApplyInEventTime(beam.DoFn):
     HELD = ReadModifyWriteStateSpec(
-        HELD_STATE,  # ((the shard's generation, the pauses that can still hold an entry),
-        # the due taken through), and the earliest due waiting
-        held_coder(with_through(TupleCoder([VarIntCoder(), FastPrimitivesCoder()]))),
+        HELD_STATE,  # ((the shard's generation, the pauses that can still hold an entry,
+        # the pages counted per crawl; no generation while it holds no URL), the due taken
+        # through), and the earliest due waiting
+        held_coder(
+            with_through(
+                TupleCoder(
+                    [NullableCoder(VarIntCoder()), FastPrimitivesCoder(), FastPrimitivesCoder()]
+                )
+            )
+        ),
     )
     PENDING = pending_spec(TupleCoder([VarIntCoder(), VarIntCoder(), BytesCoder()]))
-    BATCH = FastPrimitivesCoder()  # a held batch's (url → messages, pauses begun)
+    BATCH = FastPrimitivesCoder()  # a held `window_batches.Batch`
     RECORDS = records_spec()  # the shard's URLs' encoded states (`beam.shard_state`)
     TIMER = TimerSpec("update_due", TimeDomain.WATERMARK)
 
@@ -116,12 +132,13 @@ class _ApplyInEventTime(beam.DoFn):
         value, held_batches, rest = take_due(fired, held, pending, timer, APPLY_AFTER_US)
         if not held_batches:
             return
-        generation, live = value[0] if value else (None, {})
+        generation, live, counted = value[0] if value else (None, {}, {})
         index = self.store.load(shard, generation, records)
         changes: dict[str, bytes | None] = {}
-        for pauses, batches in pause_runs(
-            one_per_window([(due, at, *self.BATCH.decode(b)) for due, at, b in held_batches])
-        ):
+        clocked = with_crawl_clock(
+            [(due, at, *self.BATCH.decode(b)) for due, at, b in held_batches], counted
+        )
+        for pauses, batches in pause_runs(one_per_window(clocked)):
             live = keep_pauses(live, pauses, -1)
             for url, messages in due_messages(batches).items():
                 current = changes[url] if url in changes else index.values.get(url)
@@ -143,5 +160,5 @@ class _ApplyInEventTime(beam.DoFn):
                 yield hold_update(update, live)
         generation = self.store.commit(shard, index, changes, records)
         through = held_batches[-1][0]
-        kept = (generation, keep_pauses(live, {}, through // 1000))
+        kept = (generation, keep_pauses(live, {}, through // 1000), counted)
         keep_taken(held, pending, (kept, through), rest)

@@ -1,7 +1,8 @@
 """A URL-state shard's buffered items in the unbounded form (`beam.stream`): a clock
-window's routed messages (one list per routing shard) and the pauses its answers began (one
-item per host shard), each held as a batch, merged to one per window when due, each message
-once, and cut into runs by the windows that began pauses. Pure functions over plain
+window's routed messages with the pages counted (one item per repeat shard), the pauses its
+answers began (one item per host shard) and its revisit decisions, each held as a batch;
+when due, the messages get their crawl clock, the batches are merged to one per window,
+each message once, and cut into runs by the windows that began pauses. Pure functions over plain
 tuples, so they are tested without a runner."""
 
 from __future__ import annotations
@@ -11,16 +12,58 @@ from typing import Any
 
 from frontierflow.pipelines.beam.hosts import PAUSES, WindowPauses
 
+Batch = tuple[dict[str, list[tuple[Any, ...]]], WindowPauses, str | None, int]
+"""A held item of the per-URL update: (url → its messages, the pauses its window's answers
+began, the crawl its messages' clocks count in (None: they read no clock), the pages the
+item counts in its window for that crawl)."""
 
-def window_batch(item: Any) -> tuple[int, int, tuple[Any, WindowPauses]]:
-    """One item the per-URL update receives — a routing shard's list of (url, message) for
-    the shard, or a host shard's (due, `PAUSES`, {group: [pause, …]}) — as a held batch:
-    (due, first position, (url → its messages, the pauses the window's answers began)).
-    A window's batches are merged when due (`one_per_window`)."""
-    if isinstance(item, tuple):
-        return item[0], PAUSES, ({}, item[2])
-    due, position, by_url = shard_batch(item)
-    return due, position, (by_url, {})
+
+def window_batch(item: Any) -> tuple[int, int, Batch]:
+    """One item the per-URL update receives as a held batch (due, first position, `Batch`):
+    a repeat shard's `beam.routing.RoutedWindow` for the shard (its messages' clocks are
+    offsets in their window, `with_crawl_clock`), a host shard's (due, `PAUSES`, {group:
+    [pause, …]}), or the revisit step's list of (url, decision) for the shard. A window's
+    batches are merged when due (`one_per_window`)."""
+    if isinstance(item, list):
+        due, position, by_url = shard_batch(item)
+        return due, position, (by_url, {}, None, 0)
+    if len(item) == 3:
+        return item[0], PAUSES, ({}, item[2], None, 0)
+    due, position, crawl_id, pages, messages = item
+    return due, position, ((shard_batch(messages)[2] if messages else {}), {}, crawl_id, pages)
+
+
+def with_crawl_clock(
+    batches: list[tuple[int, int, dict[str, list[tuple[Any, ...]]], WindowPauses, str | None, int]],
+    counted: dict[str, int],
+) -> list[tuple[int, int, dict[str, list[tuple[Any, ...]]], WindowPauses]]:
+    """A shard's due batches (due, position, url → messages, pauses, crawl, pages) in (due,
+    position) order, with each message's clock set: a window's messages of a crawl see the
+    pages `counted` for it in the windows before theirs, before(w), plus their offset in the
+    window (1 for a first fetch, which counts itself: `core.step.crawl_clock`); then the
+    window's own pages are added to `counted` (every repeat shard sends every state shard
+    its count, so each shard keeps the crawl's running count itself). `counted` is the
+    shard's count through the windows taken before, and is updated in place."""
+    out: list[tuple[int, int, dict[str, list[tuple[Any, ...]]], WindowPauses]] = []
+    start = 0
+    while start < len(batches):
+        due, end = batches[start][0], start
+        while end < len(batches) and batches[end][0] == due:
+            _, at, by_url, pauses, crawl_id, _ = batches[end]
+            before = counted.get(crawl_id, 0) if crawl_id is not None else 0
+            if before:
+                by_url = {
+                    url: [(d, p, i, before + c, n, m) for d, p, i, c, n, m in messages]
+                    for url, messages in by_url.items()
+                }
+            out.append((due, at, by_url, pauses))
+            end += 1
+        for *_, crawl_id, pages in batches[start:end]:
+            if pages:
+                assert crawl_id is not None  # only a repeat shard counts pages
+                counted[crawl_id] = counted.get(crawl_id, 0) + pages
+        start = end
+    return out
 
 
 def merge_pauses(pauses: WindowPauses, begun: WindowPauses) -> None:

@@ -19,7 +19,7 @@ from apache_beam.utils.timestamp import Timestamp
 from beam_state import Bag, Cell, Timer
 
 from frontierflow.pipelines.beam import shard_state
-from frontierflow.pipelines.beam.event_time import ClockWindows, parse_clock
+from frontierflow.pipelines.beam.event_time import ClockWindows, each_delivery_once, parse_clock
 from frontierflow.pipelines.beam.io import (
     READ_PARTS,
     ReadFetchEventLog,
@@ -27,22 +27,20 @@ from frontierflow.pipelines.beam.io import (
     read_log_items,
 )
 from frontierflow.pipelines.beam.replay import build_replay
-from frontierflow.pipelines.beam.routing import (
-    _RouteInOrder,
-    by_state_shard,
-    route_shard,
-)
+from frontierflow.pipelines.beam.routing import WindowRoutes, by_state_shard
+from frontierflow.pipelines.beam.shard_state import state_shard
 from frontierflow.pipelines.beam.stream_replay import build_stream_replay, run_beam_stream_replay
+from frontierflow.pipelines.beam.stream_update import _ApplyInEventTime
 from frontierflow.pipelines.beam.window_batches import (
     due_messages,
     one_per_window,
     pause_runs,
     shard_batch,
     window_batch,
+    with_crawl_clock,
 )
-from frontierflow.pipelines.core.step import is_repeat_fetch
+from frontierflow.pipelines.core.step import FetchKind, is_repeat_fetch
 from frontierflow.pipelines.strategies import build_strategy
-from frontierflow.schemas.codecs import encode_record
 from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.ieca import IecaParams, clock_coefficients
 
@@ -167,43 +165,91 @@ def test_stateful_steps_have_deterministic_key_coders(
     assert not [r for r in caplog.records if "deterministic" in r.getMessage()]
 
 
-def test_routing_counts_the_pages_before_each_window() -> None:
-    """The routing keeps the running count itself: 2 ms past a window's due it routes the
-    window's fetches with the pages every repeat shard counted in the windows before it
-    (crawled = before + 1 for a first fetch), then adds the window's own counts. Counts
-    come from every repeat shard, fanned out to every routing shard; a count delivered
-    twice (Prism does now and then) counts once, before its window is taken or after."""
-    route = _RouteInOrder(build_strategy("ieca", budget=10), 1)  # one state shard
+def test_the_repeat_step_routes_a_window_with_its_clock_offset_and_count() -> None:
+    """The repeat step routes the fetches it lets through by the step core: each message
+    with its clock's offset in its window (a first fetch 1, it counts itself; a revisit
+    0) and now = fetched_at; per (crawl, window) every state shard gets the pages the
+    repeat shard counted, the shards the messages' keys fall in their messages too."""
+    strategy = build_strategy("ieca", budget=10)
+    first = FetchEvent(
+        "https://a.example/", 5, 200, "f", "a.example", outlinks=("https://b.example/",)
+    )
+    again = FetchEvent("https://c.example/", 6, 200, "f", "c.example")
+    routes = WindowRoutes(strategy, 4)
+    routes.add(2_000, 7, "c", FetchKind.FIRST, first)
+    routes.add(2_000, 9, "c", FetchKind.REVISIT, again)
+    items = dict(routes.items())
+    assert sorted(items) == [0, 1, 2, 3]  # a page counted: every state shard hears it
+    messages = {key: message[:5] for _, (*_, routed) in items.items() for key, message in routed}
+    assert messages == {
+        "https://a.example/": (2_000, 7, 0, 1, 5),
+        "https://b.example/": (2_000, 7, 1, 1, 5),
+        "https://c.example/": (2_000, 9, 0, 0, 6),
+    }
+    for shard, (due, position, crawl_id, pages, routed) in items.items():
+        assert (due, position, crawl_id, pages) == (2_000, 7, "c", 1)
+        assert all(state_shard(key, 4) == shard for key, _ in routed)
+    revisit_only = WindowRoutes(strategy, 4)
+    revisit_only.add(3_000, 11, "c", FetchKind.REVISIT, again)
+    [(shard, item)] = revisit_only.items()  # no page: only the shard with messages
+    assert shard == state_shard("https://c.example/", 4) and item[3] == 0
+
+
+def test_the_update_counts_the_pages_before_each_window() -> None:
+    """Each state shard of the update keeps the crawl's running count from the counts
+    every repeat shard sends it: 3 ms past a window's due it applies the window's
+    messages with crawled = the pages counted in the windows before + their offset,
+    then adds the window's own counts. A count delivered twice (Prism does now and then)
+    counts once, before its window is taken or after."""
+    update = _ApplyInEventTime(build_strategy("ieca", budget=10))
+    held, pending, records, timer = Cell(), Bag(), Bag(), Timer()
     event = FetchEvent(
         "https://a.example/", 5, 200, "f", "a.example", outlinks=("https://b.example/",)
     )
-    held, pending, timer = Cell(), Bag(), Timer()
-    key = ("c", route_shard(event.url))
-    fetch = (2_000, 7, 0, False, encode_record(event))  # a fetch in the window due 2,000 µs
+    routes = WindowRoutes(build_strategy("ieca", budget=10), 1)  # one state shard
+    routes.add(2_000, 7, "c", FetchKind.FIRST, event)
+    [(_, fetch)] = routes.items()
     for item in (
-        (1_000, 5, 1, False, None),  # a repeat shard's count: 1 page in the window due 1,000
+        (1_000, 5, "c", 1, []),  # a repeat shard's count: 1 page in the window due 1,000
         fetch,
-        (1_000, 3, 2, False, None),  # another shard's: 2 pages
-        (2_000, 7, 1, False, None),  # the fetch's own shard counts it
-        (2_000, 7, 1, False, None),  # ... delivered twice
+        (1_000, 3, "c", 2, []),  # another shard's: 2 pages
+        (1_000, 3, "c", 2, []),  # ... delivered twice
     ):
-        route.process((key, item), held, pending, timer)
-    assert timer.at == 1_000 + 2_000  # 2 ms past the earliest due
-    assert list(route.fire(key, Timestamp(micros=3_000), held, pending, timer)) == []
-    assert held.value == ((3, 1_000), 2_000)  # counts only: 3 pages counted through 1,000
-    assert pending.items[0] == fetch and timer.at == 4_000
+        update.process((0, window_batch(item)), held, pending, timer)
+    assert timer.at == 1_000 + 3_000  # 3 ms past the earliest due
+    assert list(update.fire(0, Timestamp(micros=4_000), held, pending, records, timer)) == []
+    (_, _, counted), through = held.value[0]
+    assert (counted, through) == ({"c": 3}, 1_000)  # counts only: 3 pages through 1,000
+    assert timer.at == 5_000 and len(pending.items) == 1
     sets, waiting = len(timer.sets), list(pending.items)
-    route.process((key, (1_000, 3, 2, False, None)), held, pending, timer)  # again, once taken
-    assert pending.items == waiting and len(timer.sets) == sets  # dropped
-    [routed] = list(route.fire(key, Timestamp(micros=4_000), held, pending, timer))
-    # 3 pages before the window, a first fetch counts itself: crawled 4, now = fetched_at 5
-    shard, messages = routed.value
-    assert shard == 0 and routed.timestamp == Timestamp(micros=4_000)
-    assert [(url, m[:5]) for url, m in messages] == [
-        ("https://a.example/", (2_000, 7, 0, 4, 5)),
-        ("https://b.example/", (2_000, 7, 1, 4, 5)),
+    update.process((0, window_batch((1_000, 3, "c", 2, []))), held, pending, timer)  # again
+    assert pending.items == waiting and len(timer.sets) == sets  # dropped once taken
+    out = list(update.fire(0, Timestamp(micros=5_000), held, pending, records, timer))
+    assert sorted(u.url for u in out) == ["https://a.example/", "https://b.example/"]
+    assert held.value[0][0][2] == {"c": 4} and pending.items == []  # its own page, once
+
+
+def test_messages_see_the_pages_counted_before_their_window() -> None:
+    """`with_crawl_clock` by hand: before(w) per crawl from the windows before w, plus a
+    message's offset; a window's own counts only after its messages; messages that read
+    no clock (a revisit decision, crawl None) are left as they are."""
+    a = ("https://a.example/", [(2_000, 7, 0, 1, 5, ("Fetched",))])
+    r = ("https://r.example/", [(2_000, 8, 9, 0, 0, b"entry")])
+    held = [
+        (1_000, 3, {}, {}, "c", 2),
+        (1_000, 5, {}, {}, "c", 1),
+        (1_000, 6, {}, {}, "d", 4),  # another crawl counts apart
+        (2_000, 7, dict([a]), {}, "c", 1),
+        (2_000, 8, dict([r]), {}, None, 0),
+        (3_000, 9, {"https://b.example/": [(3_000, 9, 0, 1, 6, ("Link",))]}, {}, "c", 0),
     ]
-    assert held.value == ((4, 2_000), None) and pending.items == []  # its own page, once
+    counted = {"c": 10}  # through the windows taken before
+    out = with_crawl_clock(held, counted)
+    assert [(due, at) for due, at, *_ in out] == [(d, p) for d, p, *_ in held]
+    assert out[3][2] == {"https://a.example/": [(2_000, 7, 0, 14, 5, ("Fetched",))]}
+    assert out[4][2] == dict([r])
+    assert out[5][2] == {"https://b.example/": [(3_000, 9, 0, 15, 6, ("Link",))]}
+    assert counted == {"c": 14, "d": 4}
 
 
 @pytest.mark.parametrize(
@@ -373,23 +419,26 @@ def test_shard_batch_applies_a_message_delivered_twice_once() -> None:
 
 
 def test_a_windows_items_from_every_routing_and_host_shard_apply_as_one_batch() -> None:
-    """The update holds each routing shard's messages and each host shard's pauses of a
+    """The update holds each repeat shard's messages and each host shard's pauses of a
     window as items of their own; merged when due, the window's messages are applied under
-    the pauses of every host shard, each message once, and a later window's after them."""
+    the pauses of every host shard, each message once, and a later window's after them,
+    with the pages the window counted before them (2: crawled 1 becomes 3)."""
     a0 = (999, 2, 0, 1, 5, ("Fetched",))
-    a1 = (999, 6, 3, 2, 6, ("Link",))
-    b0 = (999, 6, 1, 2, 6, ("Link",))
-    c0 = (1_999, 9, 0, 3, 7, ("Link",))
-    first = window_batch([("a", a1), ("b", b0)])  # routing shard 1: the page at 6
-    second = window_batch([("a", a0)])  # routing shard 0: the page at 2
+    a1 = (999, 6, 3, 1, 6, ("Link",))
+    b0 = (999, 6, 1, 1, 6, ("Link",))
+    c0 = (1_999, 9, 0, 1, 7, ("Link",))
+    first = window_batch((999, 6, "c", 1, [("a", a1), ("b", b0)]))  # repeat shard 1
+    second = window_batch((999, 2, "c", 1, [("a", a0)]))  # repeat shard 0
     pauses_x = window_batch((999, -1, {"x.test": ["px"]}))  # host shard 0
     pauses_y = window_batch((999, -1, {"y.test": ["py"]}))  # host shard 1
-    later = window_batch([("c", c0)])
+    later = window_batch((1_999, 9, "c", 1, [("c", c0)]))
     held = sorted(
         [(d, p, *batch) for d, p, batch in (first, second, pauses_x, pauses_y, later, second)],
         key=lambda item: item[:2],
-    )  # in (due, position) order, as the held cell keeps them; `second` delivered twice
-    merged = one_per_window(held)
+    )  # in (due, position) order, as the held cell keeps them; `second` delivered twice,
+    # taken once (`take_due`)
+    merged = one_per_window(with_crawl_clock(each_delivery_once(held), {}))
+    c0 = (1_999, 9, 0, 3, 7, ("Link",))
     assert merged == [
         (999, -1, {"a": [a0, a1], "b": [b0]}, {"x.test": ["px"], "y.test": ["py"]}),
         (1_999, 9, {"c": [c0]}, {}),
