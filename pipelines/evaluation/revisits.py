@@ -27,11 +27,12 @@ downloads, and differs only in which page it revisits when no new link is waitin
   revisit shows them; until then those it showed first count for it at the crawl's hit
   rate (`discovery_rate`), as do those a page showed at its first download. With
   `skip_below`, links of a kind the judge seldom rewarded (`revisit_links`) wait until
-  no revisit is due, and with `stale_ms` links first seen longer ago are not fetched,
-  whatever the policy; with `worth_ms`, the discovery rule's frequencies also weigh how
-  long each page keeps a story listed and what the other pages catch, and with `floor_ms`
-  revisit the hubs that list stories on the topic at least once per their stay or
-  `floor_ms` (`revisit_listings`; a hub's link is then never stale);
+  no revisit is due, and with `stale_ms` links first seen longer ago (when a revisit
+  shows them, or a story's when its slot comes) are not fetched, whatever the policy;
+  with `worth_ms`, the discovery rule's frequencies also weigh how long each page keeps
+  a story listed and what the other pages catch, and with `floor_ms` revisit the hubs
+  that list stories on the topic at least once per their stay or `floor_ms`
+  (`revisit_listings`; a hub's link is then never stale);
 - `live`: the live job's `--revisit learned` rule (`revisit_live_rule`, one revisit per
   download per host, valuing a hub by the links new to it, a story never revisited): the
   page due first is revisited once it is due, as a fetcher honours `not_before`; when
@@ -130,8 +131,7 @@ class RevisitCrawl:
         """New links from the seed and the scheduled revisits, fetched before anything else."""
         self.skipped: deque[tuple[str, str]] = deque()
         """New links of a kind seldom rewarded, fetched when no revisit is due."""
-        self.fetched_new = 0
-        self.rewarded_new = 0
+        self.fetched_new = self.rewarded_new = 0
         """New links fetched, and of them rewarded, since the start (the hit rate)."""
         self.first_seen: dict[str, tuple[str, int]] = {}
         """The page each link was first seen on (by a revisit or a probe), and when."""
@@ -175,9 +175,8 @@ class RevisitCrawl:
         if self.policy.learns and t >= self.next_plan:
             self._plan(t)
             self.next_plan = t + self.settings.plan_ms
-        if self.pending:
-            url, via = self.pending.popleft()
-            return self._fetch(url, via, t, exploring=False)
+        if (link := self._next_waiting(self.pending, t)) is not None:
+            return self._fetch(*link, t, exploring=False)
         if self.live is not None:
             return self._live_slot(t)
         if not self.policy.learns:
@@ -197,9 +196,9 @@ class RevisitCrawl:
             if probe is not None:
                 return self._revisit(probe, t, exploring=True)
         due = self.agenda.first_due()
-        if self.skipped and (due is None or due > t):
+        if (due is None or due > t) and (link := self._next_waiting(self.skipped, t)):
             self.scheduled_revisits += 1  # a slot the revisits left: still their budget
-            return self._fetch(*self.skipped.popleft(), t, exploring=False)
+            return self._fetch(*link, t, exploring=False)
         url = self.agenda.pop_due()
         return self._revisit(self.seed if url is None else url, t, exploring=False)
 
@@ -293,18 +292,23 @@ class RevisitCrawl:
                 self._schedule_probe(url)
         return t + self.download_ms
 
-    @property
-    def listing_pages(self) -> set[str]:
-        """The pages downloaded that state no publication time (hubs, not stories)."""
-        return self.listings.hubs
-
-    def _stale(self, link: str, t: int) -> bool:
-        """Whether a link was first seen more than `stale_ms` ago (a story listed that long
-        is at least that old); never when `stale_ms` is 0."""
+    def _stale(self, link: str, t: int, waited: bool = False) -> bool:
+        """Whether a link was first seen more than `stale_ms` before `t` (a story listed
+        that long is at least that old); never when `stale_ms` is 0, nor for a hub's link
+        (in a listing page's folder: it has no age) with `floor_ms` or once it `waited`."""
         s = self.settings
-        if s.floor_ms > 0 and self.listings.in_hub_folder(link):
-            return False  # a listing page's age says nothing of a story's
+        if (waited or s.floor_ms > 0) and self.listings.in_hub_folder(link):
+            return False
         return s.stale_ms > 0 and t - self.first_seen.get(link, ("", t))[1] > s.stale_ms
+
+    def _next_waiting(self, queue: deque[tuple[str, str]], t: int) -> tuple[str, str] | None:
+        """The next link of `queue` and the page that showed it; a story's link gone stale
+        while it waited is dropped (it ages as it waits, so `stale_ms` holds at its slot)."""
+        while queue:
+            link = queue.popleft()
+            if not self._stale(link[0], t, waited=True):
+                return link
+        return None
 
     def _first_seen_at(self, url: str, links: Iterable[str], t: int) -> list[str]:
         """The links the crawl neither knows nor has seen before, now seen first on `url`."""
@@ -321,8 +325,7 @@ class RevisitCrawl:
         self.explored += exploring
 
     def _fingerprint(self, links: tuple[str, ...]) -> int:
-        fp = self._fingerprints.get(links)
-        if fp is None:
+        if (fp := self._fingerprints.get(links)) is None:
             fp = self._fingerprints[links] = outlink_fingerprint(links)
         return fp
 
@@ -353,7 +356,7 @@ class RevisitCrawl:
         budget = self._revisit_share(t) / self.download_ms
         if self.policy is Policy.DISCOVERY and s.worth_ms > 0:
             on_topic = self.odds.rewarded_share
-            floors = self.listings.floors(self.listing_pages, on_topic, s.skip_below, s.floor_ms)
+            floors = self.listings.floors(self.listings.hubs, on_topic, s.skip_below, s.floor_ms)
             self.frequency = self.listings.frequencies(
                 self.pages,
                 [*rates, *watched],
@@ -436,8 +439,7 @@ def run_revisits(
         raise ValueError(f"{policy.value} is a fleet (revisit_fleet.run_fleet_revisits)")
     s = settings or RevisitPolicySettings()
     crawl = RevisitCrawl(site, topic, policy, s, download_ms, measure_from_ms, seed)
-    t = site.start_ms
-    reported = t
+    t = reported = site.start_ms
     while t < site.end_ms:
         t = crawl.step(t)
         if progress is not None and t - reported >= HOUR_MS:

@@ -4,6 +4,7 @@ one, and the report windows at one rate (slow)."""
 from __future__ import annotations
 
 import csv
+from collections import deque
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,34 @@ def test_links_first_seen_long_ago_are_not_fetched(setup: ForagerSetup) -> None:
         assert bool(old & {link for link, _ in crawl.pending}) is queued
 
 
+def test_a_story_that_waited_until_stale_is_not_fetched(setup: ForagerSetup) -> None:
+    """With `stale_ms` 1 h, a story's link that a revisit of the home page queued at the
+    start and that still waits 2 h later is dropped at its slot (the story is now at least
+    2 h old) and the next link is fetched: a section page's, which has no age once a page
+    of its folder was downloaded. Without `stale_ms`, the story is fetched."""
+    site = build_site(setup)
+    start = site.start_ms
+    links = site.page(HOME, start).links
+    story = next(u for u in links if u in site.stories)
+    europe, other = (
+        section_url("Europe"),
+        next(u for u in links if u.startswith(f"{HOME}sections/") and u != section_url("Europe")),
+    )
+    for stale_ms, fetched in ((HOUR_MS, europe), (0, story)):
+        settings = RevisitPolicySettings(stale_ms=stale_ms)
+        crawl = RevisitCrawl(site, setup.topic, Policy.DISCOVERY, settings, 60_000)
+        crawl._revisit(HOME, start, exploring=False)  # every link first seen at the start
+        crawl._fetch(other, HOME, start + 60_000, exploring=False)  # a section page: a hub
+        crawl.pending = deque([(story, HOME), (europe, HOME)])
+        crawl.step(start + 2 * HOUR_MS)
+        assert fetched in crawl.pages and (story in crawl.pages) is (stale_ms == 0)
+        assert len(crawl.pending) == (1 if stale_ms == 0 else 0)
+        crawl.skipped = deque([(story, HOME)])  # a slot no revisit needs drops it too
+        assert crawl._next_waiting(crawl.skipped, start + 2 * HOUR_MS) == (
+            None if stale_ms else (story, HOME)
+        )
+
+
 def test_with_a_floor_listing_pages_are_never_stale(setup: ForagerSetup) -> None:
     """With `stale_ms` 1 h and `floor_ms`, once a section page was downloaded (a page with
     no publication time), a revisit of the home page 2 h after a probe queues the other
@@ -203,8 +232,8 @@ def test_the_floor_revisits_the_section_page_on_the_topic(setup: ForagerSetup) -
     while t < site.end_ms:
         t = crawl.step(t)
     europe = section_url("Europe")
-    assert europe in crawl.listing_pages and HOME in crawl.listing_pages
-    assert not {url for url in crawl.listing_pages if url.startswith(f"{HOME}news/")}
+    assert europe in crawl.listings.hubs and HOME in crawl.listings.hubs
+    assert not {url for url in crawl.listings.hubs if url.startswith(f"{HOME}news/")}
     mu = crawl.listings.departure_rates([europe])[europe]
     assert crawl.frequency[europe] >= max(mu, 1 / (24 * HOUR_MS)) * (1 - 1e-9)
 
