@@ -35,11 +35,16 @@ from frontierflow.schemas.records import FetchEvent
 RoutedWindow = typehints.KV[
     int,
     typehints.Tuple[
-        int, int, str, int, typehints.List[typehints.Tuple[str, typehints.Tuple[Any, ...]]]
+        int,
+        int,
+        typehints.Optional[str],
+        int,
+        typehints.List[typehints.Tuple[str, typehints.Tuple[Any, ...]]],
     ],
 ]
 """(state shard, (due µs of a clock window, the position of the repeat shard's first fetch
-in it, crawl id, the pages the repeat shard counted in it for the crawl, [(key, (due,
+in it, crawl id (None: the messages read no clock, as the revisit step's decisions), the
+pages the repeat shard counted in it for the crawl, [(key, (due,
 position, index, the clock's offset in the window, now ms, message tuple)), …] in
 (position, index) order)): what the repeat step sends each state shard of the update per
 window and crawl. Every state shard gets the count, with or without messages."""
@@ -52,7 +57,7 @@ class WindowRoutes:
     def __init__(self, strategy: Strategy[Any], shards: int) -> None:
         self.strategy = strategy
         self.shards = shards
-        # (crawl id, due) → [first position, pages, {state shard: [(key, message), …]}]
+        # (crawl id, due) → [first position, pages, [(key, message), …]]
         self.windows: dict[tuple[str, int], list[Any]] = {}
 
     def add(
@@ -62,27 +67,37 @@ class WindowRoutes:
         messages with the clock's offset in its window; a first fetch counts a page."""
         window = self.windows.get((crawl_id, due))
         if window is None:
-            window = self.windows[(crawl_id, due)] = [position, 0, {}]
+            window = self.windows[(crawl_id, due)] = [position, 0, []]
         clock = crawl_clock(0, kind != FetchKind.FIRST, event.fetched_at)
         window[1] += clock.crawled
-        by_shard = window[2]
-        shards, now_ms = self.shards, clock.now_ms
+        routed, offset, now_ms = window[2], clock.crawled, clock.now_ms
         messages = keyed_messages(self.strategy, event, kind == FetchKind.REPEAT)
         for index, (key, message) in enumerate(messages):
-            routed = (key, (due, position, index, clock.crawled, now_ms, message_tuple(message)))
-            shard = state_shard(key, shards)
-            if shard in by_shard:
-                by_shard[shard].append(routed)
-            else:
-                by_shard[shard] = [routed]
+            routed.append((key, (due, position, index, offset, now_ms, message_tuple(message))))
 
-    def items(self) -> Iterator[tuple[int, tuple[int, int, str, int, list[Any]]]]:
-        """`RoutedWindow`s: per (crawl, window), every state shard's messages and the
-        pages counted — to every state shard when a page was counted, else only to the
-        shards with messages."""
-        for (crawl_id, due), (position, pages, by_shard) in self.windows.items():
-            for shard in range(self.shards) if pages else sorted(by_shard):
-                yield shard, (due, position, crawl_id, pages, by_shard.get(shard, []))
+    def items(self) -> Iterator[tuple[int, tuple[int, int, str | None, int, list[Any]]]]:
+        """`RoutedWindow`s of every (crawl, window) (`window_items`)."""
+        for (crawl_id, due), (position, pages, routed) in self.windows.items():
+            yield from window_items(due, position, crawl_id, pages, routed, self.shards)
+
+
+def window_items(
+    due: int,
+    position: int | None,
+    crawl_id: str | None,
+    pages: int,
+    routed: list[tuple[str, Any]],
+    shards: int,
+) -> Iterator[tuple[int, tuple[int, int, str | None, int, list[Any]]]]:
+    """A window's (key, message)s as `RoutedWindow`s, gathered per state shard of their key
+    (`by_state_shard`), with the pages counted — to every state shard when a page was
+    counted, else only to the shards with messages. A position None is each shard's first
+    message's (the revisit step's decisions, which count no page and read no clock)."""
+    by_shard = by_state_shard(routed, shards)
+    for shard in range(shards) if pages else sorted(by_shard):
+        messages = by_shard.get(shard, [])
+        at = min(m[1] for _, m in messages) if position is None else position
+        yield shard, (due, at, crawl_id, pages, messages)
 
 
 def by_state_shard(

@@ -47,7 +47,7 @@ from frontierflow.pipelines.beam.event_time import (
     with_through,
 )
 from frontierflow.pipelines.beam.replay import apply_encoded
-from frontierflow.pipelines.beam.routing import by_state_shard
+from frontierflow.pipelines.beam.routing import RoutedWindow, window_items
 from frontierflow.pipelines.beam.shard_state import (
     STATE_SHARDS,
     ShardStore,
@@ -98,10 +98,11 @@ def visit_item(visit: Visit, due: int, position: int, shards: int = STATE_SHARDS
 
 class RevisitsInEventTime(beam.PTransform):
     """Visits (`VisitItem`s stamped 1 ms past their window's due) → per window and URL state
-    shard, the URLs' latest revisit decisions as messages of the window: (state shard,
-    [(url, (due, position, `REVISIT_INDEX`, 0, 0, entry bytes or b""))]), stamped 2 ms
-    past the due, which the update takes with the window's messages (b"": the latest
-    answer downloaded nothing, so the strategy's change stands)."""
+    shard, the URLs' latest revisit decisions as messages of the window, a
+    `beam.routing.RoutedWindow` of no crawl and no page whose messages are (url, (due,
+    position, `REVISIT_INDEX`, 0, 0, entry bytes or b"")), stamped 2 ms past the due,
+    which the update takes with the window's messages (b"": the latest answer downloaded
+    nothing, so the strategy's change stands)."""
 
     def __init__(
         self, policy: RevisitPolicy, strategy: str, url_shards: int = STATE_SHARDS
@@ -114,9 +115,7 @@ class RevisitsInEventTime(beam.PTransform):
     def expand(self, visits: Any) -> Any:
         return visits | "HostBudgets" >> beam.ParDo(
             _HostBudgets(self.policy, self.strategy, self.url_shards)
-        ).with_input_types(VisitItem).with_output_types(
-            typehints.KV[int, typehints.List[typehints.Any]]
-        )
+        ).with_input_types(VisitItem).with_output_types(RoutedWindow)
 
 
 def window_decisions(
@@ -200,8 +199,8 @@ class _HostBudgets(beam.DoFn):
                 for url, entry in decisions.items()
             )
             stamp = Timestamp(micros=due + ROUTE_AFTER_US)
-            for shard_messages in by_state_shard(messages, self.url_shards).items():
-                yield TimestampedValue(shard_messages, stamp)
+            for item in window_items(due, None, None, 0, list(messages), self.url_shards):
+                yield TimestampedValue(item, stamp)
         generation = self.store.commit(shard, index, hosts, records)
         keep_taken(held, pending, (generation, ready[-1][0]), rest)
 

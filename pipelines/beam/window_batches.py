@@ -20,13 +20,10 @@ item counts in its window for that crawl)."""
 
 def window_batch(item: Any) -> tuple[int, int, Batch]:
     """One item the per-URL update receives as a held batch (due, first position, `Batch`):
-    a repeat shard's `beam.routing.RoutedWindow` for the shard (its messages' clocks are
-    offsets in their window, `with_crawl_clock`), a host shard's (due, `PAUSES`, {group:
-    [pause, …]}), or the revisit step's list of (url, decision) for the shard. A window's
-    batches are merged when due (`one_per_window`)."""
-    if isinstance(item, list):
-        due, position, by_url = shard_batch(item)
-        return due, position, (by_url, {}, None, 0)
+    a `beam.routing.RoutedWindow` for the shard — a repeat shard's messages with the pages
+    it counted (their clocks are offsets in their window, `with_crawl_clock`), or the
+    revisit step's decisions — or a host shard's (due, `PAUSES`, {group: [pause, …]}). A
+    window's batches are merged when due (`one_per_window`)."""
     if len(item) == 3:
         return item[0], PAUSES, ({}, item[2], None, 0)
     due, position, crawl_id, pages, messages = item
