@@ -90,7 +90,7 @@ TUNED: dict[int, dict[Policy, RevisitPolicySettings]] = {
         Policy.PROPORTIONAL: _chosen("exploration=0.02,half_life_ms=none,min_revisits=1"),
         Policy.OPTIMAL_FRESHNESS: _chosen("exploration=0.05,half_life_ms=none,min_revisits=2"),
         Policy.DISCOVERY: _chosen(
-            "exploration=0.02,half_life_ms=86400000,min_revisits=2,skip_below=0.15,"
+            "exploration=0.02,half_life_ms=86400000,min_revisits=1,skip_below=0.2,"
             "stale_ms=86400000,worth_ms=3600000,floor_ms=86400000"
         ),
     },
@@ -98,7 +98,7 @@ TUNED: dict[int, dict[Policy, RevisitPolicySettings]] = {
         Policy.PROPORTIONAL: _chosen("exploration=0.05,half_life_ms=none,min_revisits=1"),
         Policy.OPTIMAL_FRESHNESS: _chosen("exploration=0.02,half_life_ms=none,min_revisits=1"),
         Policy.DISCOVERY: _chosen(
-            "exploration=0.05,half_life_ms=86400000,min_revisits=1,skip_below=0.15,"
+            "exploration=0.02,half_life_ms=86400000,min_revisits=1,skip_below=0.2,"
             "stale_ms=86400000,worth_ms=14400000"
         ),
     },

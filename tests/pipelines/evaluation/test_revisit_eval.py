@@ -356,8 +356,8 @@ def test_the_constants_tuned_at_the_nearest_rate_apply() -> None:
     assert tuned_constants(60_000)[Policy.DISCOVERY] == TUNED[300_000][Policy.DISCOVERY]
     assert tuned_constants(10_000)[Policy.FLEET_LEARNED] == TUNED[10_000][Policy.DISCOVERY]
     assert describe(tuned_constants(1_800_000)[Policy.DISCOVERY]) == (
-        "exploration=0.05,plan_ms=3600000,half_life_ms=86400000,min_revisits=1,"
-        "probe_ms=900000,probe_max_ms=604800000,skip_below=0.15,stale_ms=86400000,"
+        "exploration=0.02,plan_ms=3600000,half_life_ms=86400000,min_revisits=1,"
+        "probe_ms=900000,probe_max_ms=604800000,skip_below=0.2,stale_ms=86400000,"
         "worth_ms=14400000"
     )
 
