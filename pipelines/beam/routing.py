@@ -28,26 +28,21 @@ from apache_beam import typehints
 
 from frontierflow.pipelines.beam.shard_blocks import message_tuple
 from frontierflow.pipelines.beam.shard_state import state_shard
+from frontierflow.pipelines.beam.window_batches import HeldBatch, held_batch, shard_batch
 from frontierflow.pipelines.core.step import FetchKind, crawl_clock, keyed_messages
 from frontierflow.pipelines.core.strategy import Strategy
 from frontierflow.schemas.records import FetchEvent
 
-RoutedWindow = typehints.KV[
-    int,
-    typehints.Tuple[
-        int,
-        int,
-        typehints.Optional[str],
-        int,
-        typehints.List[typehints.Tuple[str, typehints.Tuple[Any, ...]]],
-    ],
-]
+RoutedWindow = typehints.KV[int, typehints.Tuple[int, int, bytes]]
 """(state shard, (due µs of a clock window, the position of the repeat shard's first fetch
-in it, crawl id (None: the messages read no clock, as the revisit step's decisions), the
-pages the repeat shard counted in it for the crawl, [(key, (due,
-position, index, the clock's offset in the window, now ms, message tuple)), …] in
-(position, index) order)): what the repeat step sends each state shard of the update per
-window and crawl. Every state shard gets the count, with or without messages."""
+in it, the encoded `window_batches.Batch`: url → its messages (due, position, index, the
+clock's offset in the window, now ms, message tuple) in (position, index) order, no
+pauses, the crawl id (None: the messages read no clock, as the revisit step's decisions),
+the pages the repeat shard counted in it for the crawl)): what the repeat step sends each
+state shard of the update per window and crawl. Every state shard gets the count, with or
+without messages. Encoded once here and decoded once when the update applies it: the
+messages cross the shuffle and wait in the update's bag as one bytes object (`held_batch`),
+not field by field."""
 
 
 class WindowRoutes:
@@ -75,7 +70,7 @@ class WindowRoutes:
         for index, (key, message) in enumerate(messages):
             routed.append((key, (due, position, index, offset, now_ms, message_tuple(message))))
 
-    def items(self) -> Iterator[tuple[int, tuple[int, int, str | None, int, list[Any]]]]:
+    def items(self) -> Iterator[tuple[int, HeldBatch]]:
         """`RoutedWindow`s of every (crawl, window) (`window_items`)."""
         for (crawl_id, due), (position, pages, routed) in self.windows.items():
             yield from window_items(due, position, crawl_id, pages, routed, self.shards)
@@ -88,7 +83,7 @@ def window_items(
     pages: int,
     routed: list[tuple[str, Any]],
     shards: int,
-) -> Iterator[tuple[int, tuple[int, int, str | None, int, list[Any]]]]:
+) -> Iterator[tuple[int, HeldBatch]]:
     """A window's (key, message)s as `RoutedWindow`s, gathered per state shard of their key
     (`by_state_shard`), with the pages counted — to every state shard when a page was
     counted, else only to the shards with messages. A position None is each shard's first
@@ -97,7 +92,8 @@ def window_items(
     for shard in range(shards) if pages else sorted(by_shard):
         messages = by_shard.get(shard, [])
         at = min(m[1] for _, m in messages) if position is None else position
-        yield shard, (due, at, crawl_id, pages, messages)
+        by_url = shard_batch(messages)[2] if messages else {}
+        yield shard, held_batch(due, at, (by_url, {}, crawl_id, pages))
 
 
 def by_state_shard(

@@ -35,6 +35,7 @@ from frontierflow.pipelines.beam.replay import apply_encoded
 from frontierflow.pipelines.beam.shard_state import ShardStore, records_spec
 from frontierflow.pipelines.beam.stream_revisits import apply_with_revisits, has_revisit
 from frontierflow.pipelines.beam.window_batches import (
+    BATCH_CODER,
     due_messages,
     one_per_window,
     pause_runs,
@@ -73,11 +74,11 @@ class UpdateFrontierInEventTime(beam.PTransform):
             keyed
             | "OneBatch"
             >> beam.MapTuple(lambda shard, item: (shard, window_batch(item))).with_output_types(
-                typehints.KV[int, typehints.Any]
+                typehints.KV[int, typehints.Tuple[int, int, bytes]]
             )
             | "ApplyInEventTime"
             >> beam.ParDo(_ApplyInEventTime(self.strategy, self.revisits))
-            .with_input_types(typehints.KV[int, typehints.Any])
+            .with_input_types(typehints.KV[int, typehints.Tuple[int, int, bytes]])
             .with_output_types(UrlUpdate)
         )
 
@@ -96,7 +97,6 @@ class _ApplyInEventTime(beam.DoFn):
         ),
     )
     PENDING = pending_spec(TupleCoder([VarIntCoder(), VarIntCoder(), BytesCoder()]))
-    BATCH = FastPrimitivesCoder()  # a held `window_batches.Batch`
     RECORDS = records_spec()  # the shard's URLs' encoded states (`beam.shard_state`)
     TIMER = TimerSpec("update_due", TimeDomain.WATERMARK)
 
@@ -115,9 +115,7 @@ class _ApplyInEventTime(beam.DoFn):
         pending: Any = beam.DoFn.StateParam(PENDING),  # noqa: B008
         timer: Any = beam.DoFn.TimerParam(TIMER),  # noqa: B008
     ) -> None:
-        due, position, batch = element[1]
-        item = (due, position, self.BATCH.encode(batch))
-        hold_unless_taken(item, held, pending, timer, APPLY_AFTER_US)
+        hold_unless_taken(element[1], held, pending, timer, APPLY_AFTER_US)
 
     @on_timer(TIMER)
     def fire(
@@ -136,7 +134,7 @@ class _ApplyInEventTime(beam.DoFn):
         index = self.store.load(shard, generation, records)
         changes: dict[str, bytes | None] = {}
         clocked = with_crawl_clock(
-            [(due, at, *self.BATCH.decode(b)) for due, at, b in held_batches], counted
+            [(due, at, *BATCH_CODER.decode(b)) for due, at, b in held_batches], counted
         )
         for pauses, batches in pause_runs(one_per_window(clocked)):
             live = keep_pauses(live, pauses, -1)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from apache_beam.coders import FastPrimitivesCoder
+
 from frontierflow.pipelines.beam.hosts import PAUSES, WindowPauses
 
 Batch = tuple[dict[str, list[tuple[Any, ...]]], WindowPauses, str | None, int]
@@ -18,16 +20,28 @@ began, the crawl its messages' clocks count in (None: they read no clock), the p
 item counts in its window for that crawl)."""
 
 
-def window_batch(item: Any) -> tuple[int, int, Batch]:
-    """One item the per-URL update receives as a held batch (due, first position, `Batch`):
-    a `beam.routing.RoutedWindow` for the shard — a repeat shard's messages with the pages
-    it counted (their clocks are offsets in their window, `with_crawl_clock`), or the
-    revisit step's decisions — or a host shard's (due, `PAUSES`, {group: [pause, …]}). A
-    window's batches are merged when due (`one_per_window`)."""
-    if len(item) == 3:
-        return item[0], PAUSES, ({}, item[2], None, 0)
-    due, position, crawl_id, pages, messages = item
-    return due, position, ((shard_batch(messages)[2] if messages else {}), {}, crawl_id, pages)
+BATCH_CODER = FastPrimitivesCoder()
+"""How a `Batch` crosses the shuffle and waits in the update's bag: encoded once, by the
+step that sends it (`held_batch`), decoded once, when the update takes it."""
+
+HeldBatch = tuple[int, int, bytes]
+"""(due, first position, the encoded `Batch`): one item the per-URL update holds."""
+
+
+def held_batch(due: int, position: int, batch: Batch) -> HeldBatch:
+    return due, position, BATCH_CODER.encode(batch)
+
+
+def window_batch(item: tuple[int, int, Any]) -> HeldBatch:
+    """One item the per-URL update receives as a `HeldBatch`: a `beam.routing.RoutedWindow`
+    for the shard, as it came (a repeat shard's messages with the pages it counted, their
+    clocks offsets in their window, `with_crawl_clock`; or the revisit step's decisions),
+    or a host shard's (due, `PAUSES`, {group: [pause, …]}), encoded here. A window's
+    batches are merged when due (`one_per_window`)."""
+    due, position, body = item
+    if position == PAUSES:
+        return held_batch(due, PAUSES, ({}, body, None, 0))
+    return item
 
 
 def with_crawl_clock(

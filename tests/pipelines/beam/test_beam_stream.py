@@ -27,12 +27,14 @@ from frontierflow.pipelines.beam.io import (
     read_log_items,
 )
 from frontierflow.pipelines.beam.replay import build_replay
-from frontierflow.pipelines.beam.routing import WindowRoutes, by_state_shard
+from frontierflow.pipelines.beam.routing import WindowRoutes, by_state_shard, window_items
 from frontierflow.pipelines.beam.shard_state import state_shard
 from frontierflow.pipelines.beam.stream_replay import build_stream_replay, run_beam_stream_replay
 from frontierflow.pipelines.beam.stream_update import _ApplyInEventTime
 from frontierflow.pipelines.beam.window_batches import (
+    BATCH_CODER,
     due_messages,
+    held_batch,
     one_per_window,
     pause_runs,
     shard_batch,
@@ -178,21 +180,29 @@ def test_the_repeat_step_routes_a_window_with_its_clock_offset_and_count() -> No
     routes = WindowRoutes(strategy, 4)
     routes.add(2_000, 7, "c", FetchKind.FIRST, first)
     routes.add(2_000, 9, "c", FetchKind.REVISIT, again)
-    items = dict(routes.items())
+    items = {
+        shard: (due, position, BATCH_CODER.decode(batch))
+        for shard, (due, position, batch) in routes.items()
+    }
     assert sorted(items) == [0, 1, 2, 3]  # a page counted: every state shard hears it
-    messages = {key: message[:5] for _, (*_, routed) in items.items() for key, message in routed}
+    messages = {
+        key: message[:5]
+        for _, _, (by_url, *_) in items.values()
+        for key, kept in by_url.items()
+        for message in kept
+    }
     assert messages == {
         "https://a.example/": (2_000, 7, 0, 1, 5),
         "https://b.example/": (2_000, 7, 1, 1, 5),
         "https://c.example/": (2_000, 9, 0, 0, 6),
     }
-    for shard, (due, position, crawl_id, pages, routed) in items.items():
-        assert (due, position, crawl_id, pages) == (2_000, 7, "c", 1)
-        assert all(state_shard(key, 4) == shard for key, _ in routed)
+    for shard, (due, position, (by_url, pauses, crawl_id, pages)) in items.items():
+        assert (due, position, pauses, crawl_id, pages) == (2_000, 7, {}, "c", 1)
+        assert all(state_shard(key, 4) == shard for key in by_url)
     revisit_only = WindowRoutes(strategy, 4)
     revisit_only.add(3_000, 11, "c", FetchKind.REVISIT, again)
-    [(shard, item)] = revisit_only.items()  # no page: only the shard with messages
-    assert shard == state_shard("https://c.example/", 4) and item[3] == 0
+    [(shard, (_, _, batch))] = revisit_only.items()  # no page: only the shard with messages
+    assert shard == state_shard("https://c.example/", 4) and BATCH_CODER.decode(batch)[3] == 0
 
 
 def test_the_update_counts_the_pages_before_each_window() -> None:
@@ -210,10 +220,10 @@ def test_the_update_counts_the_pages_before_each_window() -> None:
     routes.add(2_000, 7, "c", FetchKind.FIRST, event)
     [(_, fetch)] = routes.items()
     for item in (
-        (1_000, 5, "c", 1, []),  # a repeat shard's count: 1 page in the window due 1,000
+        held_batch(1_000, 5, ({}, {}, "c", 1)),  # a repeat shard's count: 1 page in 1,000
         fetch,
-        (1_000, 3, "c", 2, []),  # another shard's: 2 pages
-        (1_000, 3, "c", 2, []),  # ... delivered twice
+        held_batch(1_000, 3, ({}, {}, "c", 2)),  # another shard's: 2 pages
+        held_batch(1_000, 3, ({}, {}, "c", 2)),  # ... delivered twice
     ):
         update.process((0, window_batch(item)), held, pending, timer)
     assert timer.at == 1_000 + 3_000  # 3 ms past the earliest due
@@ -222,7 +232,8 @@ def test_the_update_counts_the_pages_before_each_window() -> None:
     assert (counted, through) == ({"c": 3}, 1_000)  # counts only: 3 pages through 1,000
     assert timer.at == 5_000 and len(pending.items) == 1
     sets, waiting = len(timer.sets), list(pending.items)
-    update.process((0, window_batch((1_000, 3, "c", 2, []))), held, pending, timer)  # again
+    again = held_batch(1_000, 3, ({}, {}, "c", 2))
+    update.process((0, window_batch(again)), held, pending, timer)
     assert pending.items == waiting and len(timer.sets) == sets  # dropped once taken
     out = list(update.fire(0, Timestamp(micros=5_000), held, pending, records, timer))
     assert sorted(u.url for u in out) == ["https://a.example/", "https://b.example/"]
@@ -427,13 +438,16 @@ def test_a_windows_items_from_every_routing_and_host_shard_apply_as_one_batch() 
     a1 = (999, 6, 3, 1, 6, ("Link",))
     b0 = (999, 6, 1, 1, 6, ("Link",))
     c0 = (1_999, 9, 0, 1, 7, ("Link",))
-    first = window_batch((999, 6, "c", 1, [("a", a1), ("b", b0)]))  # repeat shard 1
-    second = window_batch((999, 2, "c", 1, [("a", a0)]))  # repeat shard 0
+    [(_, first)] = window_items(999, 6, "c", 1, [("a", a1), ("b", b0)], 1)  # repeat shard 1
+    [(_, second)] = window_items(999, 2, "c", 1, [("a", a0)], 1)  # repeat shard 0
     pauses_x = window_batch((999, -1, {"x.test": ["px"]}))  # host shard 0
     pauses_y = window_batch((999, -1, {"y.test": ["py"]}))  # host shard 1
-    later = window_batch((1_999, 9, "c", 1, [("c", c0)]))
+    [(_, later)] = window_items(1_999, 9, "c", 1, [("c", c0)], 1)
     held = sorted(
-        [(d, p, *batch) for d, p, batch in (first, second, pauses_x, pauses_y, later, second)],
+        [
+            (d, p, *BATCH_CODER.decode(batch))
+            for d, p, batch in (first, second, pauses_x, pauses_y, later, second)
+        ],
         key=lambda item: item[:2],
     )  # in (due, position) order, as the held cell keeps them; `second` delivered twice,
     # taken once (`take_due`)
