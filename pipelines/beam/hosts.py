@@ -53,7 +53,6 @@ from frontierflow.pipelines.beam.event_time import (
 )
 from frontierflow.pipelines.beam.exact_clock import decode_fetch, encode_fetch
 from frontierflow.pipelines.beam.shard_state import STATE_SHARDS, state_shard
-from frontierflow.schemas.codecs import decode_record, encode_record
 from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.host_pauses import Pause, answer_and_pause, group_pauses, hold_entries
 from frontierflow.state.hosts import (
@@ -208,7 +207,7 @@ class _KeyAnswers(beam.DoFn):
     ) -> Iterator[Any]:
         position, event = item
         due, at = place_event(self.windows, event.fetched_at, stamp, self.by_arrival)
-        value = (due, position, encode_record(answer_of(event)))
+        value = (due, position, encode_fetch(answer_of(event)))
         yield TimestampedValue((state_shard(event.host, self.shards), value), at)
 
 
@@ -320,7 +319,7 @@ class _PausesOfWindows(beam.DoFn):
             return
         groups: Groups = dict(value[0] if value else {})
         for due, window in groupby(ready, key=itemgetter(0)):
-            answers = (decode_record(FetchEvent, raw) for _, _, raw in window)
+            answers = (decode_fetch(raw) for _, _, raw in window)
             begun, groups = fold_window(groups, answers, due // 1000, self.policy)
             if begun:
                 yield TimestampedValue((due, begun), fired)

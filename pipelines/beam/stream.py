@@ -87,6 +87,7 @@ from frontierflow.pipelines.beam.event_time import (
     take_due,
     with_through,
 )
+from frontierflow.pipelines.beam.exact_clock import decode_fetch, encode_fetch
 from frontierflow.pipelines.beam.hosts import (
     PausesInEventTime,
 )
@@ -108,7 +109,6 @@ from frontierflow.pipelines.beam.stream_revisits import (
 from frontierflow.pipelines.beam.stream_update import UpdateFrontierInEventTime
 from frontierflow.pipelines.core.step import FetchKind, is_repeat_fetch
 from frontierflow.pipelines.core.strategy import Strategy
-from frontierflow.schemas.codecs import decode_record, encode_record
 from frontierflow.schemas.records import FetchEvent
 from frontierflow.state.hosts import DEFAULT_POLICY, HostPolicy
 from frontierflow.state.revisit_schedule import RevisitPolicy
@@ -175,7 +175,7 @@ class _KeyByPage(beam.DoFn):
     ) -> Iterator[Any]:
         position, event = item
         due, at = place_event(self.windows, event.fetched_at, stamp, self.by_arrival)
-        value = (due, position, event.url, event.cycle, event.crawl_id, encode_record(event))
+        value = (due, position, event.url, event.cycle, event.crawl_id, encode_fetch(event))
         yield TimestampedValue((state_shard(event.url, self.shards), value), at)
 
 
@@ -249,7 +249,7 @@ class _FirstFetches(beam.DoFn):
                 if kind is FetchKind.FIRST:
                     changed[url] = cycle
             else:
-                fetch = decode_record(FetchEvent, event)
+                fetch = decode_fetch(event)
                 kind, record, visit = revisit_fetch(known, fetch, self.revisit)
                 if visit is not None:
                     changed[url] = record
@@ -259,7 +259,7 @@ class _FirstFetches(beam.DoFn):
             if kind is FetchKind.REPEAT and not self.keep_repeats:
                 continue
             if fetch is None:
-                fetch = decode_record(FetchEvent, event)
+                fetch = decode_fetch(event)
             routes.add(due, position, crawl_id, kind, fetch)
         for routed in routes.items():
             yield TimestampedValue(routed, fired)

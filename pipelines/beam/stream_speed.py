@@ -48,9 +48,9 @@ from frontierflow.pipelines.beam.event_time import (
     take_due,
     with_through,
 )
+from frontierflow.pipelines.beam.exact_clock import decode_fetch, encode_fetch
 from frontierflow.pipelines.speed.per_fetcher import counts_for_speed, observe, speed_event_problem
 from frontierflow.pipelines.speed.settings import ControllerSettings
-from frontierflow.schemas.codecs import decode_record, encode_record
 from frontierflow.schemas.records import FetchEvent, ScalingDecision
 from frontierflow.state.speed import decode_speed_state, encode_speed_state
 
@@ -116,7 +116,7 @@ class _KeyByFetcher(beam.DoFn):
             SKIPPED.inc()
             return
         due, at = place_event(self.windows, event.fetched_at, stamp, self.by_arrival)
-        held = (due, position, encode_record(speed_view(event)))
+        held = (due, position, encode_fetch(speed_view(event)))
         yield TimestampedValue((event.fetcher_id, held), at)
 
 
@@ -156,7 +156,7 @@ class _DecideInEventTime(beam.DoFn):
             return  # nothing taken: the state stands as it is
         state = None if value is None else decode_speed_state(value[0])
         for _, _, encoded in ready:
-            state, decisions = observe(state, decode_record(FetchEvent, encoded), self.settings)
+            state, decisions = observe(state, decode_fetch(encoded), self.settings)
             for decision in decisions:
                 yield TimestampedValue(decision, fired)
         assert state is not None  # `ready` is not empty

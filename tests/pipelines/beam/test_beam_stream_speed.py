@@ -13,6 +13,7 @@ from apache_beam.utils.timestamp import Timestamp
 from beam_state import Bag, Cell, Timer
 
 from frontierflow.pipelines.beam.event_time import ClockWindows
+from frontierflow.pipelines.beam.exact_clock import decode_fetch
 from frontierflow.pipelines.beam.options import pipeline_options
 from frontierflow.pipelines.beam.stream_speed import (
     SpeedInEventTime,
@@ -22,7 +23,6 @@ from frontierflow.pipelines.beam.stream_speed import (
 )
 from frontierflow.pipelines.speed.per_fetcher import counts_for_speed, decisions_in_order
 from frontierflow.pipelines.speed.settings import settings_for
-from frontierflow.schemas.codecs import decode_record
 from frontierflow.schemas.records import ALREADY_FETCHED, FetchEvent, ScalingDecision
 from frontierflow.state.speed import decode_speed_state
 
@@ -49,7 +49,7 @@ def test_key_by_fetcher_holds_what_the_speed_windows_read_at_its_clock_window() 
     # fetched at 7 ms: the clock window [5, 10), due at its last millisecond, 9 ms
     assert (fetcher, due, position) == ("f", 9_000, 42)
     assert out.timestamp == Timestamp(micros=7_000)  # its own time, moved forward from 0
-    assert decode_record(FetchEvent, encoded) == speed_view(event)
+    assert decode_fetch(encoded) == speed_view(event)
     assert speed_view(event).outlinks == () and speed_view(event).text is None
     assert speed_view(event).fetch_ms == 12.5
     # not counted, as the engine: an answer without a download, a deferred answer; and one
