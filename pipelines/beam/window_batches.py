@@ -29,6 +29,9 @@ HeldBatch = tuple[int, int, bytes]
 
 
 def held_batch(due: int, position: int, batch: Batch) -> HeldBatch:
+    """`batch` as the update holds it, encoded by the step that sends it: the repeat step
+    for its routed windows (`beam.routing.window_items`), `window_batch` for a host shard's
+    pauses."""
     return due, position, BATCH_CODER.encode(batch)
 
 
